@@ -1,0 +1,316 @@
+#include "core/autograd.h"
+
+#include <cmath>
+
+#include "core/creation.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+
+namespace tapestry {
+
+// ---------------------------------------------------------------------------------------------
+// Grad mode
+
+namespace {
+thread_local bool grad_mode = true;
+}
+
+bool grad_mode_enabled() { return grad_mode; }
+NoGradGuard::NoGradGuard() : previous_(grad_mode) { grad_mode = false; }
+NoGradGuard::~NoGradGuard() { grad_mode = previous_; }
+
+// ---------------------------------------------------------------------------------------------
+// Saved tensors
+
+Saved::Saved(const Tensor& tensor) : data_(tensor.detach()), version_(tensor.storage().version()) {}
+
+const Tensor& Saved::get() const {
+  const uint64_t now = data_.storage().version();
+  TP_CHECK(now == version_, "saved tensor",
+           "a tensor of shape ", to_string(data_.shape()), " that this op saved for backward was ",
+           "modified in place after it was saved (version ", version_, ", now ", now,
+           "); compute on a clone() instead of changing it in place");
+  return data_;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tape
+
+struct Tape::Entry {
+  std::string op;
+  std::vector<std::shared_ptr<AutogradMeta>> inputs;  // null where the input needs no gradient
+  std::vector<TensorSpec> input_specs;
+  std::vector<std::weak_ptr<AutogradMeta>> outputs;
+  std::vector<TensorSpec> output_specs;
+  BackwardFn backward;
+
+  bool dead() const {
+    for (const auto& out : outputs)
+      if (!out.expired()) return false;
+    return true;
+  }
+  TapeEntryInfo info() const {
+    TapeEntryInfo result{op, {}, {}, {}};
+    for (const auto& s : input_specs) result.inputs.push_back(s.shape);
+    for (const auto& s : output_specs) result.outputs.push_back(s.shape);
+    return result;
+  }
+};
+
+Tape::Tape() = default;
+Tape::~Tape() = default;
+
+Tape& Tape::current() {
+  thread_local Tape tape;
+  return tape;
+}
+
+size_t Tape::size() const { return entries_.size(); }
+
+std::vector<TapeEntryInfo> Tape::entries() const {
+  std::vector<TapeEntryInfo> result;
+  for (const auto& e : entries_) result.push_back(e->info());
+  return result;
+}
+
+void Tape::clear() { entries_.clear(); }
+
+// Drops entries whose outputs are unreachable: no tensor holds them and no later entry takes them
+// as input. Dropping an entry releases its inputs, which can make an earlier entry unreachable,
+// so one pass from the newest entry to the oldest finds them all.
+void Tape::prune() {
+  for (size_t i = entries_.size(); i-- > 0;) {
+    if (entries_[i]->dead()) entries_[i].reset();
+  }
+  std::vector<std::unique_ptr<Entry>> kept;
+  for (auto& e : entries_)
+    if (e) kept.push_back(std::move(e));
+  entries_ = std::move(kept);
+}
+
+bool should_record(const std::vector<Tensor>& inputs) {
+  if (!grad_mode) return false;
+  for (const Tensor& t : inputs)
+    if (t.requires_grad()) return true;
+  return false;
+}
+
+void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+            BackwardFn backward) {
+  if (!should_record(inputs)) return;
+  auto entry = std::make_unique<Tape::Entry>();
+  entry->op = op;
+  for (const Tensor& t : inputs) {
+    entry->inputs.push_back(t.requires_grad() ? t.impl().autograd : nullptr);
+    entry->input_specs.push_back({t.shape(), t.dtype(), t.device()});
+  }
+  for (const Tensor& t : outputs) {
+    TP_CHECK(!t.impl().autograd, op, "internal error: an output already has autograd state");
+    TP_CHECK(is_floating(t.dtype()), op, "internal error: recorded a ", t.dtype(), " output");
+    auto meta = std::make_shared<AutogradMeta>();
+    meta->is_leaf = false;
+    t.impl().autograd = meta;
+    entry->outputs.push_back(meta);
+    entry->output_specs.push_back({t.shape(), t.dtype(), t.device()});
+  }
+  entry->backward = std::move(backward);
+
+  Tape& tape = Tape::current();
+  tape.entries_.push_back(std::move(entry));
+  if (tape.entries_.size() >= tape.next_prune_) {
+    tape.prune();
+    tape.next_prune_ = std::max<size_t>(1024, 2 * tape.entries_.size());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward
+
+// The metas that received a gradient during one backward pass.
+struct Gradients::Sink {
+  std::vector<std::shared_ptr<AutogradMeta>> touched;
+
+  void add(const std::shared_ptr<AutogradMeta>& meta, const Tensor& g) {
+    if (meta->pending.defined()) {
+      add_(meta->pending, g);
+      return;
+    }
+    // Adopt g when nothing else can see its storage; copy otherwise, so that later in-place
+    // accumulation never writes into a tensor someone else holds.
+    const bool exclusive = g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1 &&
+                           g.is_contiguous() && !g.requires_grad();
+    meta->pending = exclusive ? g : clone(g);
+    touched.push_back(meta);
+  }
+  void clear_pending() {
+    for (auto& meta : touched) meta->pending = Tensor();
+  }
+};
+
+namespace {
+
+// Sums g (of a broadcast shape) down to `shape`.
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  const int64_t lead = g.dim() - static_cast<int64_t>(shape.size());
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < g.dim(); ++d) {
+    if (d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1)) dims.push_back(d);
+  }
+  return reshape(sum(g, dims, KeepDim::Yes), shape);
+}
+
+double l2_norm(const Tensor& g) { return std::sqrt(sum(mul(g, g)).item<double>()); }
+
+void run_hooks(AutogradMeta& meta) {
+  for (const auto& hook : meta.hooks) hook(meta.pending);
+}
+
+void accumulate_grad(AutogradMeta& meta) {
+  if (meta.grad.defined()) {
+    add_(meta.grad, meta.pending);
+  } else {
+    meta.grad = meta.pending;
+  }
+}
+
+}  // namespace
+
+bool Gradients::needs(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
+
+void Gradients::accumulate(size_t i, const Tensor& g) {
+  if (!needs(i)) return;
+  const TensorSpec& spec = specs_[i];
+  TP_CHECK(g.dtype() == spec.dtype && g.device() == spec.device, "accumulate",
+           "internal error: gradient of dtype ", g.dtype(), " on ", g.device(), " for an input of ",
+           spec.dtype, " on ", spec.device);
+  sink_.add(inputs_[i], sum_to(g, spec.shape));
+}
+
+const Tensor& Gradients::buffer(size_t i) {
+  TP_CHECK(needs(i), "buffer", "internal error: input ", i, " needs no gradient");
+  const auto& meta = inputs_[i];
+  if (!meta->pending.defined()) sink_.add(meta, zeros(specs_[i].shape, {specs_[i].dtype, specs_[i].device}));
+  return meta->pending;
+}
+
+void backward(const Tensor& root, const Tensor& seed, Retain retain) {
+  TP_CHECK(root.requires_grad(), "backward",
+           "the tensor of shape ", to_string(root.shape()), " does not require grad: no input of ",
+           "the ops that produced it requires grad, or it was computed under NoGradGuard");
+  Tensor start = seed;
+  if (!start.defined()) {
+    TP_CHECK(root.numel() == 1, "backward", "a tensor of shape ", to_string(root.shape()),
+             " is not a scalar: pass a seed gradient of the same shape");
+    start = ones_like(root);
+  }
+  TP_CHECK(start.shape() == root.shape() && start.dtype() == root.dtype() &&
+               start.device() == root.device(),
+           "backward", "the seed (", to_string(start.shape()), ", ", start.dtype(), ", ",
+           start.device(), ") does not match the tensor (", to_string(root.shape()), ", ",
+           root.dtype(), ", ", root.device(), ")");
+
+  NoGradGuard no_grad;
+  Tape& tape = Tape::current();
+  tape.last_backward_.clear();
+  Gradients::Sink sink;
+  try {
+    sink.add(root.impl().autograd, start);
+    for (size_t i = tape.entries_.size(); i-- > 0;) {
+      Tape::Entry& entry = *tape.entries_[i];
+      std::vector<std::shared_ptr<AutogradMeta>> outs;
+      bool reached = false;
+      for (const auto& weak : entry.outputs) {
+        outs.push_back(weak.lock());
+        reached = reached || (outs.back() && outs.back()->pending.defined());
+      }
+      if (!reached) continue;
+
+      TapeEntryInfo info = entry.info();
+      std::vector<Tensor> grad_outputs;
+      for (size_t k = 0; k < outs.size(); ++k) {
+        const auto& meta = outs[k];
+        if (meta && meta->pending.defined()) {
+          run_hooks(*meta);
+          if (meta->retains_grad) accumulate_grad(*meta);
+          grad_outputs.push_back(meta->pending);
+        } else {
+          const TensorSpec& s = entry.output_specs[k];
+          grad_outputs.push_back(zeros(s.shape, {s.dtype, s.device}));
+        }
+        if (tape.grad_norms_ == GradNorms::Record) info.grad_norms.push_back(l2_norm(grad_outputs.back()));
+      }
+      Gradients grads(sink, entry.inputs, entry.input_specs);
+      try {
+        entry.backward(grad_outputs, grads);
+      } catch (const Error& e) {
+        throw Error(entry.op + " (backward): " + e.what());
+      }
+      for (const auto& meta : outs)
+        if (meta) meta->pending = Tensor();
+      tape.last_backward_.push_back(std::move(info));
+    }
+    for (const auto& meta : sink.touched) {
+      if (!meta->pending.defined()) continue;
+      TP_CHECK(meta->is_leaf, "backward",
+               "a gradient reached a tensor whose producing ops are no longer on this thread's tape "
+               "(released by an earlier backward(); pass Retain::Yes to keep them, or the tensor was "
+               "computed on another thread)");
+      run_hooks(*meta);
+      accumulate_grad(*meta);
+    }
+  } catch (...) {
+    sink.clear_pending();
+    throw;
+  }
+  sink.clear_pending();
+  if (retain == Retain::No) tape.clear();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The autograd side of Tensor
+
+Tensor& Tensor::set_requires_grad(bool requires_grad) {
+  TensorImpl& self = impl();
+  if (!requires_grad) {
+    TP_CHECK(!self.autograd || self.autograd->is_leaf, "set_requires_grad",
+             "only a leaf can stop requiring grad; use detach() on a computed tensor");
+    self.autograd.reset();
+    return *this;
+  }
+  TP_CHECK(is_floating(self.dtype), "set_requires_grad",
+           "only floating tensors can require grad, got ", self.dtype, " of shape ", to_string(self.shape));
+  if (!self.autograd) self.autograd = std::make_shared<AutogradMeta>();
+  return *this;
+}
+
+bool Tensor::is_leaf() const { return !requires_grad() || impl().autograd->is_leaf; }
+
+Tensor Tensor::grad() const { return requires_grad() ? impl().autograd->grad : Tensor(); }
+
+void Tensor::zero_grad() const {
+  if (requires_grad()) impl().autograd->grad = Tensor();
+}
+
+void Tensor::retain_grad() const {
+  TP_CHECK(requires_grad(), "retain_grad", "the tensor does not require grad");
+  impl().autograd->retains_grad = true;
+}
+
+void Tensor::register_hook(GradHook hook) const {
+  TP_CHECK(requires_grad(), "register_hook", "the tensor of shape ", to_string(shape()),
+           " does not require grad, so it never receives a gradient");
+  impl().autograd->hooks.push_back(std::move(hook));
+}
+
+void Tensor::backward(Retain retain) const { tapestry::backward(*this, Tensor(), retain); }
+void Tensor::backward(const Tensor& seed, Retain retain) const { tapestry::backward(*this, seed, retain); }
+
+Tensor Tensor::detach() const {
+  auto copy = std::make_shared<TensorImpl>(impl());
+  copy->autograd.reset();
+  return Tensor(std::move(copy));
+}
+
+}  // namespace tapestry

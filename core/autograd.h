@@ -1,0 +1,140 @@
+// The autograd tape (DESIGN §3): reverse-mode differentiation over a per-thread Wengert list.
+//
+// Each differentiable op, when grad mode is on and an input requires grad, calls record(): one tape
+// entry with the op's name, its inputs' autograd state, weak references to its outputs, and a
+// backward closure. backward() walks the tape from the newest entry to the oldest, calling each
+// closure whose outputs received a gradient; closures accumulate into their inputs' gradients, so
+// fan-out sums. An entry whose outputs nobody can reach any more is pruned as the tape grows.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tapestry {
+
+struct AutogradMeta {
+  bool is_leaf = true;
+  bool retains_grad = false;
+  Tensor grad;     // accumulated over backward passes (leaves, and non-leaves that retain it)
+  Tensor pending;  // this pass's gradient while backward() runs
+  std::vector<GradHook> hooks;
+};
+
+// ---- grad mode ----
+bool grad_mode_enabled();
+
+// Turns recording off for its scope (and restores the previous mode after).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// ---- what ops use ----
+
+// A tensor saved for backward: its data (without autograd state, so that saving an output does not
+// keep the output's tape entry alive) and the storage version when saved. get() refuses data that
+// an in-place op changed since.
+class Saved {
+ public:
+  Saved() = default;
+  explicit Saved(const Tensor& tensor);
+  const Tensor& get() const;
+
+ private:
+  Tensor data_;
+  uint64_t version_ = 0;
+};
+
+struct TensorSpec {
+  Shape shape;
+  DType dtype;
+  Device device;
+};
+
+// The input side of a backward closure.
+class Gradients {
+ public:
+  // Whether input i wants a gradient; closures skip the work for inputs that do not.
+  bool needs(size_t i) const;
+  // Adds g to input i's gradient. g may have the broadcast shape of a broadcasting op: it is summed
+  // down to the input's shape here, once for all ops.
+  void accumulate(size_t i, const Tensor& g);
+  // Input i's gradient buffer (zero-initialised on first use), for kernels that accumulate into it
+  // in place (gemm with beta = 1, an add into a slice).
+  const Tensor& buffer(size_t i);
+
+ private:
+  friend void backward(const Tensor&, const Tensor&, Retain);
+  struct Sink;
+  Gradients(Sink& sink, const std::vector<std::shared_ptr<AutogradMeta>>& inputs,
+            const std::vector<TensorSpec>& specs)
+      : sink_(sink), inputs_(inputs), specs_(specs) {}
+  Sink& sink_;
+  const std::vector<std::shared_ptr<AutogradMeta>>& inputs_;
+  const std::vector<TensorSpec>& specs_;
+};
+
+// grad_outputs[k] is the gradient of output k (zeros for an output that received none).
+using BackwardFn = std::function<void(const std::vector<Tensor>& grad_outputs, Gradients& grads)>;
+
+// Whether an op called on `inputs` now would be recorded.
+bool should_record(const std::vector<Tensor>& inputs);
+
+// Records `op` when should_record(inputs); marks the (freshly created) outputs as requiring grad.
+void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+            BackwardFn backward);
+
+// Back-propagates from `root` with gradient `seed` (ones when undefined; then root must have one
+// element). Retain::No releases the tape afterwards.
+void backward(const Tensor& root, const Tensor& seed = {}, Retain retain = Retain::No);
+
+// ---- introspection ----
+
+enum class GradNorms { Skip, Record };
+
+struct TapeEntryInfo {
+  std::string op;
+  std::vector<Shape> inputs;
+  std::vector<Shape> outputs;
+  std::vector<double> grad_norms;  // L2 norm of each output's gradient; after a recorded backward
+};
+
+class Tape {
+ public:
+  // This thread's tape.
+  static Tape& current();
+
+  size_t size() const;
+  std::vector<TapeEntryInfo> entries() const;
+  // The entries that the last backward() on this thread ran, newest first, with gradient norms when
+  // set_grad_norms(GradNorms::Record) was in force.
+  const std::vector<TapeEntryInfo>& last_backward() const { return last_backward_; }
+  void set_grad_norms(GradNorms mode) { grad_norms_ = mode; }
+  // Releases every entry (and the tensors the closures saved).
+  void clear();
+
+ private:
+  friend void record(const char*, const std::vector<Tensor>&, const std::vector<Tensor>&, BackwardFn);
+  friend void backward(const Tensor&, const Tensor&, Retain);
+  struct Entry;
+  Tape();
+  ~Tape();
+  void prune();
+
+  std::vector<std::unique_ptr<Entry>> entries_;
+  size_t next_prune_ = 1024;
+  GradNorms grad_norms_ = GradNorms::Skip;
+  std::vector<TapeEntryInfo> last_backward_;
+};
+
+}  // namespace tapestry

@@ -1,0 +1,101 @@
+#include "core/device.h"
+
+#include <atomic>
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/error.h"
+
+namespace tapestry {
+
+Device Device::best() { return cuda::is_available() ? Device::cuda(0) : Device::cpu(); }
+
+Device Device::parse(const std::string& text) {
+  if (text == "auto") return best();
+  if (text == "cpu") return cpu();
+  if (text == "cuda") return cuda(0);
+  if (text.rfind("cuda:", 0) == 0 && text.size() > 5 &&
+      text.find_first_not_of("0123456789", 5) == std::string::npos && text.size() < 10) {
+    return cuda(std::stoi(text.substr(5)));
+  }
+  fail("Device::parse", "expected auto, cpu, cuda or cuda:N, got '", text, "'");
+}
+
+std::string to_string(const Device& device) {
+  return device.is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(device.index);
+}
+
+namespace {
+
+// Host memory, 64-byte aligned, with statistics.
+class CpuAllocator final : public Allocator {
+ public:
+  void* allocate(std::size_t nbytes) override {
+    const std::size_t rounded = (std::max<std::size_t>(nbytes, 1) + 63) / 64 * 64;
+    void* ptr = std::aligned_alloc(64, rounded);
+    if (!ptr) {
+      fail("allocate", "out of host memory allocating ", nbytes, " bytes (", in_use_.load(),
+           " bytes in use)");
+    }
+    const int64_t now = in_use_ += static_cast<int64_t>(nbytes);
+    int64_t peak = peak_.load();
+    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+    }
+    ++allocations_;
+    return ptr;
+  }
+  void deallocate(void* ptr, std::size_t nbytes) override {
+    std::free(ptr);
+    in_use_ -= static_cast<int64_t>(nbytes);
+  }
+  MemoryStats stats() const override {
+    return {in_use_.load(), peak_.load(), in_use_.load(), allocations_.load()};
+  }
+  void reset_peak() override { peak_ = in_use_.load(); }
+
+ private:
+  std::atomic<int64_t> in_use_{0}, peak_{0}, allocations_{0};
+};
+
+class CpuContext final : public Context {
+ public:
+  Device device() const override { return Device::cpu(); }
+  Allocator& allocator() override { return allocator_; }
+
+ private:
+  CpuAllocator allocator_;
+};
+
+}  // namespace
+
+Context& cuda_context(int index);  // core/cuda_context.cpp, or the stub below without CUDA
+
+Context& context(Device device) {
+  if (device.is_cpu()) {
+    static CpuContext cpu;
+    return cpu;
+  }
+  return cuda_context(device.index);
+}
+
+#ifndef TAPESTRY_HAS_CUDA
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t nbytes) {
+  TP_CHECK(dst_device.is_cpu() && src_device.is_cpu(), "copy", "cannot copy from ", src_device,
+           " to ", dst_device, ": ", cuda::unavailable_reason());
+  if (nbytes) std::memcpy(dst, src, nbytes);
+}
+
+namespace cuda {
+bool is_available() { return false; }
+int device_count() { return 0; }
+std::string unavailable_reason() { return "this build of Tapestry has no CUDA support (TAPESTRY_CUDA=OFF)"; }
+}  // namespace cuda
+
+Context& cuda_context(int index) {
+  fail("cuda", "cannot use device cuda:", index, ": ", cuda::unavailable_reason());
+}
+#endif
+
+}  // namespace tapestry

@@ -1,0 +1,27 @@
+// Element types.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace tapestry {
+
+enum class DType { Float32, Float64, Int32, Int64, Bool };
+
+std::size_t element_size(DType dtype);
+const char* dtype_name(DType dtype);  // "float32", ...
+inline bool is_floating(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
+inline bool is_integer(DType dtype) { return dtype == DType::Int32 || dtype == DType::Int64; }
+inline std::ostream& operator<<(std::ostream& out, DType dtype) { return out << dtype_name(dtype); }
+
+// The DType of a C++ element type: dtype_of<float>() == DType::Float32.
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::Float32; }
+template <> constexpr DType dtype_of<double>() { return DType::Float64; }
+template <> constexpr DType dtype_of<int32_t>() { return DType::Int32; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
+template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
+
+}  // namespace tapestry

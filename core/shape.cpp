@@ -1,0 +1,54 @@
+#include "core/shape.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace tapestry {
+
+int64_t numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+Strides contiguous_strides(const Shape& shape) {
+  Strides strides(shape.size());
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= std::max<int64_t>(shape[i], 1);
+  }
+  return strides;
+}
+
+std::string to_string(const Shape& shape) {
+  std::ostringstream out;
+  out << "(";
+  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  if (shape.size() == 1) out << ",";
+  out << ")";
+  return out.str();
+}
+
+int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {
+  TP_CHECK(dim >= -ndim && dim < ndim, op, "dim ", dim, " is out of range for a tensor of ", ndim,
+           " dims");
+  return dim < 0 ? dim + ndim : dim;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    TP_CHECK(da == db || da == 1 || db == 1, op, "shapes ", to_string(a), " and ", to_string(b),
+             " cannot be broadcast together");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+}  // namespace tapestry

@@ -1,0 +1,24 @@
+// Shapes and strides. Both are in elements, not bytes.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace tapestry {
+
+using Shape = std::vector<int64_t>;
+using Strides = std::vector<int64_t>;
+
+int64_t numel(const Shape& shape);
+Strides contiguous_strides(const Shape& shape);
+std::string to_string(const Shape& shape);  // "(2, 3)"; a 1-d shape prints as "(4,)"
+
+// Wraps a possibly negative dim into [0, ndim); throws Error naming `op` when out of range.
+int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op);
+
+// The broadcast of two shapes (numpy rules); throws Error naming `op` when they do not broadcast.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+}  // namespace tapestry

@@ -1,0 +1,97 @@
+#include "core/tensor.h"
+
+#include <cstring>
+#include <iomanip>
+
+#include "core/autograd.h"
+#include "core/dispatch.h"
+#include "ops/shape.h"
+
+namespace tapestry {
+
+int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
+
+bool Tensor::is_contiguous() const {
+  const TensorImpl& self = impl();
+  int64_t expected = 1;
+  for (size_t i = self.shape.size(); i-- > 0;) {
+    if (self.shape[i] == 1) continue;
+    if (self.strides[i] != expected) return false;
+    expected *= self.shape[i];
+  }
+  return true;
+}
+
+Tensor make_view(const Tensor& base, Shape shape, Strides strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.impl().storage;
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  return Tensor(std::move(impl));
+}
+
+Tensor host_contiguous(const Tensor& tensor) {
+  NoGradGuard no_grad;
+  return contiguous(to(tensor, Device::cpu()));
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  const Tensor host = host_contiguous(*this);
+  std::vector<T> out(static_cast<size_t>(host.numel()));
+  visit_all(dtype(), [&](auto tag) {
+    using S = decltype(tag);
+    const S* src = static_cast<const S*>(host.raw_data());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(src[i]);
+  });
+  return out;
+}
+
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<bool> Tensor::to_vector<bool>() const;
+
+namespace {
+
+// Prints dims [dim, ndim) of `values` (row-major) from `start`, abbreviating long dims.
+void print_values(std::ostream& out, const std::vector<double>& values, const Shape& shape,
+                  size_t dim, int64_t start, DType dtype) {
+  if (dim == shape.size()) {
+    const double v = values[static_cast<size_t>(start)];
+    if (dtype == DType::Bool) out << (v != 0 ? "true" : "false");
+    else if (is_integer(dtype)) out << static_cast<int64_t>(v);
+    else out << std::setprecision(6) << v;
+    return;
+  }
+  const int64_t n = shape[dim];
+  const int64_t stride = numel(Shape(shape.begin() + static_cast<long>(dim) + 1, shape.end()));
+  const bool abbreviate = n > 8 && numel(shape) > 256;
+  out << "[";
+  for (int64_t i = 0; i < n; ++i) {
+    if (abbreviate && i == 3) {
+      out << ", ...";
+      i = n - 3;
+    }
+    if (i) out << (dim + 1 == shape.size() ? ", " : ",\n" + std::string(dim + 8, ' '));
+    print_values(out, values, shape, dim + 1, start + i * stride, dtype);
+  }
+  out << "]";
+}
+
+}  // namespace
+
+std::ostream& operator<<(std::ostream& out, const Tensor& tensor) {
+  if (!tensor.defined()) return out << "tensor(undefined)";
+  out << "tensor(";
+  print_values(out, tensor.to_vector<double>(), tensor.shape(), 0, 0, tensor.dtype());
+  out << ", shape=" << to_string(tensor.shape()) << ", dtype=" << tensor.dtype();
+  if (!tensor.device().is_cpu()) out << ", device=" << tensor.device();
+  if (tensor.requires_grad()) out << ", requires_grad";
+  return out << ")";
+}
+
+}  // namespace tapestry

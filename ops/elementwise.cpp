@@ -1,0 +1,258 @@
+#include "ops/elementwise.h"
+
+#include "ops/common.h"
+#include "ops/elementwise_math.h"
+#include "ops/loops.h"
+#include "ops/shape.h"
+
+namespace tapestry {
+
+namespace {
+
+// ---- kernels (the CPU loops; the CUDA backend adds its branch here) ----
+
+template <class F>
+Tensor unary_forward(const char* op, const F& f, const Tensor& x) {
+  check_cpu(op, x);
+  Tensor y = empty(x.shape(), x.options());
+  visit_numeric(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    cpu_map<T, T>(y, [f](T v) { return f.forward(v); }, x);
+  });
+  return y;
+}
+
+template <class F>
+Tensor unary_backward(const char* op, const F& f, const Tensor& dy, const Tensor& x, const Tensor& y) {
+  check_cpu(op, dy);
+  Tensor dx = empty(x.shape(), x.options());
+  visit_floating(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    cpu_map<T, T, T, T>(dx, [f](T d, T xv, T yv) { return f.backward(d, xv, yv); }, dy, x, y);
+  });
+  return dx;
+}
+
+template <class F>
+Tensor binary_forward(const char* op, const F& f, const Tensor& a, const Tensor& b, const Shape& shape) {
+  check_cpu(op, a);
+  Tensor y = empty(shape, a.options());
+  visit_numeric(a.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    cpu_map<T, T, T>(y, [f](T u, T v) { return f.forward(u, v); }, a, b);
+  });
+  return y;
+}
+
+enum class Side { A, B };
+
+template <class F>
+Tensor binary_backward(const char* op, const F& f, Side side, const Tensor& dy, const Tensor& a,
+                       const Tensor& b, const Tensor& y) {
+  check_cpu(op, dy);
+  Tensor grad = empty(y.shape(), y.options());  // the broadcast shape; Gradients sums it down
+  visit_floating(y.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    if (side == Side::A)
+      cpu_map<T, T, T, T, T>(grad, [f](T d, T u, T v, T w) { return f.grad_a(d, u, v, w); }, dy, a, b, y);
+    else
+      cpu_map<T, T, T, T, T>(grad, [f](T d, T u, T v, T w) { return f.grad_b(d, u, v, w); }, dy, a, b, y);
+  });
+  return grad;
+}
+
+// ---- ops ----
+
+// A differentiable unary op from its functor (ops/elementwise_math.h).
+template <class F>
+Tensor unary(const char* op, const Tensor& x, F f = {}) {
+  check_floating(op, x);
+  Tensor y = unary_forward(op, f, x);
+  record(op, {x}, {y}, [op, f, xs = Saved(x), ys = Saved(y)](const std::vector<Tensor>& dy, Gradients& g) {
+    g.accumulate(0, unary_backward(op, f, dy[0], xs.get(), ys.get()));
+  });
+  return y;
+}
+
+enum class Domain { Numeric, Floating };
+
+template <class F>
+Tensor binary(const char* op, const Tensor& a, const Tensor& b, Domain domain, F f = {}) {
+  check_same_device(op, {&a, &b});
+  check_same_dtype(op, a, b);
+  if (domain == Domain::Floating) check_floating(op, a);
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  Tensor y = binary_forward(op, f, a, b, shape);
+  record(op, {a, b}, {y},
+         [op, f, as = Saved(a), bs = Saved(b), ys = Saved(y)](const std::vector<Tensor>& dy, Gradients& g) {
+           if (g.needs(0)) g.accumulate(0, binary_backward(op, f, Side::A, dy[0], as.get(), bs.get(), ys.get()));
+           if (g.needs(1)) g.accumulate(1, binary_backward(op, f, Side::B, dy[0], as.get(), bs.get(), ys.get()));
+         });
+  return y;
+}
+
+template <class F>
+Tensor compare(const char* op, const Tensor& a, const Tensor& b, F f = {}) {
+  check_same_device(op, {&a, &b});
+  check_same_dtype(op, a, b);
+  check_cpu(op, a);
+  Tensor y = empty(broadcast_shapes(a.shape(), b.shape(), op), {DType::Bool, a.device()});
+  visit_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    cpu_map<bool, T, T>(y, f, a, b);
+  });
+  return y;
+}
+
+Tensor like(const Tensor& t, double value) { return scalar(value, t.options()); }
+
+void check_writable(const char* op, const Tensor& self) {
+  TP_CHECK(self.defined(), op, "got an undefined tensor");
+  TP_CHECK(!(grad_mode_enabled() && self.requires_grad()), op,
+           "in-place change of a tensor of shape ", to_string(self.shape()),
+           " that requires grad; in-place ops are not recorded, so run it under NoGradGuard");
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    TP_CHECK(self.strides()[d] != 0 || self.shape()[d] <= 1, op,
+             "cannot write in place into an expanded tensor of shape ", to_string(self.shape()),
+             " (several elements share memory); clone() it first");
+  }
+}
+
+void check_broadcasts_to(const char* op, const Tensor& other, const Shape& shape) {
+  TP_CHECK(broadcast_shapes(other.shape(), shape, op) == shape, op, "a tensor of shape ",
+           to_string(other.shape()), " cannot be broadcast to ", to_string(shape));
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary<math::Add>("add", a, b, Domain::Numeric); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary<math::Sub>("sub", a, b, Domain::Numeric); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary<math::Mul>("mul", a, b, Domain::Numeric); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary<math::Div>("div", a, b, Domain::Numeric); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary<math::Pow>("pow", a, b, Domain::Floating); }
+Tensor pow(const Tensor& x, double exponent) { return unary("pow", x, math::PowScalar{exponent}); }
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return add(a, like(a, b)); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, like(a, b)); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, like(a, b)); }
+Tensor operator/(const Tensor& a, double b) { return div(a, like(a, b)); }
+Tensor operator+(double a, const Tensor& b) { return add(like(b, a), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(like(b, a), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(like(b, a), b); }
+Tensor operator/(double a, const Tensor& b) { return div(like(b, a), b); }
+Tensor operator-(const Tensor& x) { return neg(x); }
+
+Tensor neg(const Tensor& x) {
+  return is_floating(x.dtype()) ? unary<math::Neg>("neg", x) : unary_forward("neg", math::Neg{}, x);
+}
+Tensor abs(const Tensor& x) {
+  return is_floating(x.dtype()) ? unary<math::Abs>("abs", x) : unary_forward("abs", math::Abs{}, x);
+}
+Tensor exp(const Tensor& x) { return unary<math::Exp>("exp", x); }
+Tensor log(const Tensor& x) { return unary<math::Log>("log", x); }
+Tensor sqrt(const Tensor& x) { return unary<math::Sqrt>("sqrt", x); }
+Tensor rsqrt(const Tensor& x) { return unary<math::Rsqrt>("rsqrt", x); }
+Tensor tanh(const Tensor& x) { return unary<math::Tanh>("tanh", x); }
+Tensor sigmoid(const Tensor& x) { return unary<math::Sigmoid>("sigmoid", x); }
+Tensor relu(const Tensor& x) { return unary<math::Relu>("relu", x); }
+Tensor gelu(const Tensor& x) { return unary<math::Gelu>("gelu", x); }
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  TP_CHECK(lo <= hi, "clamp", "needs lo <= hi, got lo=", lo, " hi=", hi);
+  return unary("clamp", x, math::Clamp{lo, hi});
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare<math::Eq>("eq", a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare<math::Ne>("ne", a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare<math::Lt>("lt", a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare<math::Le>("le", a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare<math::Gt>("gt", a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare<math::Ge>("ge", a, b); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_same_device("where", {&cond, &a, &b});
+  TP_CHECK(cond.dtype() == DType::Bool, "where", "the condition must be bool, got ", cond.dtype(),
+           " of shape ", to_string(cond.shape()));
+  check_same_dtype("where", a, b);
+  check_cpu("where", a);
+  const Shape shape = broadcast_shapes(cond.shape(), broadcast_shapes(a.shape(), b.shape(), "where"), "where");
+  Tensor y = empty(shape, a.options());
+  visit_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    cpu_map<T, bool, T, T>(y, [](bool c, T u, T v) { return c ? u : v; }, cond, a, b);
+  });
+  // da = dy ⊙ [cond], db = dy ⊙ [¬cond]   (at the broadcast shape; summed down by accumulate)
+  record("where", {cond, a, b}, {y}, [cs = Saved(cond)](const std::vector<Tensor>& dy, Gradients& g) {
+    const Tensor zero = zeros({}, dy[0].options());
+    if (g.needs(1)) g.accumulate(1, where(cs.get(), dy[0], zero));
+    if (g.needs(2)) g.accumulate(2, where(cs.get(), zero, dy[0]));
+  });
+  return y;
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  TP_CHECK(x.defined() && mask.defined(), "masked_fill", "got an undefined tensor");
+  check_broadcasts_to("masked_fill", mask, x.shape());
+  return where(mask, like(x, value), x);
+}
+
+void add_(const Tensor& self, const Tensor& other) {
+  check_writable("add_", self);
+  check_same_device("add_", {&self, &other});
+  check_same_dtype("add_", self, other);
+  check_broadcasts_to("add_", other, self.shape());
+  check_cpu("add_", self);
+  visit_numeric(self.dtype(), "add_", [&](auto tag) {
+    using T = decltype(tag);
+    cpu_map<T, T, T>(self, [](T u, T v) { return u + v; }, self, other);
+  });
+  self.storage().bump_version();
+}
+
+void mul_(const Tensor& self, double factor) {
+  check_writable("mul_", self);
+  check_cpu("mul_", self);
+  visit_numeric(self.dtype(), "mul_", [&](auto tag) {
+    using T = decltype(tag);
+    cpu_map<T, T>(self, [f = static_cast<T>(factor)](T u) { return u * f; }, self);
+  });
+  self.storage().bump_version();
+}
+
+void fill_(const Tensor& self, double value) {
+  check_writable("fill_", self);
+  check_cpu("fill_", self);
+  visit_all(self.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    cpu_map<T>(self, [v = static_cast<T>(value)]() { return v; });
+  });
+  self.storage().bump_version();
+}
+
+void copy_(const Tensor& self, const Tensor& src) {
+  check_writable("copy_", self);
+  TP_CHECK(src.defined(), "copy_", "got an undefined source tensor");
+  check_broadcasts_to("copy_", src, self.shape());
+  Tensor from = src;
+  if (src.device() != self.device()) {
+    // Bring a contiguous copy of src to self's device, then convert/broadcast there.
+    const Tensor packed = contiguous(src.detach());
+    from = empty(src.shape(), {src.dtype(), self.device()});
+    copy_bytes(from.raw_data(), self.device(), packed.raw_data(), src.device(),
+               static_cast<size_t>(src.numel()) * element_size(src.dtype()));
+  }
+  check_cpu("copy_", self);
+  visit_all(self.dtype(), [&](auto out_tag) {
+    using Out = decltype(out_tag);
+    visit_all(from.dtype(), [&](auto in_tag) {
+      using In = decltype(in_tag);
+      cpu_map<Out, In>(self, [](In v) { return static_cast<Out>(v); }, from);
+    });
+  });
+  self.storage().bump_version();
+}
+
+}  // namespace tapestry

@@ -1,0 +1,63 @@
+// Elementwise ops with numpy broadcasting. Binary ops need one dtype on both sides (no implicit
+// promotion); a double operand becomes a 0-d tensor of the other side's dtype.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace tapestry {
+
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);  // floating
+Tensor pow(const Tensor& x, double exponent);   // floating
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+
+// Unary, floating tensors only (neg and abs take any numeric tensor, but differentiate floats).
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x);  // exact (erf) form
+Tensor clamp(const Tensor& x, double lo, double hi);
+
+// Comparisons: bool results, no gradient.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+
+// cond ? a : b elementwise; cond is bool; all three broadcast together.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// x with `value` where mask (bool, broadcast to x) is true.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+// In place: not recorded on the tape. They refuse a tensor that requires grad while grad mode is
+// on, and bump the storage version (so backward refuses data saved before the change).
+void add_(const Tensor& self, const Tensor& other);  // self += other (other broadcasts to self)
+void mul_(const Tensor& self, double factor);       // self *= factor
+void fill_(const Tensor& self, double value);
+void copy_(const Tensor& self, const Tensor& src);   // src broadcasts to self; any devices
+
+}  // namespace tapestry

@@ -1,0 +1,149 @@
+// The math of the elementwise ops, written once for both backends.
+//
+// A unary op is a functor with forward(x) and backward(dy, x, y) -> dx; a binary op has forward(a, b),
+// grad_a(dy, a, b, y) and grad_b(dy, a, b, y). The derivative is the comment above each backward.
+#pragma once
+
+#include <cmath>
+
+#include "core/macros.h"
+
+namespace tapestry::math {
+
+struct Neg {
+  template <class T> TP_HOST_DEVICE T forward(T x) const { return -x; }
+  // dx = −dy
+  template <class T> TP_HOST_DEVICE T backward(T dy, T, T) const { return -dy; }
+};
+
+struct Exp {
+  template <class T> TP_HOST_DEVICE T forward(T x) const { return std::exp(x); }
+  // dx = dy ⊙ y
+  template <class T> TP_HOST_DEVICE T backward(T dy, T, T y) const { return dy * y; }
+};
+
+struct Log {
+  template <class T> TP_HOST_DEVICE T forward(T x) const { return std::log(x); }
+  // dx = dy / x
+  template <class T> TP_HOST_DEVICE T backward(T dy, T x, T) const { return dy / x; }
+};
+
+struct Sqrt {
+  template <class T> TP_HOST_DEVICE T forward(T x) const { return std::sqrt(x); }
+  // dx = dy / (2 y)
+  template <class T> TP_HOST_DEVICE T backward(T dy, T, T y) const { return dy / (T(2) * y); }
+};
+
+struct Rsqrt {
+  template <class T> TP_HOST_DEVICE T forward(T x) const { return T(1) / std::sqrt(x); }
+  // y = x^(−1/2):  dx = −½ dy ⊙ y³
+  template <class T> TP_HOST_DEVICE T backward(T dy, T, T y) const { return T(-0.5) * dy * y * y * y; }
+};
+
+struct Abs {
+  template <class T> TP_HOST_DEVICE T forward(T x) const { return x < T(0) ? -x : x; }
+  // dx = dy ⊙ sign(x)   (0 at x = 0)
+  template <class T> TP_HOST_DEVICE T backward(T dy, T x, T) const {
+    return x > T(0) ? dy : (x < T(0) ? -dy : T(0));
+  }
+};
+
+struct Tanh {
+  template <class T> TP_HOST_DEVICE T forward(T x) const { return std::tanh(x); }
+  // dx = dy ⊙ (1 − y²)
+  template <class T> TP_HOST_DEVICE T backward(T dy, T, T y) const { return dy * (T(1) - y * y); }
+};
+
+struct Sigmoid {
+  // 1 / (1 + e^−x), written so that neither branch overflows.
+  template <class T> TP_HOST_DEVICE T forward(T x) const {
+    if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+    const T e = std::exp(x);
+    return e / (T(1) + e);
+  }
+  // dx = dy ⊙ y (1 − y)
+  template <class T> TP_HOST_DEVICE T backward(T dy, T, T y) const { return dy * y * (T(1) - y); }
+};
+
+struct Relu {
+  template <class T> TP_HOST_DEVICE T forward(T x) const { return x > T(0) ? x : T(0); }
+  // dx = dy ⊙ [x > 0]
+  template <class T> TP_HOST_DEVICE T backward(T dy, T x, T) const { return x > T(0) ? dy : T(0); }
+};
+
+// GELU, the exact form: x Φ(x) with Φ the standard normal CDF.
+struct Gelu {
+  template <class T> TP_HOST_DEVICE T forward(T x) const {
+    return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+  }
+  // dx = dy ⊙ (Φ(x) + x φ(x)),  φ(x) = e^(−x²/2) / √(2π)
+  template <class T> TP_HOST_DEVICE T backward(T dy, T x, T) const {
+    const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+    const T pdf = std::exp(T(-0.5) * x * x) * T(0.39894228040143267794);
+    return dy * (cdf + x * pdf);
+  }
+};
+
+struct PowScalar {
+  double exponent;
+  template <class T> TP_HOST_DEVICE T forward(T x) const { return std::pow(x, T(exponent)); }
+  // dx = dy ⊙ p x^(p−1)
+  template <class T> TP_HOST_DEVICE T backward(T dy, T x, T) const {
+    return dy * T(exponent) * std::pow(x, T(exponent - 1));
+  }
+};
+
+struct Clamp {
+  double lo, hi;
+  template <class T> TP_HOST_DEVICE T forward(T x) const {
+    return x < T(lo) ? T(lo) : (x > T(hi) ? T(hi) : x);
+  }
+  // dx = dy ⊙ [lo ≤ x ≤ hi]
+  template <class T> TP_HOST_DEVICE T backward(T dy, T x, T) const {
+    return x >= T(lo) && x <= T(hi) ? dy : T(0);
+  }
+};
+
+struct Add {
+  template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return a + b; }
+  // da = dy, db = dy
+  template <class T> TP_HOST_DEVICE T grad_a(T dy, T, T, T) const { return dy; }
+  template <class T> TP_HOST_DEVICE T grad_b(T dy, T, T, T) const { return dy; }
+};
+
+struct Sub {
+  template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return a - b; }
+  // da = dy, db = −dy
+  template <class T> TP_HOST_DEVICE T grad_a(T dy, T, T, T) const { return dy; }
+  template <class T> TP_HOST_DEVICE T grad_b(T dy, T, T, T) const { return -dy; }
+};
+
+struct Mul {
+  template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return a * b; }
+  // da = dy ⊙ b, db = dy ⊙ a
+  template <class T> TP_HOST_DEVICE T grad_a(T dy, T, T b, T) const { return dy * b; }
+  template <class T> TP_HOST_DEVICE T grad_b(T dy, T a, T, T) const { return dy * a; }
+};
+
+struct Div {
+  template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return a / b; }
+  // da = dy / b, db = −dy ⊙ a / b²
+  template <class T> TP_HOST_DEVICE T grad_a(T dy, T, T b, T) const { return dy / b; }
+  template <class T> TP_HOST_DEVICE T grad_b(T dy, T a, T b, T) const { return -dy * a / (b * b); }
+};
+
+struct Pow {
+  template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return std::pow(a, b); }
+  // da = dy ⊙ b a^(b−1), db = dy ⊙ y ln a
+  template <class T> TP_HOST_DEVICE T grad_a(T dy, T a, T b, T) const { return dy * b * std::pow(a, b - T(1)); }
+  template <class T> TP_HOST_DEVICE T grad_b(T dy, T a, T, T y) const { return dy * y * std::log(a); }
+};
+
+struct Eq { template <class T> TP_HOST_DEVICE bool operator()(T a, T b) const { return a == b; } };
+struct Ne { template <class T> TP_HOST_DEVICE bool operator()(T a, T b) const { return a != b; } };
+struct Lt { template <class T> TP_HOST_DEVICE bool operator()(T a, T b) const { return a < b; } };
+struct Le { template <class T> TP_HOST_DEVICE bool operator()(T a, T b) const { return a <= b; } };
+struct Gt { template <class T> TP_HOST_DEVICE bool operator()(T a, T b) const { return a > b; } };
+struct Ge { template <class T> TP_HOST_DEVICE bool operator()(T a, T b) const { return a >= b; } };
+
+}  // namespace tapestry::math

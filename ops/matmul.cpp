@@ -1,0 +1,119 @@
+#include "ops/matmul.h"
+
+#include <cblas.h>
+
+#include "ops/common.h"
+#include "ops/loops.h"
+#include "ops/shape.h"
+
+namespace tapestry {
+
+namespace {
+
+// How BLAS sees the last two dims (rows × cols) of an operand.
+struct Layout {
+  bool usable = false;
+  bool column_major = false;  // element (i, j) at j·ld + i
+  int64_t ld = 1;
+};
+
+Layout layout_of(const Tensor& t) {
+  const int64_t n = t.dim();
+  const int64_t rows = t.shape()[n - 2], cols = t.shape()[n - 1];
+  const int64_t sr = t.strides()[n - 2], sc = t.strides()[n - 1];
+  const int64_t min_rows = std::max<int64_t>(rows, 1), min_cols = std::max<int64_t>(cols, 1);
+  if ((cols == 1 || sc == 1) && (rows == 1 || sr >= min_cols)) return {true, false, rows == 1 ? min_cols : sr};
+  if ((rows == 1 || sr == 1) && (cols == 1 || sc >= min_rows)) return {true, true, cols == 1 ? min_rows : sc};
+  return {};
+}
+
+template <class T>
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* a,
+          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+}
+
+// The batch part of an operand's strides, broadcast to `batch`.
+Strides batch_strides(const Tensor& t, const Shape& batch) {
+  const Tensor head = make_view(t, Shape(t.shape().begin(), t.shape().end() - 2),
+                                Strides(t.strides().begin(), t.strides().end() - 2), 0);
+  return broadcast_strides(head, batch);
+}
+
+}  // namespace
+
+void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Tensor& b_in, Transpose tb,
+                  const Tensor& out, double beta) {
+  check_cpu("matmul", out);
+  Layout la = layout_of(a_in), lb = layout_of(b_in);
+  const Tensor a = la.usable ? a_in : contiguous(a_in.detach());
+  const Tensor b = lb.usable ? b_in : contiguous(b_in.detach());
+  if (!la.usable) la = layout_of(a);
+  if (!lb.usable) lb = layout_of(b);
+  const Layout lc = layout_of(out);
+  TP_CHECK(lc.usable && !lc.column_major, "matmul", "internal error: output is not row-major");
+
+  // op(X) as BLAS sees it: a column-major matrix is the transpose of a row-major one.
+  const bool trans_a = (ta == Transpose::Yes) != la.column_major;
+  const bool trans_b = (tb == Transpose::Yes) != lb.column_major;
+  const int64_t m = out.shape()[out.dim() - 2], n = out.shape()[out.dim() - 1];
+  const int64_t k = a.shape()[a.dim() - (ta == Transpose::Yes ? 2 : 1)];
+
+  const Strides sa = batch_strides(a, batch), sb = batch_strides(b, batch), sc = batch_strides(out, batch);
+  visit_floating(out.dtype(), "matmul", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = static_cast<const T*>(a.raw_data());
+    const T* pb = static_cast<const T*>(b.raw_data());
+    T* pc = static_cast<T*>(out.raw_data());
+    const int64_t count = numel(batch);
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t oa = 0, ob = 0, oc = 0;
+      for (int64_t d = static_cast<int64_t>(batch.size()) - 1, rest = i; d >= 0; --d) {
+        const int64_t index = rest % batch[d];
+        rest /= batch[d];
+        oa += index * sa[d], ob += index * sb[d], oc += index * sc[d];
+      }
+      if (m == 0 || n == 0) continue;
+      if (k == 0) {  // an empty sum: out = beta · out
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t c = 0; c < n; ++c) pc[oc + r * lc.ld + c] *= static_cast<T>(beta);
+        continue;
+      }
+      gemm<T>(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
+              pa + oa, la.ld, pb + ob, lb.ld, static_cast<T>(beta), pc + oc, lc.ld);
+    }
+  });
+  out.storage().bump_version();
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_same_device("matmul", {&a, &b});
+  check_same_dtype("matmul", a, b);
+  check_floating("matmul", a);
+  TP_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul", "needs tensors of at least 1 dim, got shapes ",
+           to_string(a.shape()), " and ", to_string(b.shape()));
+  if (a.dim() == 1) return squeeze(matmul(unsqueeze(a, 0), b), -2);
+  if (b.dim() == 1) return squeeze(matmul(a, unsqueeze(b, -1)), -1);
+  const int64_t n = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1];
+  const int64_t k2 = b.shape()[b.dim() - 2], m = b.shape()[b.dim() - 1];
+  TP_CHECK(k == k2, "matmul", "shapes ", to_string(a.shape()), " and ", to_string(b.shape()),
+           " cannot be multiplied (", k, " != ", k2, ")");
+  Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
+                                 Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+  Shape shape = batch;
+  shape.push_back(n);
+  shape.push_back(m);
+  Tensor y = empty(shape, a.options());
+  batched_gemm(batch, a, Transpose::No, b, Transpose::No, y, 0.0);
+  // dA += dY · Bᵀ,  dB += Aᵀ · dY   (summed over broadcast batch dims by beta = 1)
+  record("matmul", {a, b}, {y}, [batch, as = Saved(a), bs = Saved(b)](const std::vector<Tensor>& dy, Gradients& g) {
+    if (g.needs(0)) batched_gemm(batch, dy[0], Transpose::No, bs.get(), Transpose::Yes, g.buffer(0), 1.0);
+    if (g.needs(1)) batched_gemm(batch, as.get(), Transpose::Yes, dy[0], Transpose::No, g.buffer(1), 1.0);
+  });
+  return y;
+}
+
+}  // namespace tapestry

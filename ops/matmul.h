@@ -1,0 +1,22 @@
+// Matrix products through BLAS (OpenBLAS cblas_?gemm on the CPU).
+#pragma once
+
+#include "core/tensor.h"
+
+namespace tapestry {
+
+// (..., n, k) @ (..., k, m) -> (..., n, m); batch dims broadcast. A 1-d operand is a row (left) or
+// column (right) vector, removed from the result, as in numpy. float32 / float64.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+enum class Transpose { No, Yes };
+
+// For every index i of `batch`: out[i] = op(a[i]) · op(b[i]) + beta · out[i], where op transposes
+// when asked and each operand's batch dims broadcast to `batch`. Batches run in order, so an `out`
+// that broadcasts (one matrix for several i) accumulates the products when beta = 1: that is how
+// matmul's backward sums over broadcast batch dims. Transposed or column-major operands are passed
+// to BLAS with transpose flags, not copied.
+void batched_gemm(const Shape& batch, const Tensor& a, Transpose ta, const Tensor& b, Transpose tb,
+                  const Tensor& out, double beta);
+
+}  // namespace tapestry

@@ -1,0 +1,190 @@
+#include "ops/reduce.h"
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "ops/common.h"
+#include "ops/elementwise.h"
+#include "ops/shape.h"
+
+namespace tapestry {
+
+namespace {
+
+// Which dims a reduction removes, and the shapes around it.
+struct Plan {
+  std::vector<bool> reduced;  // per dim of x
+  std::vector<int64_t> dims;  // the reduced dims, ascending
+  Shape kept_shape;           // x's shape with reduced dims set to 1
+  Shape out_shape;            // kept_shape, or without the reduced dims
+  int64_t rows = 1;           // number of outputs
+  int64_t length = 1;         // elements reduced into each
+};
+
+Plan make_plan(const char* op, const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim) {
+  TP_CHECK(x.defined(), op, "got an undefined tensor");
+  Plan p;
+  p.reduced.assign(x.dim(), false);
+  for (int64_t d : dims) {
+    const int64_t k = normalize_dim(d, x.dim(), op);
+    TP_CHECK(!p.reduced[k], op, "dim ", k, " appears twice in ", to_string(dims));
+    p.reduced[k] = true;
+  }
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    p.kept_shape.push_back(p.reduced[d] ? 1 : x.shape()[d]);
+    if (p.reduced[d]) p.length *= x.shape()[d], p.dims.push_back(d);
+    else p.rows *= x.shape()[d];
+    if (!p.reduced[d] || keepdim == KeepDim::Yes) p.out_shape.push_back(p.kept_shape.back());
+  }
+  return p;
+}
+
+std::vector<int64_t> all_dims(const Tensor& x) {
+  std::vector<int64_t> dims(x.dim());
+  for (int64_t d = 0; d < x.dim(); ++d) dims[d] = d;
+  return dims;
+}
+
+// x laid out as a contiguous (rows, length) matrix: kept dims first, then reduced dims.
+Tensor as_rows(const Tensor& x, const Plan& p) {
+  std::vector<int64_t> order;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (!p.reduced[d]) order.push_back(d);
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (p.reduced[d]) order.push_back(d);
+  NoGradGuard no_grad;
+  return contiguous(permute(x.detach(), order));
+}
+
+// out[r] = fold(row r) for each of p.rows rows; fold(const T* row, int64_t n) -> Out.
+template <class T, class Out, class Fold>
+Tensor reduce_rows(const Tensor& x, const Plan& p, DType out_dtype, Fold fold) {
+  const Tensor rows = as_rows(x, p);
+  Tensor out = empty(p.out_shape, {out_dtype, x.device()});
+  const T* src = static_cast<const T*>(rows.raw_data());
+  Out* dst = static_cast<Out*>(out.raw_data());
+  const int64_t length = p.length;
+#pragma omp parallel for schedule(static) if (p.rows > 1 && p.rows * length > 32768)
+  for (int64_t r = 0; r < p.rows; ++r) dst[r] = fold(src + r * length, length);
+  return out;
+}
+
+// Accumulates float32 in double, integers in int64.
+template <class T>
+using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+// dy of a reduction, shaped to broadcast against x.
+Tensor kept(const Tensor& dy, const Plan& p) { return reshape(dy, p.kept_shape); }
+
+enum class Extreme { Max, Min };
+
+Tensor extreme(const char* op, const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim, Extreme which) {
+  const Plan p = make_plan(op, x, dims, keepdim);
+  check_cpu(op, x);
+  TP_CHECK(p.length > 0, op, "cannot reduce over an empty dim of shape ", to_string(x.shape()));
+  Tensor y = visit_numeric(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    return reduce_rows<T, T>(x, p, x.dtype(), [which](const T* row, int64_t n) {
+      T best = row[0];
+      for (int64_t i = 1; i < n; ++i) best = which == Extreme::Max ? (row[i] > best ? row[i] : best) : (row[i] < best ? row[i] : best);
+      return best;
+    });
+  });
+  // dx = dy ⊙ [x = y] / (number of elements equal to y in the reduced group)
+  record(op, {x}, {y}, [p, xs = Saved(x), ys = Saved(y)](const std::vector<Tensor>& dy, Gradients& g) {
+    const Tensor& x = xs.get();
+    const Tensor hit = eq(x, reshape(ys.get(), p.kept_shape));
+    const Tensor ties = sum(to(hit, x.dtype()), p.dims, KeepDim::Yes);
+    g.accumulate(0, where(hit, kept(dy[0], p) / ties, zeros({}, x.options())));
+  });
+  return y;
+}
+
+Tensor arg_extreme(const char* op, const Tensor& x, int64_t dim, KeepDim keepdim, Extreme which) {
+  const Plan p = make_plan(op, x, {dim}, keepdim);
+  check_cpu(op, x);
+  TP_CHECK(p.length > 0, op, "cannot reduce over an empty dim of shape ", to_string(x.shape()));
+  return visit_numeric(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    return reduce_rows<T, int64_t>(x, p, DType::Int64, [which](const T* row, int64_t n) {
+      int64_t best = 0;
+      for (int64_t i = 1; i < n; ++i)
+        if (which == Extreme::Max ? row[i] > row[best] : row[i] < row[best]) best = i;
+      return best;
+    });
+  });
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim) {
+  const Plan p = make_plan("sum", x, dims, keepdim);
+  check_cpu("sum", x);
+  Tensor y = visit_numeric(x.dtype(), "sum", [&](auto tag) {
+    using T = decltype(tag);
+    return reduce_rows<T, T>(x, p, x.dtype(), [](const T* row, int64_t n) {
+      Acc<T> acc = 0;
+      for (int64_t i = 0; i < n; ++i) acc += row[i];
+      return static_cast<T>(acc);
+    });
+  });
+  // dx = dy broadcast over the reduced dims
+  record("sum", {x}, {y}, [p, shape = x.shape()](const std::vector<Tensor>& dy, Gradients& g) {
+    g.accumulate(0, expand(kept(dy[0], p), shape));
+  });
+  return y;
+}
+
+Tensor sum(const Tensor& x) { return sum(x, all_dims(x)); }
+
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim) {
+  check_floating("mean", x);
+  const Plan p = make_plan("mean", x, dims, keepdim);
+  return sum(x, dims, keepdim) / static_cast<double>(p.length);
+}
+
+Tensor mean(const Tensor& x) { return mean(x, all_dims(x)); }
+
+Tensor max(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim) { return extreme("max", x, dims, keepdim, Extreme::Max); }
+Tensor max(const Tensor& x) { return max(x, all_dims(x)); }
+Tensor min(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim) { return extreme("min", x, dims, keepdim, Extreme::Min); }
+Tensor min(const Tensor& x) { return min(x, all_dims(x)); }
+
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim) {
+  check_floating("logsumexp", x);
+  const Plan p = make_plan("logsumexp", x, dims, keepdim);
+  check_cpu("logsumexp", x);
+  Tensor y = visit_floating(x.dtype(), "logsumexp", [&](auto tag) {
+    using T = decltype(tag);
+    return reduce_rows<T, T>(x, p, x.dtype(), [](const T* row, int64_t n) {
+      // log Σ e^x = m + log Σ e^(x − m), m = max x
+      T m = -std::numeric_limits<T>::infinity();
+      for (int64_t i = 0; i < n; ++i) m = row[i] > m ? row[i] : m;
+      if (std::isinf(m)) return m;  // all −inf (or empty): −inf; any +inf: +inf
+      Acc<T> acc = 0;
+      for (int64_t i = 0; i < n; ++i) acc += std::exp(static_cast<Acc<T>>(row[i] - m));
+      return static_cast<T>(m + std::log(acc));
+    });
+  });
+  // dx = dy ⊙ exp(x − y)
+  record("logsumexp", {x}, {y}, [p, xs = Saved(x), ys = Saved(y)](const std::vector<Tensor>& dy, Gradients& g) {
+    g.accumulate(0, kept(dy[0], p) * exp(xs.get() - reshape(ys.get(), p.kept_shape)));
+  });
+  return y;
+}
+
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim, int64_t correction) {
+  check_floating("var", x);
+  const Plan p = make_plan("var", x, dims, keepdim);
+  TP_CHECK(correction >= 0, "var", "correction must be non-negative, got ", correction);
+  // Σ (x − μ)² / (N − c): built from differentiable ops, so its gradient
+  // dx = dy ⊙ 2 (x − μ) / (N − c) comes from theirs.
+  const Tensor centered = x - mean(x, dims, KeepDim::Yes);
+  return sum(centered * centered, dims, keepdim) / static_cast<double>(p.length - correction);
+}
+
+Tensor argmax(const Tensor& x, int64_t dim, KeepDim keepdim) { return arg_extreme("argmax", x, dim, keepdim, Extreme::Max); }
+Tensor argmin(const Tensor& x, int64_t dim, KeepDim keepdim) { return arg_extreme("argmin", x, dim, keepdim, Extreme::Min); }
+
+}  // namespace tapestry

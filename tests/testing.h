@@ -1,0 +1,52 @@
+// Helpers shared by the test suites.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "tapestry.h"
+
+namespace tapestry::testing {
+
+// A float64 tensor of `shape` with values uniform in [lo, hi), from a fixed seed.
+inline Tensor uniform(const Shape& shape, uint64_t seed, double lo = -1.0, double hi = 1.0) {
+  Generator gen(seed);
+  return rand(shape, gen, {DType::Float64}) * (hi - lo) + lo;
+}
+
+// Values of a and b agree within atol + rtol·|b| everywhere (and shapes match).
+inline void check_close(const Tensor& a, const Tensor& b, double atol = 1e-10, double rtol = 1e-10) {
+  REQUIRE(a.shape() == b.shape());
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    INFO("element " << i << ": " << x[i] << " vs " << y[i]);
+    CHECK(std::abs(x[i] - y[i]) <= atol + rtol * std::abs(y[i]));
+  }
+}
+
+// gradcheck that reports its worst element on failure.
+inline void check_gradients(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                            const std::vector<Tensor>& inputs, GradcheckOptions options = {}) {
+  const GradcheckResult result = gradcheck(fn, inputs, options);
+  INFO(result.report);
+  CHECK(result.ok);
+}
+
+// `call` throws tapestry::Error whose message contains every one of `parts`.
+template <class Call>
+void check_error(Call&& call, const std::vector<std::string>& parts) {
+  try {
+    call();
+    FAIL("expected tapestry::Error");
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    for (const auto& part : parts) {
+      INFO("message: " << message << "\nexpected to contain: " << part);
+      CHECK(message.find(part) != std::string::npos);
+    }
+  }
+}
+
+}  // namespace tapestry::testing
