@@ -8,6 +8,7 @@
 #include "core/random.h"
 #include "core/tensor.h"
 #include "ops/elementwise.h"
+#include "ops/index.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
