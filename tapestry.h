@@ -12,3 +12,4 @@
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
+#include "ops/sort.h"
