@@ -11,5 +11,6 @@
 #include "ops/index.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
+#include "ops/segment.h"
 #include "ops/shape.h"
 #include "ops/sort.h"
