@@ -11,3 +11,4 @@
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
+#include "ops/softmax.h"
