@@ -9,6 +9,7 @@
 #include "core/tensor.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
+#include "ops/norm.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 #include "ops/softmax.h"
