@@ -7,6 +7,7 @@
 #include "core/gradcheck.h"
 #include "core/random.h"
 #include "core/tensor.h"
+#include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
