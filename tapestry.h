@@ -9,6 +9,7 @@
 #include "core/tensor.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
+#include "ops/embedding.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/reduce.h"
