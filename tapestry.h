@@ -10,6 +10,7 @@
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/reduce.h"
