@@ -1,0 +1,59 @@
+#include "ops/dropout.h"
+
+#include <cmath>
+
+#include "ops/common.h"
+#include "ops/shape.h"
+
+namespace tapestry {
+
+namespace {
+
+constexpr int64_t kParallelWork = 32768;  // elements below which a loop stays on one thread
+
+// The draw that decides which elements survive: counters [first, first + numel) under `seed`.
+struct DropMask {
+  uint64_t first = 0, seed = 0;
+  double p = 0;
+};
+
+// ---- kernels (the CPU loops; the CUDA backend adds its branch here) ----
+
+// out = in ⊙ keep / (1 − p), element i (row-major) kept iff uniform_float(block(first + i)) ≥ p.
+// Forward applies it to x, backward to dy: dropout is linear in x for a fixed mask.
+Tensor apply_mask(const Tensor& in, const DropMask& mask) {
+  check_cpu("dropout", in);
+  const Tensor src = contiguous(in.detach());
+  Tensor out = empty(in.shape(), in.options());
+  const int64_t n = in.numel();
+  visit_floating(in.dtype(), "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    const T* a = src.data<T>();
+    T* b = out.data<T>();
+    const T scale = static_cast<T>(1.0 / (1.0 - mask.p));
+#pragma omp parallel for schedule(static) if (n > kParallelWork)
+    for (int64_t i = 0; i < n; ++i) {
+      const bool keep = uniform_float(philox_block(mask.first + static_cast<uint64_t>(i), mask.seed)) >= mask.p;
+      b[i] = keep ? a[i] * scale : T(0);
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor dropout(const Tensor& x, double p, Generator& gen, Mode mode) {
+  check_floating("dropout", x);
+  TP_CHECK(p >= 0 && p < 1, "dropout", "the drop probability p must lie in [0, 1), got ", p,
+           " (for a tensor of shape ", to_string(x.shape()), ")");
+  if (mode == Mode::Eval) return x;
+  const DropMask mask{gen.reserve(static_cast<uint64_t>(x.numel())), gen.seed(), p};
+  Tensor y = apply_mask(x, mask);
+  // dx = dy ⊙ keep / (1 − p)   (the same mask, regenerated from its counters)
+  record("dropout", {x}, {y}, [mask](const std::vector<Tensor>& dy, Gradients& g) {
+    g.accumulate(0, apply_mask(dy[0], mask));
+  });
+  return y;
+}
+
+}  // namespace tapestry

@@ -1,0 +1,258 @@
+// Losses. Shapes: cross-entropy logits (R, C) seen as R rows of C classes, targets (R), the saved
+// per-row log-partition lse (R); binary cross-entropy logits and targets (N) once flattened.
+#include "ops/loss.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ops/common.h"
+#include "ops/shape.h"
+
+namespace tapestry {
+
+namespace {
+
+constexpr int64_t kParallelWork = 32768;  // elements below which a loop stays on one thread
+constexpr int64_t kSumChunk = 4096;       // elements per partial sum in ordered_sum
+
+std::string index_string(int64_t flat, const Shape& shape) {
+  Shape index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return to_string(index);
+}
+
+// Σ_{i < n} term(i) in double, the same for any number of threads: fixed chunks, summed in order.
+template <class Term>
+double ordered_sum(int64_t n, Term term) {
+  const int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
+  std::vector<double> partial(static_cast<size_t>(chunks), 0.0);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t k = 0; k < chunks; ++k) {
+    double acc = 0;
+    for (int64_t i = k * kSumChunk; i < std::min(n, (k + 1) * kSumChunk); ++i) acc += term(i);
+    partial[static_cast<size_t>(k)] = acc;
+  }
+  double total = 0;
+  for (double v : partial) total += v;
+  return total;
+}
+
+struct TargetScan {
+  int64_t bad_position = -1;  // row-major position of the first invalid target; −1 if none
+  int64_t bad_value = 0;
+  int64_t valid = 0;          // targets that are not ignore_index
+};
+
+struct CrossEntropyForward {
+  Tensor loss;   // 0-d
+  Tensor lse;    // (R): log Σ_c e^logits, per row (0 for ignored rows)
+};
+
+// ---- kernels (the CPU loops; the CUDA backend adds its branch here) ----
+
+TargetScan scan_targets(const Tensor& targets, int64_t C, int64_t ignore_index) {
+  check_cpu("cross_entropy", targets);
+  const Tensor t = contiguous(targets);
+  return visit_index(t.dtype(), "cross_entropy", [&](auto tag) {
+    using I = decltype(tag);
+    const I* p = t.data<I>();
+    TargetScan scan;
+    for (int64_t r = 0; r < t.numel(); ++r) {
+      const int64_t v = static_cast<int64_t>(p[r]);
+      if (v == ignore_index) continue;
+      if (v < 0 || v >= C) return TargetScan{r, v, 0};
+      ++scan.valid;
+    }
+    return scan;
+  });
+}
+
+// Per valid row: lse = m + log Σ_c e^(x_c − m), loss_r = (1 − ε)(lse − x_t) + ε (lse − mean_c x_c);
+// loss = Σ_r loss_r / valid.
+CrossEntropyForward cross_entropy_forward(const Tensor& logits_in, const Tensor& targets_in, int64_t ignore_index,
+                                          double eps, int64_t valid) {
+  check_cpu("cross_entropy", logits_in);
+  const Tensor logits = contiguous(logits_in.detach());
+  const Tensor targets = contiguous(targets_in);
+  const int64_t C = logits.shape().back(), R = targets.numel();
+  CrossEntropyForward out{empty({}, logits.options()), empty({R}, logits.options())};
+  std::vector<double> row_loss(static_cast<size_t>(R), 0.0);
+  visit_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    visit_index(targets.dtype(), "cross_entropy", [&](auto index_tag) {
+      using I = decltype(index_tag);
+      const T* x = logits.data<T>();
+      const I* t = targets.data<I>();
+      T* lse = out.lse.data<T>();
+#pragma omp parallel for schedule(static) if (R > 1 && R * C > kParallelWork)
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t target = static_cast<int64_t>(t[r]);
+        lse[r] = T(0);
+        if (target == ignore_index) continue;
+        const T* xr = x + r * C;
+        T m = xr[0];
+        for (int64_t c = 1; c < C; ++c) m = xr[c] > m ? xr[c] : m;
+        double s = 0, total = 0;
+        for (int64_t c = 0; c < C; ++c) {
+          s += std::exp(xr[c] - m);
+          total += xr[c];
+        }
+        const double l = static_cast<double>(m) + std::log(s);
+        lse[r] = static_cast<T>(l);
+        row_loss[static_cast<size_t>(r)] = (1 - eps) * (l - xr[target]) + eps * (l - total / static_cast<double>(C));
+      }
+    });
+    double sum = 0;
+    for (double v : row_loss) sum += v;
+    *out.loss.data<T>() = static_cast<T>(valid > 0 ? sum / static_cast<double>(valid) : 0.0);
+  });
+  return out;
+}
+
+// dx_r = dy / valid · (e^(x_r − lse_r) − (1 − ε) onehot(t_r) − ε / C) for valid rows, 0 for ignored.
+Tensor cross_entropy_backward(const Tensor& dy, const Tensor& logits, const Tensor& targets, const Tensor& lse_t,
+                              int64_t ignore_index, double eps, int64_t valid) {
+  check_cpu("cross_entropy", dy);
+  Tensor dx = empty(logits.shape(), logits.options());
+  const int64_t C = logits.shape().back(), R = targets.numel();
+  visit_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    visit_index(targets.dtype(), "cross_entropy", [&](auto index_tag) {
+      using I = decltype(index_tag);
+      const T* x = logits.data<T>();
+      const I* t = targets.data<I>();
+      const T* lse = lse_t.data<T>();
+      T* d = dx.data<T>();
+      const T scale = valid > 0 ? static_cast<T>(dy.item<double>() / static_cast<double>(valid)) : T(0);
+      const T on = static_cast<T>(1 - eps), off = static_cast<T>(eps / static_cast<double>(C));
+#pragma omp parallel for schedule(static) if (R > 1 && R * C > kParallelWork)
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t target = static_cast<int64_t>(t[r]);
+        T* dr = d + r * C;
+        if (target == ignore_index) {
+          std::fill(dr, dr + C, T(0));
+          continue;
+        }
+        const T* xr = x + r * C;
+        for (int64_t c = 0; c < C; ++c) dr[c] = scale * (std::exp(xr[c] - lse[r]) - off - (c == target ? on : T(0)));
+      }
+    });
+  });
+  return dx;
+}
+
+// loss = Σ_i [max(x_i, 0) − x_i t_i + log(1 + e^−|x_i|)] / N
+Tensor bce_forward(const Tensor& logits, const Tensor& targets) {
+  check_cpu("binary_cross_entropy_with_logits", logits);
+  Tensor loss = empty({}, logits.options());
+  const int64_t N = logits.numel();
+  visit_floating(logits.dtype(), "binary_cross_entropy_with_logits", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = logits.data<T>();
+    const T* t = targets.data<T>();
+    const double sum = ordered_sum(N, [x, t](int64_t i) {
+      const double v = x[i];
+      return (v > 0 ? v : 0.0) - v * t[i] + std::log1p(std::exp(-std::abs(v)));
+    });
+    *loss.data<T>() = static_cast<T>(N > 0 ? sum / static_cast<double>(N) : 0.0);
+  });
+  return loss;
+}
+
+// dx = dy / N · (σ(x) − t),  dt = −dy / N · x
+Tensor bce_backward_logits(const Tensor& dy, const Tensor& logits, const Tensor& targets) {
+  check_cpu("binary_cross_entropy_with_logits", dy);
+  Tensor dx = empty(logits.shape(), logits.options());
+  const int64_t N = logits.numel();
+  visit_floating(logits.dtype(), "binary_cross_entropy_with_logits", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = logits.data<T>();
+    const T* t = targets.data<T>();
+    T* d = dx.data<T>();
+    const T scale = static_cast<T>(dy.item<double>() / static_cast<double>(N));
+#pragma omp parallel for schedule(static) if (N > kParallelWork)
+    for (int64_t i = 0; i < N; ++i) {
+      const T e = std::exp(-std::abs(x[i]));  // σ(x) without overflow on either side
+      const T sigma = x[i] >= T(0) ? T(1) / (T(1) + e) : e / (T(1) + e);
+      d[i] = scale * (sigma - t[i]);
+    }
+  });
+  return dx;
+}
+
+Tensor bce_backward_targets(const Tensor& dy, const Tensor& logits) {
+  check_cpu("binary_cross_entropy_with_logits", dy);
+  Tensor dt = empty(logits.shape(), logits.options());
+  const int64_t N = logits.numel();
+  visit_floating(logits.dtype(), "binary_cross_entropy_with_logits", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = logits.data<T>();
+    T* d = dt.data<T>();
+    const T scale = static_cast<T>(-dy.item<double>() / static_cast<double>(N));
+#pragma omp parallel for schedule(static) if (N > kParallelWork)
+    for (int64_t i = 0; i < N; ++i) d[i] = scale * x[i];
+  });
+  return dt;
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing) {
+  const char* op = "cross_entropy";
+  check_floating(op, logits);
+  TP_CHECK(targets.defined(), op, "got undefined targets");
+  check_same_device(op, {&logits, &targets});
+  TP_CHECK(logits.dim() >= 1 && logits.shape().back() >= 1, op,
+           "logits must have at least 1 dim with classes along the last (at least one class), got shape ",
+           to_string(logits.shape()));
+  TP_CHECK(is_integer(targets.dtype()), op, "targets must be class indices of dtype int64 (or int32), got ",
+           targets.dtype(), " of shape ", to_string(targets.shape()));
+  const Shape rows(logits.shape().begin(), logits.shape().end() - 1);
+  TP_CHECK(targets.shape() == rows, op, "targets of shape ", to_string(targets.shape()),
+           " do not match logits of shape ", to_string(logits.shape()), " (expected targets of shape ",
+           to_string(rows), ")");
+  TP_CHECK(label_smoothing >= 0 && label_smoothing < 1, op, "label_smoothing must lie in [0, 1), got ",
+           label_smoothing);
+  const int64_t C = logits.shape().back();
+  const TargetScan scan = scan_targets(targets, C, ignore_index);
+  if (scan.bad_position >= 0) {
+    fail(op, "target ", scan.bad_value, " at position ", index_string(scan.bad_position, targets.shape()),
+         " is out of range for ", C, " classes (logits of shape ", to_string(logits.shape()),
+         ") and is not ignore_index (", ignore_index, ")");
+  }
+  const Tensor x = contiguous(logits.detach()), t = contiguous(targets);
+  const CrossEntropyForward f = cross_entropy_forward(x, t, ignore_index, label_smoothing, scan.valid);
+  // p = e^(x − lse):  dx = dy / |valid| · (p − (1 − ε) onehot(t) − ε / C) on valid rows, 0 elsewhere
+  record(op, {logits}, {f.loss},
+         [ignore_index, label_smoothing, valid = scan.valid, xs = Saved(x), ts = Saved(t), lses = Saved(f.lse)](
+             const std::vector<Tensor>& dy, Gradients& g) {
+           g.accumulate(0, cross_entropy_backward(dy[0], xs.get(), ts.get(), lses.get(), ignore_index,
+                                                  label_smoothing, valid));
+         });
+  return f.loss;
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets) {
+  const char* op = "binary_cross_entropy_with_logits";
+  check_floating(op, logits);
+  TP_CHECK(targets.defined(), op, "got undefined targets");
+  check_same_device(op, {&logits, &targets});
+  check_same_dtype(op, logits, targets);
+  TP_CHECK(targets.shape() == logits.shape(), op, "targets of shape ", to_string(targets.shape()),
+           " do not match logits of shape ", to_string(logits.shape()));
+  const Tensor x = contiguous(logits.detach()), t = contiguous(targets.detach());
+  Tensor loss = bce_forward(x, t);
+  // dx = dy / N · (σ(x) − t),  dt = −dy / N · x
+  record(op, {logits, targets}, {loss}, [xs = Saved(x), ts = Saved(t)](const std::vector<Tensor>& dy, Gradients& g) {
+    if (g.needs(0)) g.accumulate(0, bce_backward_logits(dy[0], xs.get(), ts.get()));
+    if (g.needs(1)) g.accumulate(1, bce_backward_targets(dy[0], xs.get()));
+  });
+  return loss;
+}
+
+}  // namespace tapestry

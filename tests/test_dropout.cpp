@@ -1,0 +1,97 @@
+#include <cmath>
+
+#include "tests/testing.h"
+
+using namespace tapestry;
+using namespace tapestry::testing;
+
+TEST_CASE("dropout in eval mode is the identity and draws nothing") {
+  Generator gen(7);
+  const Tensor x = uniform({4, 5}, 1);
+  const Tensor y = dropout(x, 0.5, gen, Mode::Eval);
+  CHECK(y.impl_ptr() == x.impl_ptr());
+  CHECK(gen.offset() == 0);
+}
+
+TEST_CASE("dropout in train mode keeps about 1 − p of the elements, scaled by 1 / (1 − p)") {
+  const double p = 0.3;
+  const int64_t n = 200000;
+  Generator gen(42);
+  const Tensor x = uniform({n / 100, 100}, 2, 1, 2);  // no zeros, so a zero output means dropped
+  const Tensor y = dropout(to(x, DType::Float32), p, gen, Mode::Train);
+  CHECK(gen.offset() == static_cast<uint64_t>(n));
+  const std::vector<double> xv = x.to_vector<double>();
+  const std::vector<float> yv = y.to_vector<float>();
+  int64_t kept = 0, wrong_scale = 0;
+  for (size_t i = 0; i < xv.size(); ++i) {
+    if (yv[i] == 0.0f) continue;
+    ++kept;
+    wrong_scale += std::abs(yv[i] - xv[i] / (1 - p)) > 1e-6 * xv[i] / (1 - p);
+  }
+  CHECK(wrong_scale == 0);
+  // the kept fraction has standard deviation √(p (1 − p) / n) ≈ 0.001: allow 5 of them
+  CHECK(std::abs(static_cast<double>(kept) / n - (1 - p)) < 0.005);
+}
+
+TEST_CASE("the dropout mask is rand(float32) ≥ p from the same generator state, for any dtype") {
+  const double p = 0.25;
+  const Tensor x = uniform({3, 7, 11}, 3, 1, 2);
+  Generator a(5), b(5), c(5);
+  a.reserve(17), b.reserve(17), c.reserve(17);  // any state, not just offset 0
+  const Tensor y64 = dropout(x, p, a, Mode::Train);
+  const Tensor y32 = dropout(to(x, DType::Float32), p, b, Mode::Train);
+  const Tensor keep = ge(to(rand(x.shape(), c, {DType::Float32}), DType::Float64), scalar(p, {DType::Float64}));
+  check_close(y64, where(keep, x / (1 - p), zeros({}, {DType::Float64})), 1e-15, 1e-15);
+  check_close(to(y32, DType::Float64), y64, 1e-6, 1e-6);
+  CHECK(a.offset() == c.offset());
+}
+
+TEST_CASE("the same generator state gives the same mask; the next draw a different one") {
+  const Tensor x = ones({1000}, {DType::Float32});
+  Generator gen(9);
+  const Tensor first = dropout(x, 0.5, gen, Mode::Train);
+  const Tensor second = dropout(x, 0.5, gen, Mode::Train);
+  gen.set_state(9, 0);
+  const Tensor again = dropout(x, 0.5, gen, Mode::Train);
+  CHECK(first.to_vector<float>() == again.to_vector<float>());
+  CHECK(first.to_vector<float>() != second.to_vector<float>());
+  Generator other(10);
+  CHECK(dropout(x, 0.5, other, Mode::Train).to_vector<float>() != first.to_vector<float>());
+}
+
+TEST_CASE("dropout with p = 0 in train mode keeps everything") {
+  Generator gen(3);
+  const Tensor x = uniform({5, 5}, 4);
+  check_close(dropout(x, 0.0, gen, Mode::Train), x, 0, 0);
+  CHECK(gen.offset() == 25);
+}
+
+TEST_CASE("the dropout gradient uses the forward's mask") {
+  const double p = 0.4;
+  Tensor x = uniform({8, 9}, 5, 1, 2);
+  x.set_requires_grad(true);
+  Generator gen(11);
+  const Tensor y = dropout(x, p, gen, Mode::Train);
+  dropout(x.detach(), p, gen, Mode::Train);  // moves the generator on; must not matter
+  const Tensor seed = uniform({8, 9}, 6);
+  y.backward(seed);
+  // y = x · keep / (1 − p), so dx = dy · y / x exactly where kept and 0 where dropped
+  const Tensor expected = where(ne(y.detach(), zeros({}, {DType::Float64})), seed / (1 - p), zeros({}, {DType::Float64}));
+  check_close(x.grad(), expected, 1e-15, 1e-14);
+
+  // gradcheck: each evaluation starts from the same generator state, so the mask is fixed
+  check_gradients([](const std::vector<Tensor>& in) {
+    Generator g(12);
+    return dropout(in[0], 0.3, g, Mode::Train);
+  }, {uniform({4, 6}, 7)});
+}
+
+TEST_CASE("dropout checks its arguments") {
+  Generator gen(1);
+  const Tensor x = uniform({2, 3}, 8);
+  check_error([&] { dropout(x, 1.0, gen, Mode::Train); }, {"dropout", "[0, 1)", "got 1"});
+  check_error([&] { dropout(x, -0.1, gen, Mode::Train); }, {"dropout", "[0, 1)", "-0.1"});
+  check_error([&] { dropout(x, std::nan(""), gen, Mode::Eval); }, {"dropout", "[0, 1)", "nan"});
+  check_error([&] { dropout(ones({2}, {DType::Int64}), 0.5, gen, Mode::Train); }, {"dropout", "floating", "int64"});
+  CHECK(gen.offset() == 0);
+}

@@ -1,0 +1,82 @@
+#include <cmath>
+
+#include "tests/oracle.h"
+#include "tests/testing.h"
+
+using namespace tapestry;
+using namespace tapestry::testing;
+
+namespace {
+
+// The composition layer_norm must equal: (x − mean) / √(var + eps) ⊙ w + b over `dims`.
+Tensor reference_layer_norm(const Tensor& x, const std::vector<int64_t>& dims, const Tensor& w, const Tensor& b,
+                            double eps) {
+  const Tensor centered = x - mean(x, dims, KeepDim::Yes);
+  Tensor y = centered / sqrt(var(x, dims, KeepDim::Yes, 0) + eps);
+  if (w.defined()) y = y * w;
+  if (b.defined()) y = y + b;
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("layer_norm: gradcheck of x, weight and bias") {
+  const Tensor x = uniform({3, 5}, 1, -2, 2), w = uniform({5}, 2, 0.5, 1.5), b = uniform({5}, 3);
+  check_gradients([](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], in[2]); }, {x, w, b});
+  check_gradients([](const std::vector<Tensor>& in) { return layer_norm(in[0]); }, {x});
+  check_gradients([](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1]); }, {x, w});
+  check_gradients([](const std::vector<Tensor>& in) { return layer_norm(in[0], Tensor(), in[1], 0.1); }, {x, b});
+}
+
+TEST_CASE("layer_norm over several trailing dims: gradcheck") {
+  const Tensor x = uniform({2, 3, 4}, 4, -2, 2), w = uniform({3, 4}, 5, 0.5, 1.5), b = uniform({3, 4}, 6);
+  check_gradients([](const std::vector<Tensor>& in) { return layer_norm(in[0], {3, 4}, in[1], in[2]); }, {x, w, b});
+  check_gradients([](const std::vector<Tensor>& in) { return layer_norm(in[0], {2, 3, 4}); }, {x});
+}
+
+TEST_CASE("layer_norm equals its composition from mean, var, sub, div, sqrt: values and gradients") {
+  const Tensor x = uniform({4, 3, 8}, 7, -3, 3), w = uniform({8}, 8, 0.5, 1.5), b = uniform({8}, 9);
+  check_matches_reference(
+      [](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], in[2], 1e-5); },
+      [](const std::vector<Tensor>& in) { return reference_layer_norm(in[0], {-1}, in[1], in[2], 1e-5); },
+      {x, w, b}, 1e-12, 1e-10);
+  const Tensor w2 = uniform({3, 8}, 10, 0.5, 1.5);
+  check_matches_reference(
+      [](const std::vector<Tensor>& in) { return layer_norm(in[0], {3, 8}, in[1], Tensor(), 1e-3); },
+      [](const std::vector<Tensor>& in) { return reference_layer_norm(in[0], {-2, -1}, in[1], Tensor(), 1e-3); },
+      {x, w2}, 1e-12, 1e-10);
+  check_matches_reference([](const std::vector<Tensor>& in) { return layer_norm(in[0]); },
+                          [](const std::vector<Tensor>& in) { return reference_layer_norm(in[0], {-1}, {}, {}, 1e-5); },
+                          {x}, 1e-12, 1e-10);
+}
+
+TEST_CASE("layer_norm in float32 stays accurate for rows far from zero") {
+  // a large common offset: a one-pass E[x²] − E[x]² would lose every digit here
+  const Tensor x32 = to(uniform({64, 32}, 11, -1, 1) + 1e4, DType::Float32);
+  const Tensor x = to(x32, DType::Float64);  // the same values
+  check_close(layer_norm(x32), reference_layer_norm(x, {-1}, {}, {}, 1e-5), 1e-5, 1e-5);
+  check_matches_reference([](const std::vector<Tensor>& in) { return to(layer_norm(to(in[0], DType::Float32)), DType::Float64); },
+                          [](const std::vector<Tensor>& in) { return reference_layer_norm(in[0], {-1}, {}, {}, 1e-5); },
+                          {x}, 1e-4, 1e-4);
+}
+
+TEST_CASE("layer_norm checks its arguments") {
+  const Tensor x = uniform({2, 4}, 12);
+  check_error([] { layer_norm(ones({2, 4}, {DType::Int32})); }, {"layer_norm", "floating", "int32"});
+  check_error([&] { layer_norm(x, ones({3}, {DType::Float64})); }, {"layer_norm", "weight", "(3,)", "(4,)"});
+  check_error([&] { layer_norm(x, Tensor(), ones({4, 1}, {DType::Float64})); }, {"layer_norm", "bias", "(4, 1)"});
+  check_error([&] { layer_norm(x, ones({4}, {DType::Float32})); }, {"layer_norm", "weight", "float32", "float64"});
+  check_error([&] { layer_norm(x, {2}); }, {"layer_norm", "(2,)", "trailing dims", "(2, 4)"});
+  check_error([&] { layer_norm(x, {3, 2, 4}); }, {"layer_norm", "(3, 2, 4)"});
+  check_error([&] { layer_norm(x, Shape{}); }, {"layer_norm", "non-empty"});
+  check_error([&] { layer_norm(x, Tensor(), Tensor(), -1.0); }, {"layer_norm", "eps", "-1"});
+  check_error([] { layer_norm(scalar(1.0)); }, {"layer_norm", "0-d"});
+}
+
+TEST_CASE("layer_norm on inputs large enough to run on several threads matches the composition") {
+  const Tensor x = uniform({300, 203}, 13, -3, 3), w = uniform({203}, 14, 0.5, 1.5), b = uniform({203}, 15);
+  check_matches_reference(
+      [](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], in[2]); },
+      [](const std::vector<Tensor>& in) { return reference_layer_norm(in[0], {-1}, in[1], in[2], 1e-5); },
+      {x, w, b}, 1e-11, 1e-9);
+}
