@@ -1,0 +1,20 @@
+#include "nn/attention/common.h"
+
+#include "ops/common.h"
+#include "ops/elementwise.h"
+#include "ops/shape.h"
+
+namespace tapestry::attention {
+
+Tensor valid_positions(const Tensor& lengths, int64_t batch, int64_t length, Device device, const char* op) {
+  if (!lengths.defined()) return full({batch, length}, 1.0, {DType::Bool, device});
+  TP_CHECK(lengths.dtype() == DType::Int64 && lengths.shape() == Shape{batch}, op,
+           "lengths must be int64 of shape (", batch, ",), got ", lengths.dtype(), " ",
+           to_string(lengths.shape()));
+  for (int64_t n : lengths.to_vector<int64_t>())
+    TP_CHECK(n >= 0 && n <= length, op, "a length of ", n, " is outside [0, ", length, "]");
+  const Tensor positions = reshape(arange(length, {DType::Int64, device}), {1, length});
+  return lt(positions, reshape(to(lengths, device), {batch, 1}));
+}
+
+}  // namespace tapestry::attention
