@@ -83,6 +83,10 @@ void Tape::prune() {
   for (size_t i = entries_.size(); i-- > 0;) {
     if (entries_[i]->dead()) entries_[i].reset();
   }
+  compact();
+}
+
+void Tape::compact() {
   std::vector<std::unique_ptr<Entry>> kept;
   for (auto& e : entries_)
     if (e) kept.push_back(std::move(e));
@@ -250,6 +254,7 @@ void backward(const Tensor& root, const Tensor& seed, Retain retain) {
       for (const auto& meta : outs)
         if (meta) meta->pending = Tensor();
       tape.last_backward_.push_back(std::move(info));
+      if (retain == Retain::No) tape.entries_[i].reset();  // its closure and saved tensors go now
     }
     for (const auto& meta : sink.touched) {
       if (!meta->pending.defined()) continue;
@@ -262,10 +267,11 @@ void backward(const Tensor& root, const Tensor& seed, Retain retain) {
     }
   } catch (...) {
     sink.clear_pending();
+    tape.compact();
     throw;
   }
   sink.clear_pending();
-  if (retain == Retain::No) tape.clear();
+  tape.compact();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -95,7 +95,8 @@ void record(const char* op, const std::vector<Tensor>& inputs, const std::vector
             BackwardFn backward);
 
 // Back-propagates from `root` with gradient `seed` (ones when undefined; then root must have one
-// element). Retain::No releases the tape afterwards.
+// element). Retain::No releases the entries this pass ran (entries of other graphs stay);
+// Retain::Yes keeps them for another backward.
 void backward(const Tensor& root, const Tensor& seed = {}, Retain retain = Retain::No);
 
 // ---- introspection ----
@@ -130,6 +131,7 @@ class Tape {
   Tape();
   ~Tape();
   void prune();
+  void compact();  // drops released (null) entries
 
   std::vector<std::unique_ptr<Entry>> entries_;
   size_t next_prune_ = 1024;

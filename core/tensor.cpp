@@ -13,6 +13,7 @@ int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "
 
 bool Tensor::is_contiguous() const {
   const TensorImpl& self = impl();
+  if (numel() == 0) return true;  // no element to misplace
   int64_t expected = 1;
   for (size_t i = self.shape.size(); i-- > 0;) {
     if (self.shape[i] == 1) continue;

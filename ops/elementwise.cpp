@@ -172,6 +172,19 @@ Tensor le(const Tensor& a, const Tensor& b) { return compare<math::Le>("le", a, 
 Tensor gt(const Tensor& a, const Tensor& b) { return compare<math::Gt>("gt", a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return compare<math::Ge>("ge", a, b); }
 
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  TP_CHECK(a.defined() && a.dtype() == DType::Bool, "logical_and", "expected bool tensors, got ", a.defined() ? dtype_name(a.dtype()) : "undefined");
+  return compare<math::And>("logical_and", a, b);
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  TP_CHECK(a.defined() && a.dtype() == DType::Bool, "logical_or", "expected bool tensors, got ", a.defined() ? dtype_name(a.dtype()) : "undefined");
+  return compare<math::Or>("logical_or", a, b);
+}
+Tensor logical_not(const Tensor& x) {
+  TP_CHECK(x.defined() && x.dtype() == DType::Bool, "logical_not", "expected a bool tensor, got ", x.defined() ? dtype_name(x.dtype()) : "undefined");
+  return eq(x, zeros({}, x.options()));
+}
+
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_same_device("where", {&cond, &a, &b});
   TP_CHECK(cond.dtype() == DType::Bool, "where", "the condition must be bool, got ", cond.dtype(),

@@ -48,6 +48,11 @@ Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
 
+// Logic on bool tensors (broadcasting).
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& x);
+
 // cond ? a : b elementwise; cond is bool; all three broadcast together.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 // x with `value` where mask (bool, broadcast to x) is true.

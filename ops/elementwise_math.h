@@ -144,6 +144,8 @@ struct Ne { template <class T> TP_HOST_DEVICE bool operator()(T a, T b) const { 
 struct Lt { template <class T> TP_HOST_DEVICE bool operator()(T a, T b) const { return a < b; } };
 struct Le { template <class T> TP_HOST_DEVICE bool operator()(T a, T b) const { return a <= b; } };
 struct Gt { template <class T> TP_HOST_DEVICE bool operator()(T a, T b) const { return a > b; } };
+struct And { TP_HOST_DEVICE bool operator()(bool a, bool b) const { return a && b; } };
+struct Or { TP_HOST_DEVICE bool operator()(bool a, bool b) const { return a || b; } };
 struct Ge { template <class T> TP_HOST_DEVICE bool operator()(T a, T b) const { return a >= b; } };
 
 }  // namespace tapestry::math

@@ -250,11 +250,12 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
     TP_CHECK(pads[2 * p] >= 0 && pads[2 * p + 1] >= 0, "pad", "pads must be non-negative, got ", to_string(pads));
     shape[d] += pads[2 * p] + pads[2 * p + 1];
   }
-  auto inner = [&pads, &x](const Tensor& t) {
+  // Where x sits inside the padded tensor. Captures by value: the backward closure keeps a copy.
+  auto inner = [pads, from = x.shape()](const Tensor& t) {
     Tensor v = t;
     for (size_t p = 0; p < pads.size() / 2; ++p) {
-      const int64_t d = x.dim() - 1 - static_cast<int64_t>(p);
-      v = slice(v, d, pads[2 * p], pads[2 * p] + x.shape()[d]);
+      const int64_t d = static_cast<int64_t>(from.size()) - 1 - static_cast<int64_t>(p);
+      v = slice(v, d, pads[2 * p], pads[2 * p] + from[d]);
     }
     return v;
   };

@@ -33,11 +33,24 @@ TEST_CASE("Retain::Yes keeps the tape for a second backward pass") {
   const std::vector<double> after_a = x.grad().to_vector<double>();
   CHECK(after_a[0] == doctest::Approx(2 * std::exp(1.0)));
   CHECK(Tape::current().size() > 0);
-  b.backward();  // Retain::No: the tape is released afterwards
-  CHECK(Tape::current().size() == 0);
+  b.backward();  // Retain::No: the entries this pass ran are released
+  CHECK(Tape::current().size() == 2);  // a's mul and sum, which b does not reach, stay
   // d(Σ e^{2x})/dx = 2 e^{2x}, added to the 2 e^x already there
   check_close(x.grad(), from_vector<double>({2 * std::exp(1.0) + 2 * std::exp(2.0),
                                               2 * std::exp(-2.0) + 2 * std::exp(-4.0)}, {2}), 1e-12, 1e-12);
+}
+
+TEST_CASE("a backward releases only the graph it ran") {
+  Tape::current().clear();
+  Tensor x = from_vector<double>({1, 2}, {2});
+  x.set_requires_grad(true);
+  const Tensor first = sum(exp(x)), second = sum(x * x);
+  first.backward();
+  CHECK(Tape::current().size() == 2);  // second's mul and sum
+  x.zero_grad();
+  second.backward();
+  check_close(x.grad(), from_vector<double>({2, 4}, {2}));
+  CHECK(Tape::current().size() == 0);
 }
 
 TEST_CASE("a second backward through a released graph is refused") {

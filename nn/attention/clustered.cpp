@@ -1,0 +1,137 @@
+#include "nn/attention/clustered.h"
+
+#include <cmath>
+
+#include "core/creation.h"
+#include "nn/attention/full.h"
+#include "ops/bits.h"
+#include "ops/cluster.h"
+#include "ops/common.h"
+#include "ops/elementwise.h"
+#include "ops/index.h"
+#include "ops/matmul.h"
+#include "ops/reduce.h"
+#include "ops/segment.h"
+#include "ops/shape.h"
+#include "ops/softmax.h"
+#include "ops/sort.h"
+
+namespace tapestry::attention {
+
+namespace {
+
+// ids (B, H, N) + the offset of each (batch, head) group, flattened: global cluster ids in
+// [0, B·H·(C+1)), with the padding cluster C of every group included.
+Tensor global_ids(const Tensor& ids, int64_t C) {
+  const int64_t G = ids.size(0) * ids.size(1);
+  const Tensor group = reshape(arange(G, {DType::Int64, ids.device()}) * static_cast<double>(C + 1),
+                               {ids.size(0), ids.size(1), 1});
+  return flatten(ids + group);
+}
+
+// Each query's row of a per-cluster tensor (B, H, C, X) -> (B, H, N, X); padded queries get the
+// fill value. This is eq. 6's Σ_j S_ij V̂^c_j, as an index_select (whose adjoint is index_add).
+Tensor to_queries(const Tensor& per_cluster, const QueryClusters& clusters, double fill = 0.0) {
+  const int64_t B = per_cluster.size(0), H = per_cluster.size(1), C = clusters.count, X = per_cluster.size(3);
+  const Tensor padded = pad(per_cluster, {0, 0, 0, 1}, fill);  // (B, H, C + 1, X)
+  const Tensor rows = index_select(reshape(padded, {-1, X}), 0, global_ids(clusters.ids, C));
+  return reshape(rows, {B, H, clusters.ids.size(2), X});
+}
+
+// Eq. 3: Q^c_j = Σ_i S_ij Q_i / Σ_i S_ij, per (batch, head) -> (B, H, C, E); 0 for an empty cluster.
+Tensor centroids(const Tensor& q, const QueryClusters& clusters) {
+  const int64_t B = q.size(0), H = q.size(1), E = q.size(3), C = clusters.count;
+  const ClusterLayout layout = cluster_layout(global_ids(clusters.ids, C), B * H * (C + 1));
+  const Tensor sorted = index_select(reshape(q, {-1, E}), 0, layout.permutation);
+  const Tensor means = reshape(segment_mean(sorted, layout.offsets), {B, H, C + 1, E});
+  return slice(means, 2, 0, C);
+}
+
+void check_clusters(const char* op, const QueryClusters& clusters, const QkvShape& s) {
+  TP_CHECK(clusters.count >= 1, op, "needs at least one cluster, got ", clusters.count);
+  TP_CHECK(clusters.ids.defined() && clusters.ids.dtype() == DType::Int64 &&
+               clusters.ids.shape() == (Shape{s.B, s.H, s.N}),
+           op, "cluster ids must be int64 of shape ", to_string({s.B, s.H, s.N}), ", got ",
+           clusters.ids.defined() ? to_string(clusters.ids.shape()) : "undefined");
+}
+
+// Eq. 4: A^c = softmax(Q^c Kᵀ / √E) over the real keys.
+Tensor clustered_weights(const Tensor& q, const Tensor& k, const QueryClusters& clusters, const Padding& padding,
+                         const QkvShape& s, const char* op) {
+  const Tensor scores = matmul(centroids(q, clusters), transpose(k, -1, -2)) / std::sqrt(static_cast<double>(s.E));
+  return softmax(scores, key_keep_mask(padding, s, q.device(), op));
+}
+
+}  // namespace
+
+QueryClusters cluster_queries(const Tensor& q, const Tensor& query_lengths, const ClusteringOptions& options,
+                              Generator& gen) {
+  const char* op = "cluster_queries";
+  check_floating(op, q);
+  TP_CHECK(q.dim() == 4, op, "expected q (B, H, N, E), got ", to_string(q.shape()));
+  TP_CHECK(options.clusters >= 1, op, "clusters must be at least 1, got ", options.clusters);
+  TP_CHECK(options.bits >= 1 && options.bits <= 63, op, "bits must be in [1, 63], got ", options.bits);
+  TP_CHECK(options.iterations >= 0, op, "iterations must be non-negative, got ", options.iterations);
+  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), E = q.size(3);
+  const Tensor valid = valid_positions(query_lengths, B, N, q.device(), op);  // (B, N)
+  NoGradGuard no_grad;
+  // §3.2.2: the sign of R random projections (with a bias) of each query, packed into R bits.
+  const Tensor planes = randn({options.bits, E}, gen, q.options());
+  const Tensor bias = randn({options.bits}, gen, q.options());
+  const Tensor codes = pack_sign_bits(matmul(q.detach(), transpose(planes, 0, 1)) + bias);  // (B, H, N)
+  const Tensor valid_bhn = contiguous(expand(reshape(valid, {B, 1, N}), {B, H, N}));
+  const HammingClusters hc = hamming_kmeans(reshape(codes, {B * H, N}), reshape(valid_bhn, {B * H, N}),
+                                            options.clusters, options.bits, options.iterations);
+  return {reshape(hc.ids, {B, H, N}), options.clusters};
+}
+
+Tensor clustered_attention(const Tensor& q, const Tensor& k, const Tensor& v, const QueryClusters& clusters,
+                           const Padding& padding) {
+  const char* op = "clustered_attention";
+  const QkvShape s = check_qkv(op, q, k, v);
+  check_clusters(op, clusters, s);
+  // Eq. 5: V̂^c = A^c V; eq. 6: each query takes its cluster's value.
+  return to_queries(matmul(clustered_weights(q, k, clusters, padding, s, op), v), clusters);
+}
+
+Tensor improved_clustered_attention(const Tensor& q, const Tensor& k, const Tensor& v, const QueryClusters& clusters,
+                                    int64_t topk_keys, const Padding& padding) {
+  const char* op = "improved_clustered_attention";
+  const QkvShape s = check_qkv(op, q, k, v);
+  check_clusters(op, clusters, s);
+  TP_CHECK(topk_keys >= 1, op, "topk must be at least 1, got ", topk_keys);
+  const int64_t kk = std::min(topk_keys, s.S), G = s.B * s.H, C = clusters.count;
+  const Tensor attention = clustered_weights(q, k, clusters, padding, s, op);  // A^c (B, H, C, S)
+
+  // T: the top-k keys of each cluster; eq. 14: m̂_j = Σ_r T_jr A^c_jr.
+  const Sorted top = topk(attention, kk, -1);                 // (B, H, C, k)
+  const Tensor mass = sum(top.values, {-1}, KeepDim::Yes);   // (B, H, C, 1)
+  const Tensor in_top = gt(scatter_add(zeros(attention.shape(), {DType::Int64, q.device()}), 3, top.indices,
+                                       ones(top.indices.shape(), {DType::Int64, q.device()})),
+                           scalar(0, {DType::Int64, q.device()}));
+
+  // Eq. 17: V̂^b_i = Σ_l (1 − T_jl) A^c_jl V_l, once per cluster.
+  const Tensor rest = matmul(where(in_top, zeros({}, attention.options()), attention), v);
+
+  // Eq. 13: on T_j, query i's own softmax over its dot products with the k keys, scaled by m̂_j.
+  // The dot products and the weighted sum are sparse: all queries of a cluster share its k keys.
+  const Tensor ids = reshape(clusters.ids, {G, s.N});
+  const Tensor indices = reshape(top.indices, {G, C, kk});
+  const Tensor dots = reshape(clustered_sparse_dot(reshape(q, {G, s.N, s.E}), reshape(k, {G, s.S, s.E}), indices, ids),
+                              {s.B, s.H, s.N, kk}) /
+                      std::sqrt(static_cast<double>(s.E));
+  Tensor keep;  // which of each query's k keys are real (a cluster can have fewer real keys than k)
+  if (padding.key_lengths.defined()) {
+    const Tensor real = expand(key_keep_mask(padding, s, q.device(), op), {s.B, s.H, C, s.S});
+    keep = to_queries(gather(real, 3, top.indices), clusters);  // (B, H, N, k); false for padded queries
+  }
+  const Tensor weights = softmax(dots, keep) * to_queries(mass, clusters);
+  // Eq. 16: V̂^t_i = Σ_l T_jl A^t_il V_l.
+  const Tensor exact = reshape(clustered_sparse_weighted_sum(reshape(weights, {G, s.N, kk}), reshape(v, {G, s.S, s.M}),
+                                                             indices, ids),
+                               {s.B, s.H, s.N, s.M});
+  // Eq. 15: V̂_i = V̂^t_i + V̂^b_i.
+  return exact + to_queries(rest, clusters);
+}
+
+}  // namespace tapestry::attention

@@ -1,0 +1,123 @@
+#include "nn/attention/config.h"
+
+#include <algorithm>
+#include <sstream>
+#include <vector>
+
+#include "nn/attention/clustered.h"
+#include "nn/attention/full.h"
+
+namespace tapestry::attention {
+
+namespace {
+
+struct TypeInfo {
+  AttentionType type;
+  const char* name;
+  std::vector<std::string> keys;
+};
+
+const std::vector<TypeInfo>& types() {
+  static const std::vector<TypeInfo> all{
+      {AttentionType::Full, "full", {}},
+      {AttentionType::Clustered, "clustered", {"clusters", "bits", "iterations"}},
+      {AttentionType::ImprovedClustered, "improved-clustered", {"clusters", "bits", "iterations", "topk"}},
+      {AttentionType::NeuralClustering, "neural-clustering", {"clusters"}},
+  };
+  return all;
+}
+
+const TypeInfo& info(AttentionType type) {
+  for (const auto& t : types())
+    if (t.type == type) return t;
+  return types().front();
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out.empty() ? "none" : out;
+}
+
+int64_t& field(AttentionConfig& c, const std::string& key) {
+  if (key == "clusters") return c.clusters;
+  if (key == "bits") return c.bits;
+  if (key == "iterations") return c.iterations;
+  return c.topk;
+}
+
+}  // namespace
+
+const char* type_name(AttentionType type) { return info(type).name; }
+
+AttentionConfig AttentionConfig::parse(const std::string& text) {
+  const std::string op = "attention config '" + text + "'";
+  const size_t colon = text.find(':');
+  const std::string name = text.substr(0, colon);
+  const TypeInfo* type = nullptr;
+  for (const auto& t : types())
+    if (name == t.name) type = &t;
+  if (!type) {
+    std::vector<std::string> names;
+    for (const auto& t : types()) names.push_back(t.name);
+    fail(op, "unknown attention type '", name, "' (known: ", join(names), ")");
+  }
+  AttentionConfig config;
+  config.type = type->type;
+  if (colon == std::string::npos) return config;
+  std::stringstream items(text.substr(colon + 1));
+  std::string item;
+  std::vector<std::string> seen;
+  while (std::getline(items, item, ',')) {
+    const size_t eq = item.find('=');
+    TP_CHECK(eq != std::string::npos && eq > 0, op, "expected key=value, got '", item, "'");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    TP_CHECK(std::find(type->keys.begin(), type->keys.end(), key) != type->keys.end(), op, "'", key,
+             "' is not a setting of ", type->name, " (settings: ", join(type->keys), ")");
+    TP_CHECK(std::find(seen.begin(), seen.end(), key) == seen.end(), op, "'", key, "' is given twice");
+    seen.push_back(key);
+    TP_CHECK(!value.empty() && value.size() < 10 && value.find_first_not_of("0123456789") == std::string::npos, op,
+             key, " must be a non-negative integer, got '", value, "'");
+    field(config, key) = std::stoll(value);
+  }
+  TP_CHECK(config.clusters >= 1, op, "clusters must be at least 1, got ", config.clusters);
+  TP_CHECK(config.bits >= 1 && config.bits <= 63, op, "bits must be in [1, 63], got ", config.bits);
+  TP_CHECK(config.topk >= 1, op, "topk must be at least 1, got ", config.topk);
+  return config;
+}
+
+std::string AttentionConfig::to_string() const {
+  const TypeInfo& t = info(type);
+  AttentionConfig copy = *this;  // field() hands out a mutable reference
+  std::string out = t.name;
+  for (size_t i = 0; i < t.keys.size(); ++i)
+    out += (i ? "," : ":") + t.keys[i] + "=" + std::to_string(field(copy, t.keys[i]));
+  return out;
+}
+
+bool AttentionConfig::operator==(const AttentionConfig& other) const { return to_string() == other.to_string(); }
+
+Tensor attend(const AttentionConfig& config, const Tensor& q, const Tensor& k, const Tensor& v,
+              const Padding& padding, Causal causal, Generator& gen) {
+  const ClusteringOptions options{config.clusters, config.bits, config.iterations};
+  switch (config.type) {
+    case AttentionType::Full:
+      return full_attention(q, k, v, padding, causal);
+    case AttentionType::Clustered:
+    case AttentionType::ImprovedClustered: {
+      TP_CHECK(causal == Causal::No, "attend", type_name(config.type), " attention has no causal form; use full",
+               " or neural-clustering for a causal model");
+      check_qkv("attend", q, k, v);
+      const QueryClusters clusters = cluster_queries(q, padding.query_lengths, options, gen);
+      return config.type == AttentionType::Clustered
+                 ? clustered_attention(q, k, v, clusters, padding)
+                 : improved_clustered_attention(q, k, v, clusters, config.topk, padding);
+    }
+    case AttentionType::NeuralClustering:
+      break;
+  }
+  fail("attend", "neural-clustering attention sorts the hidden states before projecting them, so it ",
+       "cannot be applied to given q/k/v; use neural_clustering_attention (or the attention layer)");
+}
+
+}  // namespace tapestry::attention

@@ -1,0 +1,273 @@
+#include "ops/cluster.h"
+
+#include <vector>
+
+#include "ops/common.h"
+#include "ops/shape.h"
+
+namespace tapestry {
+
+namespace {
+
+int popcount(uint64_t x) { return __builtin_popcountll(x); }
+
+// Nearest active centroid by Hamming distance; ties go to the lowest index.
+int64_t nearest(uint64_t code, const std::vector<uint64_t>& centroids, const std::vector<bool>& active) {
+  int64_t best = -1;
+  int best_distance = 65;
+  for (size_t j = 0; j < centroids.size(); ++j) {
+    if (!active[j]) continue;
+    const int d = popcount(code ^ centroids[j]);
+    if (d < best_distance) best = static_cast<int64_t>(j), best_distance = d;
+  }
+  return best;
+}
+
+// One group: Lloyd's algorithm in Hamming space (§3.2.2).
+void kmeans_group(const int64_t* codes, const bool* valid, int64_t n_all, int64_t C, int64_t bits,
+                  int64_t iterations, int64_t* ids, int64_t* centroids_out) {
+  std::vector<int64_t> members;  // indices of the valid queries, in order
+  for (int64_t i = 0; i < n_all; ++i)
+    if (valid[i]) members.push_back(i);
+  const int64_t n = static_cast<int64_t>(members.size());
+
+  std::vector<uint64_t> centroids(C, 0);
+  std::vector<bool> active(C, false);
+  const int64_t seeded = std::min(C, n);
+  for (int64_t j = 0; j < seeded; ++j) {
+    centroids[j] = static_cast<uint64_t>(codes[members[j * n / seeded]]);
+    active[j] = true;
+  }
+  auto assign = [&] {
+    for (int64_t i : members) ids[i] = nearest(static_cast<uint64_t>(codes[i]), centroids, active);
+  };
+  for (int64_t i = 0; i < n_all; ++i) ids[i] = C;
+  assign();
+  std::vector<int64_t> size(C), ones(C * bits);
+  for (int64_t it = 0; it < iterations; ++it) {
+    // Update: each centroid bit is the majority of its members' bits.
+    std::fill(size.begin(), size.end(), 0);
+    std::fill(ones.begin(), ones.end(), 0);
+    for (int64_t i : members) {
+      const int64_t j = ids[i];
+      ++size[j];
+      for (int64_t r = 0; r < bits; ++r) ones[j * bits + r] += (static_cast<uint64_t>(codes[i]) >> r) & 1;
+    }
+    for (int64_t j = 0; j < C; ++j) {
+      for (int64_t r = 0; r < bits; ++r) {
+        const int64_t set = 2 * ones[j * bits + r];
+        if (set > size[j]) centroids[j] |= uint64_t{1} << r;
+        else if (set < size[j]) centroids[j] &= ~(uint64_t{1} << r);
+      }
+    }
+    assign();
+  }
+  for (int64_t j = 0; j < C; ++j) centroids_out[j] = static_cast<int64_t>(centroids[j]);
+}
+
+void check_ids_topk(const char* op, const Tensor& q, const Tensor& key, const Tensor& topk, const Tensor& ids) {
+  TP_CHECK(q.dim() == 3 && key.dim() == 3 && topk.dim() == 3 && ids.dim() == 2, op,
+           "expected q (G, N, E), key/value (G, S, ·), topk (G, C, k), ids (G, N); got ",
+           to_string(q.shape()), ", ", to_string(key.shape()), ", ", to_string(topk.shape()), ", ",
+           to_string(ids.shape()));
+  const int64_t G = q.size(0), N = q.size(1), S = key.size(1), C = topk.size(1);
+  TP_CHECK(key.size(0) == G && topk.size(0) == G && ids.size(0) == G && ids.size(1) == N, op,
+           "group and query counts disagree: ", to_string(q.shape()), ", ", to_string(key.shape()),
+           ", ", to_string(topk.shape()), ", ", to_string(ids.shape()));
+  TP_CHECK(topk.dtype() == DType::Int64 && ids.dtype() == DType::Int64, op,
+           "topk and ids must be int64, got ", topk.dtype(), " and ", ids.dtype());
+  check_cpu(op, q);
+  for (int64_t s : topk.to_vector<int64_t>())
+    TP_CHECK(s >= 0 && s < S, op, "top-k key index ", s, " is outside [0, ", S, ")");
+  for (int64_t c : ids.to_vector<int64_t>())
+    TP_CHECK(c >= 0 && c <= C, op, "cluster id ", c, " is outside [0, ", C, "]");
+}
+
+// The rows a query reads: key[g, topk[g, ids[g, i], t]] for t < k, or none for an invalid query.
+struct Rows {
+  const int64_t* topk;
+  const int64_t* ids;
+  int64_t N, S, C, k;
+  // Pointer to the k key indices of query i of group g, or nullptr.
+  const int64_t* of(int64_t g, int64_t i) const {
+    const int64_t c = ids[g * N + i];
+    return c == C ? nullptr : topk + (g * C + c) * k;
+  }
+};
+
+}  // namespace
+
+HammingClusters hamming_kmeans(const Tensor& codes, const Tensor& valid, int64_t clusters,
+                               int64_t bits, int64_t iterations) {
+  const char* op = "hamming_kmeans";
+  TP_CHECK(codes.defined() && valid.defined(), op, "got an undefined tensor");
+  TP_CHECK(codes.dtype() == DType::Int64 && codes.dim() == 2, op, "codes must be int64 (G, N), got ",
+           codes.dtype(), " ", to_string(codes.shape()));
+  TP_CHECK(valid.dtype() == DType::Bool && valid.shape() == codes.shape(), op,
+           "valid must be bool of the codes' shape ", to_string(codes.shape()), ", got ",
+           valid.dtype(), " ", to_string(valid.shape()));
+  TP_CHECK(clusters >= 1, op, "needs at least one cluster, got ", clusters);
+  TP_CHECK(bits >= 1 && bits <= 64, op, "bits must be in [1, 64], got ", bits);
+  TP_CHECK(iterations >= 0, op, "iterations must be non-negative, got ", iterations);
+  check_same_device(op, {&codes, &valid});
+  check_cpu(op, codes);
+  const Tensor c = contiguous(codes), v = contiguous(valid);
+  const int64_t G = codes.size(0), N = codes.size(1);
+  HammingClusters out{empty({G, N}, {DType::Int64}), empty({G, clusters}, {DType::Int64})};
+  const int64_t* pc = c.data<int64_t>();
+  const bool* pv = v.data<bool>();
+  int64_t* ids = out.ids.data<int64_t>();
+  int64_t* cents = out.centroids.data<int64_t>();
+#pragma omp parallel for schedule(dynamic) if (G > 1)
+  for (int64_t g = 0; g < G; ++g)
+    kmeans_group(pc + g * N, pv + g * N, N, clusters, bits, iterations, ids + g * N, cents + g * clusters);
+  return out;
+}
+
+Tensor clustered_sparse_dot(const Tensor& q_in, const Tensor& key_in, const Tensor& topk_in, const Tensor& ids_in) {
+  const char* op = "clustered_sparse_dot";
+  check_same_device(op, {&q_in, &key_in, &topk_in, &ids_in});
+  check_floating(op, q_in);
+  check_same_dtype(op, q_in, key_in);
+  check_ids_topk(op, q_in, key_in, topk_in, ids_in);
+  TP_CHECK(q_in.size(2) == key_in.size(2), op, "queries and keys differ in E: ",
+           to_string(q_in.shape()), " and ", to_string(key_in.shape()));
+  const Tensor q = contiguous(q_in.detach()), key = contiguous(key_in.detach());
+  const Tensor topk = contiguous(topk_in), ids = contiguous(ids_in);
+  const int64_t G = q.size(0), N = q.size(1), E = q.size(2), S = key.size(1), C = topk.size(1), k = topk.size(2);
+  const Rows rows{topk.data<int64_t>(), ids.data<int64_t>(), N, S, C, k};
+  Tensor y = zeros({G, N, k}, q.options());
+  visit_floating(q.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* pq = q.data<T>();
+    const T* pk = key.data<T>();
+    T* py = y.data<T>();
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t i = 0; i < N; ++i) {
+        const int64_t* keys = rows.of(g, i);
+        if (!keys) continue;
+        const T* qi = pq + (g * N + i) * E;
+        for (int64_t t = 0; t < k; ++t) {
+          const T* ks = pk + (g * S + keys[t]) * E;
+          T acc = 0;
+          for (int64_t e = 0; e < E; ++e) acc += qi[e] * ks[e];
+          py[(g * N + i) * k + t] = acc;
+        }
+      }
+  });
+  // dq[g, i] += Σ_t dy[g, i, t] · key[g, s_t];   dkey[g, s_t] += Σ_{i,t} dy[g, i, t] · q[g, i]
+  record(op, {q_in, key_in, topk_in, ids_in}, {y},
+         [rows_shape = Shape{G, N, E, S, C, k}, qs = Saved(q), ks = Saved(key), ts = Saved(topk), is = Saved(ids)](
+             const std::vector<Tensor>& grads_out, Gradients& g) {
+           const Tensor dy = contiguous(grads_out[0]);
+           const Tensor& q = qs.get();
+           const Tensor& key = ks.get();
+           const int64_t G = rows_shape[0], N = rows_shape[1], E = rows_shape[2], S = rows_shape[3],
+                         C = rows_shape[4], k = rows_shape[5];
+           const Rows rows{ts.get().data<int64_t>(), is.get().data<int64_t>(), N, S, C, k};
+           Tensor dq = g.needs(0) ? zeros(q.shape(), q.options()) : Tensor();
+           Tensor dkey = g.needs(1) ? zeros(key.shape(), key.options()) : Tensor();
+           visit_floating(q.dtype(), "clustered_sparse_dot", [&](auto tag) {
+             using T = decltype(tag);
+             const T* pq = q.data<T>();
+             const T* pk = key.data<T>();
+             const T* pdy = dy.data<T>();
+             T* pdq = dq.defined() ? dq.data<T>() : nullptr;
+             T* pdk = dkey.defined() ? dkey.data<T>() : nullptr;
+             // One thread per group: the key gradient of a group is summed in query order.
+#pragma omp parallel for schedule(static)
+             for (int64_t gi = 0; gi < G; ++gi)
+               for (int64_t i = 0; i < N; ++i) {
+                 const int64_t* keys = rows.of(gi, i);
+                 if (!keys) continue;
+                 for (int64_t t = 0; t < k; ++t) {
+                   const T d = pdy[(gi * N + i) * k + t];
+                   const int64_t row = (gi * S + keys[t]) * E;
+                   for (int64_t e = 0; e < E; ++e) {
+                     if (pdq) pdq[(gi * N + i) * E + e] += d * pk[row + e];
+                     if (pdk) pdk[row + e] += d * pq[(gi * N + i) * E + e];
+                   }
+                 }
+               }
+           });
+           if (dq.defined()) g.accumulate(0, dq);
+           if (dkey.defined()) g.accumulate(1, dkey);
+         });
+  return y;
+}
+
+Tensor clustered_sparse_weighted_sum(const Tensor& w_in, const Tensor& value_in, const Tensor& topk_in, const Tensor& ids_in) {
+  const char* op = "clustered_sparse_weighted_sum";
+  check_same_device(op, {&w_in, &value_in, &topk_in, &ids_in});
+  check_floating(op, w_in);
+  check_same_dtype(op, w_in, value_in);
+  check_ids_topk(op, w_in, value_in, topk_in, ids_in);
+  TP_CHECK(w_in.size(2) == topk_in.size(2), op, "weights have ", w_in.size(2), " entries per query but topk has ",
+           topk_in.size(2), " keys per cluster");
+  const Tensor w = contiguous(w_in.detach()), value = contiguous(value_in.detach());
+  const Tensor topk = contiguous(topk_in), ids = contiguous(ids_in);
+  const int64_t G = w.size(0), N = w.size(1), S = value.size(1), M = value.size(2), C = topk.size(1), k = topk.size(2);
+  const Rows rows{topk.data<int64_t>(), ids.data<int64_t>(), N, S, C, k};
+  Tensor y = zeros({G, N, M}, w.options());
+  visit_floating(w.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* pw = w.data<T>();
+    const T* pv = value.data<T>();
+    T* py = y.data<T>();
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t i = 0; i < N; ++i) {
+        const int64_t* keys = rows.of(g, i);
+        if (!keys) continue;
+        T* yi = py + (g * N + i) * M;
+        for (int64_t t = 0; t < k; ++t) {
+          const T a = pw[(g * N + i) * k + t];
+          const T* vs = pv + (g * S + keys[t]) * M;
+          for (int64_t m = 0; m < M; ++m) yi[m] += a * vs[m];
+        }
+      }
+  });
+  // dw[g, i, t] += dy[g, i] · value[g, s_t];   dvalue[g, s_t] += Σ_{i,t} w[g, i, t] · dy[g, i]
+  record(op, {w_in, value_in, topk_in, ids_in}, {y},
+         [dims = Shape{G, N, M, S, C, k}, ws = Saved(w), vs = Saved(value), ts = Saved(topk), is = Saved(ids)](
+             const std::vector<Tensor>& grads_out, Gradients& g) {
+           const Tensor dy = contiguous(grads_out[0]);
+           const Tensor& w = ws.get();
+           const Tensor& value = vs.get();
+           const int64_t G = dims[0], N = dims[1], M = dims[2], S = dims[3], C = dims[4], k = dims[5];
+           const Rows rows{ts.get().data<int64_t>(), is.get().data<int64_t>(), N, S, C, k};
+           Tensor dw = g.needs(0) ? zeros(w.shape(), w.options()) : Tensor();
+           Tensor dv = g.needs(1) ? zeros(value.shape(), value.options()) : Tensor();
+           visit_floating(w.dtype(), "clustered_sparse_weighted_sum", [&](auto tag) {
+             using T = decltype(tag);
+             const T* pw = w.data<T>();
+             const T* pv = value.data<T>();
+             const T* pdy = dy.data<T>();
+             T* pdw = dw.defined() ? dw.data<T>() : nullptr;
+             T* pdv = dv.defined() ? dv.data<T>() : nullptr;
+#pragma omp parallel for schedule(static)
+             for (int64_t gi = 0; gi < G; ++gi)
+               for (int64_t i = 0; i < N; ++i) {
+                 const int64_t* keys = rows.of(gi, i);
+                 if (!keys) continue;
+                 const T* dyi = pdy + (gi * N + i) * M;
+                 for (int64_t t = 0; t < k; ++t) {
+                   const int64_t row = (gi * S + keys[t]) * M;
+                   const T a = pw[(gi * N + i) * k + t];
+                   T acc = 0;
+                   for (int64_t m = 0; m < M; ++m) {
+                     acc += dyi[m] * pv[row + m];
+                     if (pdv) pdv[row + m] += a * dyi[m];
+                   }
+                   if (pdw) pdw[(gi * N + i) * k + t] += acc;
+                 }
+               }
+           });
+           if (dw.defined()) g.accumulate(0, dw);
+           if (dv.defined()) g.accumulate(1, dv);
+         });
+  return y;
+}
+
+}  // namespace tapestry
