@@ -1,5 +1,7 @@
 #include "ops/elementwise.h"
 
+#include <algorithm>
+
 #include "ops/common.h"
 #include "ops/elementwise_math.h"
 #include "ops/loops.h"
@@ -128,7 +130,17 @@ void check_broadcasts_to(const char* op, const Tensor& other, const Shape& shape
 Tensor add(const Tensor& a, const Tensor& b) { return binary<math::Add>("add", a, b, Domain::Numeric); }
 Tensor sub(const Tensor& a, const Tensor& b) { return binary<math::Sub>("sub", a, b, Domain::Numeric); }
 Tensor mul(const Tensor& a, const Tensor& b) { return binary<math::Mul>("mul", a, b, Domain::Numeric); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary<math::Div>("div", a, b, Domain::Numeric); }
+Tensor div(const Tensor& a, const Tensor& b) {
+  // An integer division by zero traps the CPU (SIGFPE): refuse it before the kernel runs.
+  check_same_device("div", {&a, &b});
+  check_same_dtype("div", a, b);
+  if (is_integer(b.dtype())) {
+    const std::vector<int64_t> divisor = b.to_vector<int64_t>();
+    TP_CHECK(std::find(divisor.begin(), divisor.end(), 0) == divisor.end(), "div",
+             "integer division by zero (divisor of shape ", to_string(b.shape()), ", ", b.dtype(), ")");
+  }
+  return binary<math::Div>("div", a, b, Domain::Numeric);
+}
 Tensor pow(const Tensor& a, const Tensor& b) { return binary<math::Pow>("pow", a, b, Domain::Floating); }
 Tensor pow(const Tensor& x, double exponent) { return unary("pow", x, math::PowScalar{exponent}); }
 
@@ -195,6 +207,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   TP_CHECK(x.defined() && mask.defined(), "masked_fill", "got an undefined tensor");
+  TP_CHECK(mask.dtype() == DType::Bool, "masked_fill", "the mask must be bool, got ", mask.dtype(),
+           " of shape ", to_string(mask.shape()));
   check_broadcasts_to("masked_fill", mask, x.shape());
   return where(mask, like(x, value), x);
 }
