@@ -120,6 +120,13 @@ void check_writable(const char* op, const Tensor& self) {
   }
 }
 
+// The source of an in-place op, safe to read while `self` is written: a copy when the two share
+// memory, since the loop would otherwise read elements it has already overwritten
+// (add_(x, transpose(x)), x[1:] += x[:-1]).
+Tensor unaliased(const Tensor& self, const Tensor& src) {
+  return &src.storage() == &self.storage() ? clone(src.detach()) : src;
+}
+
 void check_broadcasts_to(const char* op, const Tensor& other, const Shape& shape) {
   TP_CHECK(broadcast_shapes(other.shape(), shape, op) == shape, op, "a tensor of shape ",
            to_string(other.shape()), " cannot be broadcast to ", to_string(shape));
@@ -219,9 +226,10 @@ void add_(const Tensor& self, const Tensor& other) {
   check_same_dtype("add_", self, other);
   check_broadcasts_to("add_", other, self.shape());
   check_cpu("add_", self);
+  const Tensor from = unaliased(self, other);
   visit_numeric(self.dtype(), "add_", [&](auto tag) {
     using T = decltype(tag);
-    cpu_map<T, T, T>(self, [](T u, T v) { return u + v; }, self, other);
+    cpu_map<T, T, T>(self, [](T u, T v) { return u + v; }, self, from);
   });
   self.storage().bump_version();
 }
@@ -250,7 +258,7 @@ void copy_(const Tensor& self, const Tensor& src) {
   check_writable("copy_", self);
   TP_CHECK(src.defined(), "copy_", "got an undefined source tensor");
   check_broadcasts_to("copy_", src, self.shape());
-  Tensor from = src;
+  Tensor from = unaliased(self, src);
   if (src.device() != self.device()) {
     // Bring a contiguous copy of src to self's device, then convert/broadcast there.
     const Tensor packed = contiguous(src.detach());

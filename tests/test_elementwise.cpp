@@ -425,6 +425,21 @@ TEST_CASE("in-place ops write through views, convert dtypes and refuse what they
   check_close(x, f64({7, 7, 7, 8, 8, 8}, {2, 3}));
   CHECK(x.storage().version() == before + 1);
 
+  // A source that shares memory with the destination is read as it was before the write.
+  const Tensor s = f64({1, 2, 3, 4}, {2, 2});
+  add_(s, transpose(s, 0, 1));
+  check_close(s, f64({2, 5, 5, 8}, {2, 2}));
+  copy_(s, transpose(s, 0, 1));
+  check_close(s, f64({2, 5, 5, 8}, {2, 2}));
+  const Tensor r = f64({1, 2, 3, 4}, {2, 2});
+  copy_(r, transpose(r, 0, 1));
+  check_close(r, f64({1, 3, 2, 4}, {2, 2}));
+  const Tensor run = f64({1, 2, 3}, {3});
+  add_(slice(run, 0, 1, 3), slice(run, 0, 0, 2));  // run[1:] += run[:2]
+  check_close(run, f64({1, 3, 5}, {3}));
+  add_(run, run);
+  check_close(run, f64({2, 6, 10}, {3}));
+
   check_error([&] { add_(expand(f64({1}, {1}), {3}), f64({1, 2, 3}, {3})); }, {"add_", "expanded"});
   check_error([&] { add_(x, f64({1, 2}, {2})); }, {"add_", "cannot be broadcast"});
   check_error([&] { add_(f64({1}, {1}), f64({1, 2}, {2})); }, {"add_", "(2,)", "cannot be broadcast to", "(1,)"});
