@@ -1,5 +1,7 @@
 #include "ops/elementwise.h"
 
+#include <algorithm>
+
 #include "ops/common.h"
 #include "ops/elementwise_math.h"
 #include "ops/loops.h"
@@ -118,6 +120,13 @@ void check_writable(const char* op, const Tensor& self) {
   }
 }
 
+// The source of an in-place op, safe to read while `self` is written: a copy when the two share
+// memory, since the loop would otherwise read elements it has already overwritten
+// (add_(x, transpose(x)), x[1:] += x[:-1]).
+Tensor unaliased(const Tensor& self, const Tensor& src) {
+  return &src.storage() == &self.storage() ? clone(src.detach()) : src;
+}
+
 void check_broadcasts_to(const char* op, const Tensor& other, const Shape& shape) {
   TP_CHECK(broadcast_shapes(other.shape(), shape, op) == shape, op, "a tensor of shape ",
            to_string(other.shape()), " cannot be broadcast to ", to_string(shape));
@@ -128,7 +137,17 @@ void check_broadcasts_to(const char* op, const Tensor& other, const Shape& shape
 Tensor add(const Tensor& a, const Tensor& b) { return binary<math::Add>("add", a, b, Domain::Numeric); }
 Tensor sub(const Tensor& a, const Tensor& b) { return binary<math::Sub>("sub", a, b, Domain::Numeric); }
 Tensor mul(const Tensor& a, const Tensor& b) { return binary<math::Mul>("mul", a, b, Domain::Numeric); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary<math::Div>("div", a, b, Domain::Numeric); }
+Tensor div(const Tensor& a, const Tensor& b) {
+  // An integer division by zero traps the CPU (SIGFPE): refuse it before the kernel runs.
+  check_same_device("div", {&a, &b});
+  check_same_dtype("div", a, b);
+  if (is_integer(b.dtype())) {
+    const std::vector<int64_t> divisor = b.to_vector<int64_t>();
+    TP_CHECK(std::find(divisor.begin(), divisor.end(), 0) == divisor.end(), "div",
+             "integer division by zero (divisor of shape ", to_string(b.shape()), ", ", b.dtype(), ")");
+  }
+  return binary<math::Div>("div", a, b, Domain::Numeric);
+}
 Tensor pow(const Tensor& a, const Tensor& b) { return binary<math::Pow>("pow", a, b, Domain::Floating); }
 Tensor pow(const Tensor& x, double exponent) { return unary("pow", x, math::PowScalar{exponent}); }
 
@@ -208,6 +227,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   TP_CHECK(x.defined() && mask.defined(), "masked_fill", "got an undefined tensor");
+  TP_CHECK(mask.dtype() == DType::Bool, "masked_fill", "the mask must be bool, got ", mask.dtype(),
+           " of shape ", to_string(mask.shape()));
   check_broadcasts_to("masked_fill", mask, x.shape());
   return where(mask, like(x, value), x);
 }
@@ -218,9 +239,10 @@ void add_(const Tensor& self, const Tensor& other) {
   check_same_dtype("add_", self, other);
   check_broadcasts_to("add_", other, self.shape());
   check_cpu("add_", self);
+  const Tensor from = unaliased(self, other);
   visit_numeric(self.dtype(), "add_", [&](auto tag) {
     using T = decltype(tag);
-    cpu_map<T, T, T>(self, [](T u, T v) { return u + v; }, self, other);
+    cpu_map<T, T, T>(self, [](T u, T v) { return u + v; }, self, from);
   });
   self.storage().bump_version();
 }
@@ -249,7 +271,7 @@ void copy_(const Tensor& self, const Tensor& src) {
   check_writable("copy_", self);
   TP_CHECK(src.defined(), "copy_", "got an undefined source tensor");
   check_broadcasts_to("copy_", src, self.shape());
-  Tensor from = src;
+  Tensor from = unaliased(self, src);
   if (src.device() != self.device()) {
     // Bring a contiguous copy of src to self's device, then convert/broadcast there.
     const Tensor packed = contiguous(src.detach());

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "core/macros.h"
 
@@ -87,9 +88,9 @@ struct Gelu {
 struct PowScalar {
   double exponent;
   template <class T> TP_HOST_DEVICE T forward(T x) const { return std::pow(x, T(exponent)); }
-  // dx = dy ⊙ p x^(p−1)
+  // dx = dy ⊙ p x^(p−1);  0 for p = 0 (x⁰ is constant; at x = 0 the formula is 0 · ∞ = NaN)
   template <class T> TP_HOST_DEVICE T backward(T dy, T x, T) const {
-    return dy * T(exponent) * std::pow(x, T(exponent - 1));
+    return exponent == 0 ? T(0) : dy * T(exponent) * std::pow(x, T(exponent - 1));
   }
 };
 
@@ -126,7 +127,15 @@ struct Mul {
 };
 
 struct Div {
-  template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return a / b; }
+  template <class T> TP_HOST_DEVICE T forward(T a, T b) const {
+    // The one overflowing integer quotient, min / −1, traps like a division by zero; it wraps to
+    // min instead (negation in unsigned arithmetic). div() refuses integer zero divisors.
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      if (b == T(-1)) return static_cast<T>(U(0) - static_cast<U>(a));
+    }
+    return a / b;
+  }
   // da = dy / b, db = −dy ⊙ a / b²
   template <class T> TP_HOST_DEVICE T grad_a(T dy, T, T b, T) const { return dy / b; }
   template <class T> TP_HOST_DEVICE T grad_b(T dy, T a, T b, T) const { return -dy * a / (b * b); }
@@ -134,9 +143,14 @@ struct Div {
 
 struct Pow {
   template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return std::pow(a, b); }
-  // da = dy ⊙ b a^(b−1), db = dy ⊙ y ln a
-  template <class T> TP_HOST_DEVICE T grad_a(T dy, T a, T b, T) const { return dy * b * std::pow(a, b - T(1)); }
-  template <class T> TP_HOST_DEVICE T grad_b(T dy, T a, T, T y) const { return dy * y * std::log(a); }
+  // da = dy ⊙ b a^(b−1), db = dy ⊙ y ln a;  da = 0 for b = 0 (a⁰ is constant), and db = 0 at
+  // a = 0 for b ≥ 0 (0^b is 0 for b > 0), where the formulas give 0 · ∞ = NaN.
+  template <class T> TP_HOST_DEVICE T grad_a(T dy, T a, T b, T) const {
+    return b == T(0) ? T(0) : dy * b * std::pow(a, b - T(1));
+  }
+  template <class T> TP_HOST_DEVICE T grad_b(T dy, T a, T b, T y) const {
+    return a == T(0) && b >= T(0) ? T(0) : dy * y * std::log(a);
+  }
 };
 
 struct Eq { template <class T> TP_HOST_DEVICE bool operator()(T a, T b) const { return a == b; } };

@@ -77,9 +77,12 @@ void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Te
         oa += index * sa[d], ob += index * sb[d], oc += index * sc[d];
       }
       if (m == 0 || n == 0) continue;
-      if (k == 0) {  // an empty sum: out = beta · out
+      if (k == 0) {  // an empty sum: out = beta · out, and beta = 0 never reads out (as in BLAS)
         for (int64_t r = 0; r < m; ++r)
-          for (int64_t c = 0; c < n; ++c) pc[oc + r * lc.ld + c] *= static_cast<T>(beta);
+          for (int64_t c = 0; c < n; ++c) {
+            T& o = pc[oc + r * lc.ld + c];
+            o = beta == 0 ? T(0) : o * static_cast<T>(beta);
+          }
         continue;
       }
       gemm<T>(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
@@ -95,7 +98,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   check_floating("matmul", a);
   TP_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul", "needs tensors of at least 1 dim, got shapes ",
            to_string(a.shape()), " and ", to_string(b.shape()));
-  if (a.dim() == 1) return squeeze(matmul(unsqueeze(a, 0), b), -2);
+  // A vector on the left is a (1, k) row; its dim is -2 of the result, or -1 when b is a vector too.
+  if (a.dim() == 1) return squeeze(matmul(unsqueeze(a, 0), b), b.dim() == 1 ? -1 : -2);
   if (b.dim() == 1) return squeeze(matmul(a, unsqueeze(b, -1)), -1);
   const int64_t n = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1];
   const int64_t k2 = b.shape()[b.dim() - 2], m = b.shape()[b.dim() - 1];

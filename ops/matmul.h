@@ -14,7 +14,8 @@ enum class Transpose { No, Yes };
 // For every index i of `batch`: out[i] = op(a[i]) · op(b[i]) + beta · out[i], where op transposes
 // when asked and each operand's batch dims broadcast to `batch`. Batches run in order, so an `out`
 // that broadcasts (one matrix for several i) accumulates the products when beta = 1: that is how
-// matmul's backward sums over broadcast batch dims. Transposed or column-major operands are passed
+// matmul's backward sums over broadcast batch dims. beta = 0 overwrites `out` without reading it, as
+// in BLAS, so `out` may be uninitialised. Transposed or column-major operands are passed
 // to BLAS with transpose flags, not copied.
 void batched_gemm(const Shape& batch, const Tensor& a, Transpose ta, const Tensor& b, Transpose tb,
                   const Tensor& out, double beta);

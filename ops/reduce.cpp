@@ -167,9 +167,12 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keep
       return static_cast<T>(m + std::log(acc));
     });
   });
-  // dx = dy ⊙ exp(x − y)
+  // dx = dy ⊙ exp(x − y); where a group is all −inf (y = −inf), 0 = exp(−inf − 0) rather than
+  // exp(−inf + inf) = NaN, so that a fully masked row does not poison the gradient.
   record("logsumexp", {x}, {y}, [p, xs = Saved(x), ys = Saved(y)](const std::vector<Tensor>& dy, Gradients& g) {
-    g.accumulate(0, kept(dy[0], p) * exp(xs.get() - reshape(ys.get(), p.kept_shape)));
+    const Tensor y = reshape(ys.get(), p.kept_shape);
+    const Tensor all_minus_inf = eq(y, full({}, -std::numeric_limits<double>::infinity(), y.options()));
+    g.accumulate(0, kept(dy[0], p) * exp(xs.get() - masked_fill(y, all_minus_inf, 0.0)));
   });
   return y;
 }

@@ -43,7 +43,9 @@ Tensor record_view(const char* op, const Tensor& x, Tensor y, BackwardFn backwar
 Tensor view(const Tensor& x, const Shape& shape) {
   TP_CHECK(x.defined(), "view", "got an undefined tensor");
   const Shape target = infer_shape("view", x, shape);
-  TP_CHECK(x.is_contiguous(), "view", "needs a contiguous tensor, got shape ", to_string(x.shape()),
+  // A tensor without elements has no layout to get wrong (and is_contiguous() can be false for one
+  // just allocated, e.g. shape (2, 0, 3) with strides (3, 3, 1)).
+  TP_CHECK(x.is_contiguous() || x.numel() == 0, "view", "needs a contiguous tensor, got shape ", to_string(x.shape()),
            " with strides ", to_string(x.strides()), "; use reshape (which copies)");
   const Shape from = x.shape();
   // dx = reshape(dy, shape of x)
@@ -207,6 +209,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   for (const Tensor& t : tensors) {
     TP_CHECK(t.defined() && t.shape() == tensors[0].shape(), "stack", "all shapes must match, got ",
              to_string(tensors[0].shape()), " and ", t.defined() ? to_string(t.shape()) : "undefined");
+    check_same_device("stack", {&tensors[0], &t});
+    check_same_dtype("stack", tensors[0], t);
     parts.push_back(unsqueeze(t, d));
   }
   return concat(parts, d);
@@ -250,7 +254,8 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
     TP_CHECK(pads[2 * p] >= 0 && pads[2 * p + 1] >= 0, "pad", "pads must be non-negative, got ", to_string(pads));
     shape[d] += pads[2 * p] + pads[2 * p + 1];
   }
-  // Where x sits inside the padded tensor. Captures by value: the backward closure keeps a copy.
+  // The region of a padded tensor where x sits. It is kept by the backward closure, so it holds
+  // copies: `pads` and `x` may be temporaries of the caller, gone by the time backward runs.
   auto inner = [pads, from = x.shape()](const Tensor& t) {
     Tensor v = t;
     for (size_t p = 0; p < pads.size() / 2; ++p) {
