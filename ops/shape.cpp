@@ -45,7 +45,7 @@ Tensor view(const Tensor& x, const Shape& shape) {
   const Shape target = infer_shape("view", x, shape);
   // A tensor without elements has no layout to get wrong (and is_contiguous() can be false for one
   // just allocated, e.g. shape (2, 0, 3) with strides (3, 3, 1)).
-  TP_CHECK(x.is_contiguous() || x.numel() == 0, "view", "needs a contiguous tensor, got shape ", to_string(x.shape()),
+  TP_CHECK(x.is_contiguous(), "view", "needs a contiguous tensor, got shape ", to_string(x.shape()),
            " with strides ", to_string(x.strides()), "; use reshape (which copies)");
   const Shape from = x.shape();
   // dx = reshape(dy, shape of x)

@@ -1,0 +1,72 @@
+#include "optim/clip.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "core/autograd.h"
+#include "core/dispatch.h"
+#include "ops/common.h"
+#include "ops/elementwise.h"
+#include "ops/shape.h"
+#include "optim/optimizer.h"
+
+namespace tapestry::optim {
+
+namespace {
+
+// Σ x_i² in double, over chunks of a fixed size summed in order: the same bits for any thread count.
+template <class T>
+double sum_of_squares(const T* x, int64_t n) {
+  constexpr int64_t kChunk = 16384;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(static_cast<size_t>(chunks));
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    double s = 0;
+    for (int64_t i = c * kChunk, end = std::min(n, (c + 1) * kChunk); i < end; ++i) {
+      const double v = static_cast<double>(x[i]);
+      s += v * v;
+    }
+    partial[static_cast<size_t>(c)] = s;
+  }
+  double total = 0;
+  for (double s : partial) total += s;
+  return total;
+}
+
+}  // namespace
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  detail::check_positive("clip_grad_norm", "max_norm", max_norm);
+  NoGradGuard no_grad;
+  std::set<const TensorImpl*> seen;
+  std::vector<Tensor> grads;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    TP_CHECK(p.defined(), "clip_grad_norm", "parameter ", i, " is an undefined tensor");
+    TP_CHECK(seen.insert(&p.impl()).second, "clip_grad_norm", "parameter ", i, " (shape ",
+             to_string(p.shape()), ") is listed more than once");
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    check_cpu("clip_grad_norm", g);
+    grads.push_back(g);
+  }
+
+  double total = 0;
+  for (const Tensor& g : grads) {
+    const Tensor packed = contiguous(g);
+    total += visit_floating(g.dtype(), "clip_grad_norm", [&](auto tag) {
+      using T = decltype(tag);
+      return sum_of_squares(packed.data<T>(), packed.numel());
+    });
+  }
+  const double norm = std::sqrt(total);
+  if (std::isfinite(norm) && norm > max_norm) {
+    const double scale = max_norm / (norm + 1e-6);
+    for (const Tensor& g : grads) mul_(g, scale);  // in place, not recorded; bumps the version
+  }
+  return norm;
+}
+
+}  // namespace tapestry::optim

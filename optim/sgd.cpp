@@ -1,0 +1,42 @@
+#include "optim/sgd.h"
+
+#include "core/dispatch.h"
+#include "optim/update_rules.h"
+
+namespace tapestry::optim {
+
+namespace {
+
+std::vector<std::string> sgd_buffers(const SGDOptions& options) {
+  if (options.momentum > 0) return {"momentum_buffer"};
+  return {};
+}
+
+}  // namespace
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions options)
+    : Optimizer("SGD", std::move(params), options.lr, sgd_buffers(options)), options_(options) {
+  detail::check_unit_interval("SGD", "momentum", options.momentum);
+  detail::check_non_negative("SGD", "weight_decay", options.weight_decay);
+  TP_CHECK(options.nesterov == Nesterov::No || options.momentum > 0, "SGD",
+           "Nesterov momentum needs momentum > 0, got ", options.momentum);
+}
+
+void SGD::update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t) {
+  visit_floating(param.dtype(), "SGD", [&](auto tag) {
+    using T = decltype(tag);
+    // The rule (optim/update_rules.h): g ← g + λθ;  b ← μ b + g;  θ ← θ − lr·(Nesterov ? g + μ b : b).
+    const SGDRule<T> rule{static_cast<T>(lr()), static_cast<T>(options_.momentum),
+                          static_cast<T>(options_.weight_decay), options_.nesterov == Nesterov::Yes};
+    const int64_t n = param.numel();
+    if (buffers.empty()) {
+      // μ = 0: the buffer is a per-element scratch value, so b = g and θ ← θ − lr·g.
+      cpu_apply_rule([rule](T& theta, T g) { T scratch = 0; rule(theta, g, scratch); }, n,
+                     param.data<T>(), grad.data<T>());
+    } else {
+      cpu_apply_rule(rule, n, param.data<T>(), grad.data<T>(), buffers[0].data<T>());
+    }
+  });
+}
+
+}  // namespace tapestry::optim
