@@ -7,6 +7,8 @@
 #include "core/gradcheck.h"
 #include "core/random.h"
 #include "core/tensor.h"
+#include "nn/attention/common.h"
+#include "nn/attention/neural_clustering.h"
 #include "ops/bits.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
