@@ -1,0 +1,169 @@
+#include "nn/attention/neural_clustering.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "ops/common.h"
+#include "ops/elementwise.h"
+#include "ops/index.h"
+#include "ops/matmul.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+#include "ops/softmax.h"
+#include "ops/sort.h"
+
+namespace tapestry::attention {
+
+namespace {
+
+constexpr const char* kOp = "neural_clustering_attention";
+
+std::string describe(const Tensor& t) { return detail::concat(t.dtype(), " ", to_string(t.shape())); }
+
+void check_matrix(const char* name, const Tensor& t, int64_t rows, int64_t cols, const Tensor& x) {
+  TP_CHECK(t.defined(), kOp, name, " is undefined");
+  TP_CHECK(t.dim() == 2 && t.size(0) == rows && (cols < 0 || t.size(1) == cols), kOp, name,
+           " must have shape (", rows, ", ", cols < 0 ? std::string("any") : std::to_string(cols), "), got ",
+           to_string(t.shape()));
+  TP_CHECK(t.dtype() == x.dtype(), kOp, name, " must have x's dtype ", x.dtype(), ", got ", describe(t));
+  TP_CHECK(t.device() == x.device(), kOp, name, " is on ", t.device(), " but x is on ", x.device());
+}
+
+void check_heads(const char* name, const Tensor& w, int64_t heads) {
+  TP_CHECK(w.size(1) >= heads && w.size(1) % heads == 0, kOp, "heads = ", heads, " must divide the width ",
+           w.size(1), " of ", name, " ", to_string(w.shape()), " (at least one dim per head)");
+}
+
+void check_inputs(const Tensor& x, const Tensor& centroids, const NeuralClusteringWeights& w, int64_t heads) {
+  TP_CHECK(x.defined(), kOp, "x is undefined");
+  TP_CHECK(x.dim() == 3, kOp, "x must be (B, N, D), got shape ", to_string(x.shape()));
+  TP_CHECK(x.dtype() == DType::Float32 || x.dtype() == DType::Float64, kOp,
+           "x must be float32 or float64, got ", describe(x));
+  TP_CHECK(x.size(0) >= 1 && x.size(1) >= 1, kOp,
+           "x must hold at least one sample of at least one word (B, N ≥ 1), got shape ", to_string(x.shape()));
+  const int64_t batch = x.size(0), d = x.size(2);
+
+  TP_CHECK(centroids.defined(), kOp, "centroids is undefined");
+  const bool shaped = (centroids.dim() == 2 && centroids.size(1) == d) ||
+                      (centroids.dim() == 3 && centroids.size(0) == batch && centroids.size(2) == d);
+  TP_CHECK(shaped, kOp, "centroids must be (C, D) or (B, C, D) with B = ", batch, ", D = ", d, ", got shape ",
+           to_string(centroids.shape()));
+  TP_CHECK(centroids.size(-2) >= 1, kOp, "needs at least one cluster, got centroids of shape ",
+           to_string(centroids.shape()));
+  TP_CHECK(centroids.dtype() == x.dtype(), kOp, "centroids must have x's dtype ", x.dtype(), ", got ",
+           describe(centroids));
+  TP_CHECK(centroids.device() == x.device(), kOp, "centroids are on ", centroids.device(), " but x is on ",
+           x.device());
+
+  TP_CHECK(heads >= 1, kOp, "heads must be at least 1, got ", heads);
+  check_matrix("w_c", w.w_c, d, d, x);
+  check_matrix("w_q", w.w_q, d, -1, x);
+  check_heads("w_q", w.w_q, heads);
+  check_matrix("w_k", w.w_k, d, w.w_q.size(1), x);
+  check_matrix("w_v", w.w_v, d, -1, x);
+  check_heads("w_v", w.w_v, heads);
+  check_matrix("w_o", w.w_o, w.w_v.size(1), d, x);
+}
+
+// The previous block of each block along `dim`, cyclically: y[i] = t[(i − 1) mod size]. The first
+// block's previous block is the last one (eq. 11 pairs Ĉ_1 with Ĉ_C for the same reason).
+Tensor previous_block(const Tensor& t, int64_t dim) {
+  const int64_t n = t.size(dim);
+  if (n == 1) return t;
+  return concat({slice(t, dim, n - 1, n), slice(t, dim, 0, n - 1)}, dim);
+}
+
+// (..., C, W, ...) → (..., C, 2W, ...): the previous block then the block itself, for each block
+// along `dim` (eq. 8's K^O_i = K^S((i − 2)W : iW]).
+Tensor with_previous_block(const Tensor& t, int64_t dim) { return concat({previous_block(t, dim), t}, dim + 1); }
+
+}  // namespace
+
+NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Tensor& centroids,
+                                                   const NeuralClusteringWeights& w, int64_t heads,
+                                                   const Tensor& lengths, Causal causal) {
+  check_inputs(x_in, centroids, w, heads);
+  const int64_t B = x_in.size(0), N = x_in.size(1), D = x_in.size(2), C = centroids.size(-2);
+  const int64_t E = w.w_q.size(1) / heads, M = w.w_v.size(1) / heads;
+  const int64_t W = (N + C - 1) / C;  // block width ⌈N/C⌉; W = 1 when C ≥ N
+  const int64_t slots = C * W;         // the sorted sequence padded to C equal blocks
+  const Device device = x_in.device();
+  const Tensor keep = valid_positions(lengths, B, N, device, kOp);  // (B, N) bool, true at real words
+  const Tensor zero = zeros({}, x_in.options());
+
+  // Padding is zeroed first, so that whatever it holds cannot reach a real word: masking alone
+  // leaves products 0·value in U X W_C and in the attention, NaN when the value is inf or NaN.
+  const Tensor x = lengths.defined() ? where(unsqueeze(keep, 2), x_in, zero) : x_in;  // (B, N, D)
+
+  // ---- neural clustering (§3.1) ----
+  // eq. 2: U_ij = exp φ(C_i, X_j W_C) / Σ_j' exp φ(C_i, X_j' W_C), φ the inner product; the sum runs
+  // over the real words only (padded columns of U are exactly 0).
+  const Tensor xw = matmul(x, w.w_c);  // (B, N, D)
+  const Tensor u = softmax(matmul(centroids, transpose(xw, 1, 2)), unsqueeze(keep, 1));  // (B, C, N)
+  // eq. 3: Ĉ_i = Σ_j U_ij X_j W_C
+  const Tensor c_hat = matmul(u, xw);  // (B, C, D)
+  // eq. 4: I_j = argmax_i U_ij (the first maximum on a tie). Padding gets the virtual cluster C,
+  // fixed, so that it sorts behind every real word and its values decide nothing.
+  const Tensor assignment = where(keep, argmax(u, 1), full({}, double(C), {DType::Int64, device}));  // (B, N)
+  // eq. 5: X^S, I′ = Sort(X, I), stable: a cluster keeps its words in their original order.
+  const Tensor order = argsort(assignment, 1);                              // (B, N) sorted → original
+  const Tensor xs = gather(x, 1, expand(unsqueeze(order, 2), {B, N, D}));  // (B, N, D)
+
+  // ---- neural clustering attention (§3.2) ----
+  // eq. 7: Q^S, K^S, V^S = X^S W_Q, X^S W_K, X^S W_V, split into heads.
+  // eq. 8: chunk into C blocks of W = ⌈N/C⌉ (the last ones padded with empty, zero slots).
+  const Tensor xs_slots = pad(xs, {0, 0, 0, slots - N});  // (B, C·W, D)
+  auto blocks = [&](const Tensor& w_proj, int64_t per_head) {          // → (B, H, C, W, F)
+    const Tensor projected = matmul(xs_slots, w_proj);                 // (B, C·W, H·F)
+    return permute(reshape(projected, {B, C, W, heads, per_head}), {0, 3, 1, 2, 4});
+  };
+  const Tensor q = blocks(w.w_q, E);                          // (B, H, C, W, E)
+  const Tensor k = with_previous_block(blocks(w.w_k, E), 2);  // (B, H, C, 2W, E)
+  const Tensor v = with_previous_block(blocks(w.w_v, M), 2);  // (B, H, C, 2W, M)
+
+  // Which keys each query may see: the slots holding a real word (not padding, not an empty slot).
+  const Tensor slot_real = pad(gather(keep, 1, order), {0, slots - N}, 0.0);  // (B, C·W) bool
+  Tensor visible = reshape(with_previous_block(reshape(slot_real, {B, C, W}), 1), {B, 1, C, 1, 2 * W});
+  if (causal == Causal::Yes) {
+    // Appendix B, eq. 12–13: the original positions of the query and key slots, and
+    // M_uv = [I^K_v ≤ I^Q_u]. Eq. 14 as printed multiplies the scores by M, which only sets a
+    // masked score to 0 (weight e⁰ > 0), so information would still flow from later words; we
+    // exclude the masked keys from the softmax instead (probability exactly 0, no gradient).
+    const Tensor position = pad(order, {0, slots - N}, double(N));  // (B, C·W); empty slots: N
+    const Tensor query_position = reshape(position, {B, 1, C, W, 1});
+    const Tensor key_position = reshape(with_previous_block(reshape(position, {B, C, W}), 1), {B, 1, C, 1, 2 * W});
+    visible = where(le(key_position, query_position), visible, zeros({}, {DType::Bool, device}));  // (B, 1, C, W, 2W)
+  }
+  // eq. 9: Z^O_i = softmax(Q^O_i K^O_iᵀ / √E) V^O_i per block and head. A real query always sees
+  // itself; a row that sees nothing (an empty slot's) gives zeros.
+  const Tensor scores = matmul(q, transpose(k, -1, -2)) * (1.0 / std::sqrt(double(E)));  // (B, H, C, W, 2W)
+  const Tensor z_blocks = matmul(softmax(scores, visible), v);                              // (B, H, C, W, M)
+  const Tensor z_sorted = slice(reshape(permute(z_blocks, {0, 2, 3, 1, 4}), {B, slots, heads * M}), 1, 0, N);
+  // eq. 10: Z = Resort(Z^O, I′): the row at sorted position p goes back to position I′_p, i.e. row
+  // j of Z is row inverse_j of Z^O, with inverse = I′⁻¹.
+  const Tensor inverse = argsort(order, 1);                                                   // (B, N)
+  const Tensor z = gather(z_sorted, 1, expand(unsqueeze(inverse, 2), {B, N, heads * M}));  // (B, N, H·M)
+  const Tensor output = matmul(z, w.w_o);                                                   // (B, N, D)
+
+  // ---- losses ----
+  // eq. 6: L1 = −(1/N) Σ_j φ(X_j W_C, Ĉ_{I_j}). The paper prints φ(X_j, Ĉ_{I_j}), but Ĉ is a
+  // combination of the rows X_j W_C (eq. 3) and eq. 2 compares centroids with X_j W_C, and the paper
+  // asks φ to be "consistent with Eq. 2": we read X_j as the word in that projected space (the
+  // printed form would compare vectors of two different spaces that merely share the size D). The
+  // sum is over real words and N is the sample's length (a sample of length 0 adds 0); L1 is then
+  // averaged over the batch.
+  const Tensor cluster = where(keep, assignment, zeros({}, {DType::Int64, device}));              // (B, N)
+  const Tensor own_centroid = gather(c_hat, 1, expand(unsqueeze(cluster, 2), {B, N, D}));         // (B, N, D)
+  const Tensor similarity = where(keep, sum(xw * own_centroid, {2}), zero);                        // (B, N)
+  const double no_limit = std::numeric_limits<double>::infinity();
+  const Tensor words = clamp(sum(to(keep, x.dtype()), {1}), 1.0, no_limit);  // (B,) real words, at least 1
+  const Tensor clustering_loss = -mean(sum(similarity, {1}) / words);
+  // eq. 11: L2 = −(1/C)(Σ_{i=2..C} φ(Ĉ_i, Ĉ_{i−1}) + φ(Ĉ_1, Ĉ_C)) = −(1/C) Σ_i φ(Ĉ_i, Ĉ_{(i−1) mod C});
+  // for C = 1 that is −|Ĉ_1|².
+  const Tensor sorting_loss = -mean(sum(c_hat * previous_block(c_hat, 1), {1, 2})) * (1.0 / double(C));
+
+  return {output, c_hat, clustering_loss, sorting_loss, assignment, order};
+}
+
+}  // namespace tapestry::attention
