@@ -2,6 +2,7 @@
 #pragma once
 
 #include "core/autograd.h"
+#include "core/checkpoint.h"
 #include "core/creation.h"
 #include "core/device.h"
 #include "core/gradcheck.h"
