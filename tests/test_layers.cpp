@@ -276,7 +276,7 @@ TEST_CASE("MultiheadAttention: gradcheck, full attention (padding, causal, cross
 
 TEST_CASE("MultiheadAttention: gradcheck, clustered and improved-clustered (fixed seed per call)") {
   for (const char* config : {"clustered:clusters=2,bits=8,iterations=3", "improved-clustered:clusters=2,bits=8,topk=2"}) {
-    INFO(config);
+    INFO(std::string(config));
     Generator gen(28);
     nn::MultiheadAttention mha(mha_options(4, 2, config), gen);
     float64(mha);
@@ -310,7 +310,7 @@ TEST_CASE("MultiheadAttention: set_attention keeps the weights; improved-cluster
 
 TEST_CASE("MultiheadAttention: padded positions (even NaN) change no real output") {
   for (const char* config : {"full", "clustered:clusters=2", "improved-clustered:clusters=2,topk=3"}) {
-    INFO(config);
+    INFO(std::string(config));
     Generator gen(34);
     nn::MultiheadAttention mha(mha_options(4, 2, config), gen);
     float64(mha);
