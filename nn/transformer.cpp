@@ -1,7 +1,5 @@
 #include "nn/transformer.h"
 
-#include <functional>
-
 #include "ops/elementwise.h"
 
 namespace tapestry::nn {
@@ -32,13 +30,6 @@ FeedForwardOptions feed_forward_options(const TransformerLayerOptions& o) {
   return {o.d_model, o.d_ff, o.activation, o.dropout};
 }
 
-// One residual block around `sublayer` (see the top of transformer.h).
-Tensor residual(NormPosition position, const Tensor& x, LayerNorm& norm, Dropout& dropout, Generator& gen,
-                const std::function<Tensor(const Tensor&)>& sublayer) {
-  if (position == NormPosition::Pre) return x + dropout.forward(sublayer(norm.forward(x)), gen);
-  return norm.forward(x + dropout.forward(sublayer(x), gen));
-}
-
 // x (B, N, D) of the layer's dtype and device.
 void check_sequence(const Module& layer, const char* what, const Tensor& x, const Tensor& like, int64_t d_model) {
   check_input(layer, what, x, like);
@@ -47,6 +38,12 @@ void check_sequence(const Module& layer, const char* what, const Tensor& x, cons
 }
 
 }  // namespace
+
+Tensor residual(NormPosition position, const Tensor& x, LayerNorm& norm, Dropout& dropout, Generator& gen,
+                const std::function<Tensor(const Tensor&)>& sublayer) {
+  if (position == NormPosition::Pre) return x + dropout.forward(sublayer(norm.forward(x)), gen);
+  return norm.forward(x + dropout.forward(sublayer(x), gen));
+}
 
 // ---- TransformerEncoderLayer ----
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -38,6 +39,12 @@ struct TransformerLayerOptions {
   attention::AttentionConfig attention;        // self-attention (full by default)
   attention::AttentionConfig cross_attention;  // the decoder's attention over the memory (decoder only)
 };
+
+// One residual block around `sublayer`, as above: Post gives norm(x + dropout(sublayer(x))), Pre gives
+// x + dropout(sublayer(norm(x))). The layers below are built from it; so can other layers (the
+// ClusterFormer encoder layer).
+Tensor residual(NormPosition position, const Tensor& x, LayerNorm& norm, Dropout& dropout, Generator& gen,
+                const std::function<Tensor(const Tensor&)>& sublayer);
 
 // Self-attention + feed-forward: x (B, N, D) -> (B, N, D).
 class TransformerEncoderLayer : public Module {

@@ -53,6 +53,18 @@ void check_real_rows_equal(const Tensor& a, const Tensor& b, const Tensor& lens)
 
 }  // namespace
 
+TEST_CASE("residual: post-norm normalises the sum, pre-norm normalises the sublayer's input") {
+  nn::LayerNorm norm(4);
+  nn::Dropout dropout(0.5);
+  dropout.eval();
+  norm.to(DType::Float64);
+  const Tensor x = uniform({2, 3, 4}, 40);
+  Generator gen(0);
+  auto twice = [](const Tensor& y) { return y * 2.0; };
+  check_close(nn::residual(nn::NormPosition::Post, x, norm, dropout, gen, twice), norm.forward(x * 3.0), 0, 0);
+  check_close(nn::residual(nn::NormPosition::Pre, x, norm, dropout, gen, twice), x + norm.forward(x) * 2.0, 0, 0);
+}
+
 // ---- gradchecks ----
 
 TEST_CASE("TransformerEncoderLayer: gradcheck, pre- and post-norm, dropout and padding") {
