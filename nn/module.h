@@ -5,7 +5,7 @@
 //
 //   class Affine : public nn::Module {
 //    public:
-//     Affine(int64_t n, Generator& gen) : Module("Affine") {
+//     explicit Affine(int64_t n) : Module("Affine") {
 //       scale = register_parameter("scale", ones({n}));
 //       shift = register_parameter("shift", zeros({n}));
 //       norm = register_module("norm", std::make_shared<nn::LayerNorm>(n));
