@@ -1,0 +1,102 @@
+#include "nn/multihead_attention.h"
+
+#include "ops/elementwise.h"
+#include "ops/shape.h"
+
+namespace tapestry::nn {
+
+using attention::AttentionConfig;
+using attention::AttentionType;
+using attention::Causal;
+using attention::Padding;
+
+namespace {
+
+// x (B, L, D) with the rows at positions ≥ lengths[b] set to 0; x itself without lengths.
+Tensor zero_padding(const Tensor& x, const Tensor& lengths, const char* layer) {
+  if (!lengths.defined()) return x;
+  const Tensor real = attention::valid_positions(lengths, x.size(0), x.size(1), x.device(), layer);  // (B, L)
+  return masked_fill(x, unsqueeze(logical_not(real), 2), 0.0);
+}
+
+bool same(const Tensor& a, const Tensor& b) { return a.impl_ptr() == b.impl_ptr(); }
+
+}  // namespace
+
+void MultiheadAttention::check_attention(const std::string& layer, const AttentionConfig& config, Causal causal) {
+  switch (config.type) {
+    case AttentionType::Full:
+      return;
+    case AttentionType::Clustered:
+    case AttentionType::ImprovedClustered:
+      TP_CHECK(causal == Causal::No, layer, attention::type_name(config.type),
+               " attention has no causal form; causal self-attention must be full (got '", config.to_string(), "')");
+      return;
+    case AttentionType::NeuralClustering:
+      break;
+  }
+  fail(layer, "neural-clustering attention is handled by the ClusterFormer encoder layer, not by ",
+       "MultiheadAttention: it clusters the hidden states before the projections and returns clustering ",
+       "losses and centroids besides its output (got '", config.to_string(), "')");
+}
+
+MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& options, Generator& gen)
+    : Module("MultiheadAttention"), options_(options) {
+  TP_CHECK(options.d_model >= 1 && options.heads >= 1 && options.d_model % options.heads == 0, name(),
+           "heads must be positive and divide d_model, got d_model = ", options.d_model, ", heads = ", options.heads);
+  check_attention(name(), options.attention, Causal::No);
+  const int64_t D = options.d_model;
+  q_proj = register_module("q_proj", std::make_shared<Linear>(D, D, gen, options.bias));
+  k_proj = register_module("k_proj", std::make_shared<Linear>(D, D, gen, options.bias));
+  v_proj = register_module("v_proj", std::make_shared<Linear>(D, D, gen, options.bias));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(D, D, gen, options.bias));
+}
+
+AttentionConfig MultiheadAttention::parse_attention(const std::string& layer, const std::string& text) {
+  try {
+    return AttentionConfig::parse(text);
+  } catch (const Error& e) {
+    throw Error(layer + ": " + e.what());
+  }
+}
+
+void MultiheadAttention::set_attention(const AttentionConfig& config) {
+  check_attention(name(), config, Causal::No);
+  options_.attention = config;
+}
+
+void MultiheadAttention::set_attention(const std::string& config) { set_attention(parse_attention(name(), config)); }
+
+Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value, const Padding& padding,
+                                   Causal causal, Generator& gen) {
+  const char* op = "MultiheadAttention";
+  const int64_t D = options_.d_model, H = options_.heads, E = D / H;
+  const Tensor& like = q_proj->weight;
+  for (const auto& [what, x] : {std::pair<const char*, const Tensor*>{"query", &query}, {"key", &key}, {"value", &value}}) {
+    check_input(*this, what, *x, like);
+    TP_CHECK(x->dim() == 3 && x->size(2) == D, op, what, " must be (B, L, ", D, "), got shape ", to_string(x->shape()));
+  }
+  const int64_t B = query.size(0), N = query.size(1), S = key.size(1);
+  TP_CHECK(key.size(0) == B && value.size(0) == B && value.size(1) == S, op, "query ", to_string(query.shape()),
+           ", key ", to_string(key.shape()), " and value ", to_string(value.shape()),
+           " do not fit (B, N, D), (B, S, D), (B, S, D)");
+  check_attention(op, options_.attention, causal);
+  TP_CHECK(causal == Causal::No || N == S, op, "causal attention needs as many queries as keys, got N = ", N,
+           ", S = ", S);
+
+  const Tensor q_in = zero_padding(query, padding.query_lengths, op);
+  const Tensor k_in = same(key, query) && same(padding.key_lengths, padding.query_lengths)
+                          ? q_in
+                          : zero_padding(key, padding.key_lengths, op);
+  const Tensor v_in = same(value, key) ? k_in : zero_padding(value, padding.key_lengths, op);
+
+  // (B, L, D) -> (B, H, L, E)
+  auto heads = [&](const Tensor& x, int64_t L) { return permute(reshape(x, {B, L, H, E}), {0, 2, 1, 3}); };
+  const Tensor q = heads(q_proj->forward(q_in), N);
+  const Tensor k = heads(k_proj->forward(k_in), S);
+  const Tensor v = heads(v_proj->forward(v_in), S);
+  const Tensor attended = attention::attend(options_.attention, q, k, v, padding, causal, gen);  // (B, H, N, E)
+  return out_proj->forward(reshape(permute(attended, {0, 2, 1, 3}), {B, N, D}));
+}
+
+}  // namespace tapestry::nn
