@@ -9,6 +9,8 @@ namespace tapestry {
 
 namespace {
 
+constexpr int64_t kParallelWork = 32768;  // multiply-adds below which a loop stays on one thread
+
 int popcount(uint64_t x) { return __builtin_popcountll(x); }
 
 // Nearest active centroid by Hamming distance; ties go to the lowest index.
@@ -118,7 +120,7 @@ HammingClusters hamming_kmeans(const Tensor& codes, const Tensor& valid, int64_t
   const bool* pv = v.data<bool>();
   int64_t* ids = out.ids.data<int64_t>();
   int64_t* cents = out.centroids.data<int64_t>();
-#pragma omp parallel for schedule(dynamic) if (G > 1)
+#pragma omp parallel for schedule(dynamic) if (G > 1 && G * N * clusters > kParallelWork)
   for (int64_t g = 0; g < G; ++g)
     kmeans_group(pc + g * N, pv + g * N, N, clusters, bits, iterations, ids + g * N, cents + g * clusters);
   return out;
@@ -142,7 +144,7 @@ Tensor clustered_sparse_dot(const Tensor& q_in, const Tensor& key_in, const Tens
     const T* pq = q.data<T>();
     const T* pk = key.data<T>();
     T* py = y.data<T>();
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (G * N * k * E > kParallelWork)
     for (int64_t g = 0; g < G; ++g)
       for (int64_t i = 0; i < N; ++i) {
         const int64_t* keys = rows.of(g, i);
@@ -176,7 +178,7 @@ Tensor clustered_sparse_dot(const Tensor& q_in, const Tensor& key_in, const Tens
              T* pdq = dq.defined() ? dq.data<T>() : nullptr;
              T* pdk = dkey.defined() ? dkey.data<T>() : nullptr;
              // One thread per group: the key gradient of a group is summed in query order.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (G > 1 && G * N * k * E > kParallelWork)
              for (int64_t gi = 0; gi < G; ++gi)
                for (int64_t i = 0; i < N; ++i) {
                  const int64_t* keys = rows.of(gi, i);
@@ -215,7 +217,7 @@ Tensor clustered_sparse_weighted_sum(const Tensor& w_in, const Tensor& value_in,
     const T* pw = w.data<T>();
     const T* pv = value.data<T>();
     T* py = y.data<T>();
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (G * N * k * M > kParallelWork)
     for (int64_t g = 0; g < G; ++g)
       for (int64_t i = 0; i < N; ++i) {
         const int64_t* keys = rows.of(g, i);
@@ -246,7 +248,7 @@ Tensor clustered_sparse_weighted_sum(const Tensor& w_in, const Tensor& value_in,
              const T* pdy = dy.data<T>();
              T* pdw = dw.defined() ? dw.data<T>() : nullptr;
              T* pdv = dv.defined() ? dv.data<T>() : nullptr;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (G > 1 && G * N * k * M > kParallelWork)
              for (int64_t gi = 0; gi < G; ++gi)
                for (int64_t i = 0; i < N; ++i) {
                  const int64_t* keys = rows.of(gi, i);
