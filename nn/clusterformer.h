@@ -1,0 +1,67 @@
+// ClusterFormer encoder (Wang et al., ACL 2022): Transformer encoder layers whose self-attention is
+// neural clustering attention (nn/attention/neural_clustering.h). The first layer's centroids C are
+// a parameter; each layer hands its updated centroids Ĉ to the next (§3.1), and the stack collects
+// every layer's clustering loss L1 (eq. 6) and centroid sorting loss L2 (eq. 11) for the joint
+// objective of appendix C, eq. 17: L_total = µ·L1 + ν·L2 + λ·L_task.
+//
+// Shape letters: B batch, N positions, D model width, C clusters (= blocks), H heads.
+#pragma once
+
+#include <memory>
+
+#include "nn/attention/common.h"
+#include "nn/transformer.h"
+
+namespace tapestry::nn {
+
+struct ClusterFormerOutput {
+  Tensor output;           // (B, N, D)
+  Tensor centroids;        // Ĉ of the last layer (B, C, D)
+  Tensor clustering_loss;  // L1 summed over the layers, 0-d
+  Tensor sorting_loss;     // L2 summed over the layers, 0-d
+};
+
+// One layer: neural clustering self-attention + feed-forward, each in a residual block
+// (options.norm: post- or pre-norm, as TransformerEncoderLayer). options.attention must be
+// neural-clustering; its `clusters` is C. The attention weights W_C (D, D), W_Q, W_K, W_V (D, D) and
+// W_O (D, D) start uniform in ±1/√D.
+class ClusterFormerEncoderLayer : public Module {
+ public:
+  ClusterFormerEncoderLayer(const TransformerLayerOptions& options, Generator& gen);
+  // x (B, N, D), centroids (C, D) or (B, C, D); the clustering runs on the layer's input to the
+  // attention (after the norm in pre-norm).
+  ClusterFormerOutput forward(const Tensor& x, const Tensor& centroids, const Tensor& lengths,
+                              attention::Causal causal, Generator& gen);
+  const TransformerLayerOptions& options() const { return options_; }
+
+  Tensor w_c, w_q, w_k, w_v, w_o;
+  std::shared_ptr<FeedForward> ff;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+  std::shared_ptr<Dropout> dropout1, dropout2;
+
+ private:
+  TransformerLayerOptions options_;
+};
+
+// num_layers ClusterFormer layers ("layers.0", ...), the initial centroids ("centroids", (C, D),
+// N(0, 1/D) so that the first similarities are O(1)), and for pre-norm a final LayerNorm ("norm").
+class ClusterFormerEncoder : public Module {
+ public:
+  ClusterFormerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen);
+  ClusterFormerOutput forward(const Tensor& x, const Tensor& lengths, Generator& gen,
+                              attention::Causal causal = attention::Causal::No);
+
+  Tensor centroids;
+  std::shared_ptr<ModuleList<ClusterFormerEncoderLayer>> layers;
+  std::shared_ptr<LayerNorm> norm;  // null for post-norm
+};
+
+// Appendix C, eq. 17: µ·L1 + ν·L2 + λ·task_loss, with µ, ν, λ ≥ 0.
+struct ClusteringLossWeights {
+  double mu = 1e-3;     // µ, on the clustering loss L1
+  double nu = 1e-3;     // ν, on the centroid sorting loss L2
+  double lambda = 1.0;  // λ, on the task loss
+};
+Tensor clusterformer_loss(const Tensor& task_loss, const ClusterFormerOutput& out, const ClusteringLossWeights& w);
+
+}  // namespace tapestry::nn
