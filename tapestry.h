@@ -13,6 +13,7 @@
 #include "nn/attention/config.h"
 #include "nn/attention/full.h"
 #include "nn/attention/neural_clustering.h"
+#include "nn/clusterformer.h"
 #include "nn/gradcheck.h"
 #include "nn/layers.h"
 #include "nn/loss.h"

@@ -9,21 +9,23 @@ using attention::Causal;
 
 namespace {
 
-void check_options(const char* layer, const TransformerLayerOptions& o, int64_t num_layers = 1) {
-  TP_CHECK(o.d_model >= 1 && o.d_ff >= 1, layer, "d_model and d_ff must be positive, got d_model = ", o.d_model,
-           ", d_ff = ", o.d_ff);
-  TP_CHECK(o.heads >= 1 && o.d_model % o.heads == 0, layer, "heads must be positive and divide d_model, got d_model = ",
-           o.d_model, ", heads = ", o.heads);
-  TP_CHECK(o.dropout >= 0 && o.dropout < 1, layer, "dropout must lie in [0, 1), got ", o.dropout);
-  TP_CHECK(num_layers >= 1, layer, "needs at least one layer, got ", num_layers);
-}
-
 MultiheadAttentionOptions attention_options(const TransformerLayerOptions& o, const AttentionConfig& config) {
   MultiheadAttentionOptions m;
   m.d_model = o.d_model;
   m.heads = o.heads;
   m.attention = config;
   return m;
+}
+
+}  // namespace
+
+void check_options(const char* layer, const TransformerLayerOptions& o, int64_t num_layers) {
+  TP_CHECK(o.d_model >= 1 && o.d_ff >= 1, layer, "d_model and d_ff must be positive, got d_model = ", o.d_model,
+           ", d_ff = ", o.d_ff);
+  TP_CHECK(o.heads >= 1 && o.d_model % o.heads == 0, layer, "heads must be positive and divide d_model, got d_model = ",
+           o.d_model, ", heads = ", o.heads);
+  TP_CHECK(o.dropout >= 0 && o.dropout < 1, layer, "dropout must lie in [0, 1), got ", o.dropout);
+  TP_CHECK(num_layers >= 1, layer, "needs at least one layer, got ", num_layers);
 }
 
 FeedForwardOptions feed_forward_options(const TransformerLayerOptions& o) {
@@ -36,8 +38,6 @@ void check_sequence(const Module& layer, const char* what, const Tensor& x, cons
   TP_CHECK(x.dim() == 3 && x.size(2) == d_model, layer.name(), what, " must be (B, N, ", d_model, "), got shape ",
            to_string(x.shape()));
 }
-
-}  // namespace
 
 Tensor residual(NormPosition position, const Tensor& x, LayerNorm& norm, Dropout& dropout, Generator& gen,
                 const std::function<Tensor(const Tensor&)>& sublayer) {

@@ -40,6 +40,13 @@ struct TransformerLayerOptions {
   attention::AttentionConfig cross_attention;  // the decoder's attention over the memory (decoder only)
 };
 
+// Checks shared by the layers built from these pieces (here and in nn/clusterformer.h): positive
+// sizes, heads dividing d_model, dropout in [0, 1), num_layers ≥ 1; errors name `layer`.
+void check_options(const char* layer, const TransformerLayerOptions& options, int64_t num_layers = 1);
+FeedForwardOptions feed_forward_options(const TransformerLayerOptions& options);
+// x must be (B, N, d_model) with the dtype and device of `like` (a parameter of the layer).
+void check_sequence(const Module& layer, const char* what, const Tensor& x, const Tensor& like, int64_t d_model);
+
 // One residual block around `sublayer`, as above: Post gives norm(x + dropout(sublayer(x))), Pre gives
 // x + dropout(sublayer(norm(x))). The layers below are built from it; so can other layers (the
 // ClusterFormer encoder layer).

@@ -1,0 +1,97 @@
+#include "nn/clusterformer.h"
+
+#include <cmath>
+
+#include "core/creation.h"
+#include "nn/attention/neural_clustering.h"
+#include "ops/elementwise.h"
+
+namespace tapestry::nn {
+
+using attention::AttentionType;
+using attention::Causal;
+
+namespace {
+
+// A (rows, cols) weight uniform in ±1/√rows, the scale of nn::Linear's initialisation.
+Tensor uniform_weight(int64_t rows, int64_t cols, Generator& gen) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(rows));
+  return rand({rows, cols}, gen) * (2 * bound) - bound;
+}
+
+void check_neural(const char* layer, const TransformerLayerOptions& options) {
+  TP_CHECK(options.attention.type == AttentionType::NeuralClustering, layer,
+           "needs neural-clustering attention, got '", options.attention.to_string(), "'");
+}
+
+}  // namespace
+
+ClusterFormerEncoderLayer::ClusterFormerEncoderLayer(const TransformerLayerOptions& options, Generator& gen)
+    : Module("ClusterFormerEncoderLayer"), options_(options) {
+  check_options("ClusterFormerEncoderLayer", options);
+  check_neural("ClusterFormerEncoderLayer", options);
+  const int64_t D = options.d_model;
+  w_c = register_parameter("w_c", uniform_weight(D, D, gen));
+  w_q = register_parameter("w_q", uniform_weight(D, D, gen));
+  w_k = register_parameter("w_k", uniform_weight(D, D, gen));
+  w_v = register_parameter("w_v", uniform_weight(D, D, gen));
+  w_o = register_parameter("w_o", uniform_weight(D, D, gen));
+  ff = register_module("ff", std::make_shared<FeedForward>(feed_forward_options(options), gen));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(D, options.layer_norm_eps));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(D, options.layer_norm_eps));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout));
+}
+
+ClusterFormerOutput ClusterFormerEncoderLayer::forward(const Tensor& x, const Tensor& centroids, const Tensor& lengths,
+                                                       Causal causal, Generator& gen) {
+  check_sequence(*this, "input", x, w_c, options_.d_model);
+  ClusterFormerOutput out;
+  // §3.1–3.2 inside the first residual block: the clustering sees what the attention sees.
+  const Tensor h = residual(options_.norm, x, *norm1, *dropout1, gen, [&](const Tensor& y) {
+    const attention::NeuralClusteringResult r = attention::neural_clustering_attention(
+        y, centroids, {w_c, w_q, w_k, w_v, w_o}, options_.heads, lengths, causal);
+    out.centroids = r.centroids;
+    out.clustering_loss = r.clustering_loss;
+    out.sorting_loss = r.sorting_loss;
+    return r.output;
+  });
+  out.output = residual(options_.norm, h, *norm2, *dropout2, gen, [&](const Tensor& y) { return ff->forward(y, gen); });
+  return out;
+}
+
+ClusterFormerEncoder::ClusterFormerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen)
+    : Module("ClusterFormerEncoder") {
+  check_options("ClusterFormerEncoder", options, num_layers);
+  check_neural("ClusterFormerEncoder", options);
+  // §3.1: "C is initialized randomly in the first layer".
+  centroids = register_parameter(
+      "centroids", randn({options.attention.clusters, options.d_model}, gen) / std::sqrt(double(options.d_model)));
+  layers = register_module("layers", std::make_shared<ModuleList<ClusterFormerEncoderLayer>>());
+  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<ClusterFormerEncoderLayer>(options, gen));
+  if (options.norm == NormPosition::Pre)
+    norm = register_module("norm", std::make_shared<LayerNorm>(options.d_model, options.layer_norm_eps));
+}
+
+ClusterFormerOutput ClusterFormerEncoder::forward(const Tensor& x, const Tensor& lengths, Generator& gen, Causal causal) {
+  ClusterFormerOutput out{x, centroids, Tensor(), Tensor()};
+  for (size_t i = 0; i < layers->size(); ++i) {
+    // Each layer clusters with the centroids the previous one updated (Ĉ, §3.1).
+    const ClusterFormerOutput layer = (*layers)[i]->forward(out.output, out.centroids, lengths, causal, gen);
+    out.output = layer.output;
+    out.centroids = layer.centroids;
+    out.clustering_loss = i == 0 ? layer.clustering_loss : out.clustering_loss + layer.clustering_loss;
+    out.sorting_loss = i == 0 ? layer.sorting_loss : out.sorting_loss + layer.sorting_loss;
+  }
+  if (norm) out.output = norm->forward(out.output);
+  return out;
+}
+
+Tensor clusterformer_loss(const Tensor& task_loss, const ClusterFormerOutput& out, const ClusteringLossWeights& w) {
+  TP_CHECK(w.mu >= 0 && w.nu >= 0 && w.lambda >= 0, "clusterformer_loss",
+           "the weights µ, ν, λ must be non-negative (eq. 17), got ", w.mu, ", ", w.nu, ", ", w.lambda);
+  // eq. 17: L_total = µ L1 + ν L2 + λ L3
+  return out.clustering_loss * w.mu + out.sorting_loss * w.nu + task_loss * w.lambda;
+}
+
+}  // namespace tapestry::nn
