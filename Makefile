@@ -31,8 +31,23 @@ test-asan: setup
 	cmake --build build-asan -j $(JOBS) --target tapestry_tests
 	ASAN_OPTIONS=detect_leaks=1 build-asan/tapestry_tests
 
+# The CUDA parity suite (tests/cuda/), then, when compute-sanitizer is found and a GPU is present,
+# the suite again under its memcheck and racecheck tools (without the 70-million-element cases,
+# slow under a sanitizer, and the out-of-memory case, whose failing cudaMalloc is the point).
+SANITIZER  := $(firstword $(shell command -v compute-sanitizer 2>/dev/null) $(wildcard /usr/local/cuda/bin/compute-sanitizer))
+SANITIZED  := --test-case-exclude='*70 million*,out of memory*'
+
 test-cuda: build
-	@echo "make test-cuda: the CUDA parity suite is not built yet"
+	@test -x $(BUILD)/tapestry_cuda_tests || { echo "make test-cuda: this build has no CUDA backend (nvcc was not found)"; exit 1; }
+	@$(BUILD)/tapestry_cuda_tests > $(BUILD)/cuda-tests.log 2>&1; status=$$?; cat $(BUILD)/cuda-tests.log; exit $$status
+	@if grep -q '^CUDA parity suite skipped' $(BUILD)/cuda-tests.log; then \
+	  echo "make test-cuda: compute-sanitizer runs skipped (no GPU)"; \
+	elif [ -z "$(SANITIZER)" ]; then \
+	  echo "make test-cuda: compute-sanitizer not found (PATH, /usr/local/cuda/bin); memcheck and racecheck skipped"; \
+	else \
+	  $(SANITIZER) --tool memcheck --error-exitcode 1 $(BUILD)/tapestry_cuda_tests $(SANITIZED) && \
+	  $(SANITIZER) --tool racecheck --error-exitcode 1 $(BUILD)/tapestry_cuda_tests $(SANITIZED); \
+	fi
 
 bench: build
 	@echo "make bench: the benchmarks are not built yet"

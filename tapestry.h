@@ -4,6 +4,7 @@
 #include "core/autograd.h"
 #include "core/checkpoint.h"
 #include "core/creation.h"
+#include "core/cuda.h"
 #include "core/device.h"
 #include "core/gradcheck.h"
 #include "core/random.h"

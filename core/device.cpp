@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 
+#include "core/cuda.h"
 #include "core/error.h"
 
 namespace tapestry {
@@ -80,6 +81,13 @@ Context& context(Device device) {
   return cuda_context(device.index);
 }
 
+namespace cuda {
+MemoryStats memory_stats(int index) { return context(Device::cuda(index)).allocator().stats(); }
+void reset_peak_memory(int index) { context(Device::cuda(index)).allocator().reset_peak(); }
+void empty_cache(int index) { context(Device::cuda(index)).allocator().empty_cache(); }
+void synchronize(int index) { context(Device::cuda(index)).synchronize(); }
+}  // namespace cuda
+
 #ifndef TAPESTRY_HAS_CUDA
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t nbytes) {
   TP_CHECK(dst_device.is_cpu() && src_device.is_cpu(), "copy", "cannot copy from ", src_device,
@@ -96,6 +104,14 @@ std::string unavailable_reason() { return "this build of Tapestry has no CUDA su
 Context& cuda_context(int index) {
   fail("cuda", "cannot use device cuda:", index, ": ", cuda::unavailable_reason());
 }
+
+namespace cuda {
+void set_float32_matmul(Float32Matmul, int index) { cuda_context(index); }
+Float32Matmul float32_matmul(int index) {
+  cuda_context(index);
+  return Float32Matmul::Full;
+}
+}  // namespace cuda
 #endif
 
 }  // namespace tapestry

@@ -39,7 +39,9 @@ int device_count();
 std::string unavailable_reason();
 }  // namespace cuda
 
-// Allocation statistics, in bytes (allocations: number of calls into the system allocator).
+// Allocation statistics, in bytes (allocations: number of blocks obtained from the system allocator).
+// For the CUDA caching allocator (core/caching_allocator.h) in_use and peak count whole blocks, and
+// reserved includes the cached blocks; for the CPU, reserved equals in_use.
 struct MemoryStats {
   int64_t in_use = 0;
   int64_t peak = 0;
@@ -54,6 +56,36 @@ class Allocator {
   virtual void deallocate(void* ptr, std::size_t nbytes) = 0;
   virtual MemoryStats stats() const = 0;
   virtual void reset_peak() = 0;
+  // Gives memory cached for reuse back to the system (a no-op for an allocator that caches none).
+  virtual void empty_cache() {}
+};
+
+// Memory for the duration of a scope (CUB temporary storage, library workspaces), from a device's
+// allocator, so that it is cached and counted like tensor memory. On CUDA the buffer may be
+// destroyed while kernels queued on the device's stream still use it: its block is handed out
+// again only to work queued after theirs on the same stream.
+class ScratchBuffer {
+ public:
+  ScratchBuffer(Allocator& allocator, std::size_t nbytes)
+      : allocator_(&allocator), data_(allocator.allocate(nbytes)), nbytes_(nbytes) {}
+  ~ScratchBuffer() {
+    if (data_) allocator_->deallocate(data_, nbytes_);
+  }
+  ScratchBuffer(ScratchBuffer&& other) noexcept
+      : allocator_(other.allocator_), data_(other.data_), nbytes_(other.nbytes_) {
+    other.data_ = nullptr;
+  }
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(ScratchBuffer&&) = delete;
+
+  void* data() const { return data_; }
+  std::size_t size() const { return nbytes_; }
+
+ private:
+  Allocator* allocator_;
+  void* data_;
+  std::size_t nbytes_;
 };
 
 // What a device owns. One Context per device, created on first use and living for the process;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ops/common.h"
+#include "ops/cuda/elementwise.h"
 #include "ops/elementwise_math.h"
 #include "ops/loops.h"
 #include "ops/shape.h"
@@ -11,12 +12,18 @@ namespace tapestry {
 
 namespace {
 
-// ---- kernels (the CPU loops; the CUDA backend adds its branch here) ----
+// ---- kernels (the CPU loops; a tensor on a GPU takes the CUDA launcher of ops/cuda/elementwise.h) ----
 
 template <class F>
 Tensor unary_forward(const char* op, const F& f, const Tensor& x) {
-  check_cpu(op, x);
   Tensor y = empty(x.shape(), x.options());
+#ifdef TAPESTRY_HAS_CUDA
+  if (x.device().is_cuda()) {
+    cuda::unary_forward(op, f, y, x);
+    return y;
+  }
+#endif
+  check_cpu(op, x);
   visit_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     cpu_map<T, T>(y, [f](T v) { return f.forward(v); }, x);
@@ -26,8 +33,14 @@ Tensor unary_forward(const char* op, const F& f, const Tensor& x) {
 
 template <class F>
 Tensor unary_backward(const char* op, const F& f, const Tensor& dy, const Tensor& x, const Tensor& y) {
-  check_cpu(op, dy);
   Tensor dx = empty(x.shape(), x.options());
+#ifdef TAPESTRY_HAS_CUDA
+  if (dy.device().is_cuda()) {
+    cuda::unary_backward(op, f, dx, dy, x, y);
+    return dx;
+  }
+#endif
+  check_cpu(op, dy);
   visit_floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     cpu_map<T, T, T, T>(dx, [f](T d, T xv, T yv) { return f.backward(d, xv, yv); }, dy, x, y);
@@ -37,11 +50,33 @@ Tensor unary_backward(const char* op, const F& f, const Tensor& dy, const Tensor
 
 template <class F>
 Tensor binary_forward(const char* op, const F& f, const Tensor& a, const Tensor& b, const Shape& shape) {
-  check_cpu(op, a);
   Tensor y = empty(shape, a.options());
+#ifdef TAPESTRY_HAS_CUDA
+  if (a.device().is_cuda()) {
+    cuda::binary_forward(op, f, y, a, b);
+    return y;
+  }
+#endif
+  check_cpu(op, a);
   visit_numeric(a.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     cpu_map<T, T, T>(y, [f](T u, T v) { return f.forward(u, v); }, a, b);
+  });
+  return y;
+}
+
+Tensor where_forward(const Tensor& cond, const Tensor& a, const Tensor& b, const Shape& shape) {
+  Tensor y = empty(shape, a.options());
+#ifdef TAPESTRY_HAS_CUDA
+  if (a.device().is_cuda()) {
+    cuda::where(y, cond, a, b);
+    return y;
+  }
+#endif
+  check_cpu("where", a);
+  visit_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    cpu_map<T, bool, T, T>(y, [](bool c, T u, T v) { return c ? u : v; }, cond, a, b);
   });
   return y;
 }
@@ -51,8 +86,14 @@ enum class Side { A, B };
 template <class F>
 Tensor binary_backward(const char* op, const F& f, Side side, const Tensor& dy, const Tensor& a,
                        const Tensor& b, const Tensor& y) {
-  check_cpu(op, dy);
   Tensor grad = empty(y.shape(), y.options());  // the broadcast shape; Gradients sums it down
+#ifdef TAPESTRY_HAS_CUDA
+  if (dy.device().is_cuda()) {
+    cuda::binary_backward(op, f, side == Side::A ? cuda::Operand::A : cuda::Operand::B, grad, dy, a, b, y);
+    return grad;
+  }
+#endif
+  check_cpu(op, dy);
   visit_floating(y.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     if (side == Side::A)
@@ -97,8 +138,14 @@ template <class F>
 Tensor compare(const char* op, const Tensor& a, const Tensor& b, F f = {}) {
   check_same_device(op, {&a, &b});
   check_same_dtype(op, a, b);
-  check_cpu(op, a);
   Tensor y = empty(broadcast_shapes(a.shape(), b.shape(), op), {DType::Bool, a.device()});
+#ifdef TAPESTRY_HAS_CUDA
+  if (a.device().is_cuda()) {
+    cuda::compare(op, f, y, a, b);
+    return y;
+  }
+#endif
+  check_cpu(op, a);
   visit_all(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     cpu_map<bool, T, T>(y, f, a, b);
@@ -209,13 +256,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   TP_CHECK(cond.dtype() == DType::Bool, "where", "the condition must be bool, got ", cond.dtype(),
            " of shape ", to_string(cond.shape()));
   check_same_dtype("where", a, b);
-  check_cpu("where", a);
   const Shape shape = broadcast_shapes(cond.shape(), broadcast_shapes(a.shape(), b.shape(), "where"), "where");
-  Tensor y = empty(shape, a.options());
-  visit_all(a.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    cpu_map<T, bool, T, T>(y, [](bool c, T u, T v) { return c ? u : v; }, cond, a, b);
-  });
+  Tensor y = where_forward(cond, a, b, shape);
   // da = dy ⊙ [cond], db = dy ⊙ [¬cond]   (at the broadcast shape; summed down by accumulate)
   record("where", {cond, a, b}, {y}, [cs = Saved(cond)](const std::vector<Tensor>& dy, Gradients& g) {
     const Tensor zero = zeros({}, dy[0].options());
@@ -238,8 +280,15 @@ void add_(const Tensor& self, const Tensor& other) {
   check_same_device("add_", {&self, &other});
   check_same_dtype("add_", self, other);
   check_broadcasts_to("add_", other, self.shape());
-  check_cpu("add_", self);
   const Tensor from = unaliased(self, other);
+#ifdef TAPESTRY_HAS_CUDA
+  if (self.device().is_cuda()) {
+    cuda::add_(self, from);
+    self.storage().bump_version();
+    return;
+  }
+#endif
+  check_cpu("add_", self);
   visit_numeric(self.dtype(), "add_", [&](auto tag) {
     using T = decltype(tag);
     cpu_map<T, T, T>(self, [](T u, T v) { return u + v; }, self, from);
@@ -249,6 +298,13 @@ void add_(const Tensor& self, const Tensor& other) {
 
 void mul_(const Tensor& self, double factor) {
   check_writable("mul_", self);
+#ifdef TAPESTRY_HAS_CUDA
+  if (self.device().is_cuda()) {
+    cuda::mul_(self, factor);
+    self.storage().bump_version();
+    return;
+  }
+#endif
   check_cpu("mul_", self);
   visit_numeric(self.dtype(), "mul_", [&](auto tag) {
     using T = decltype(tag);
@@ -259,6 +315,13 @@ void mul_(const Tensor& self, double factor) {
 
 void fill_(const Tensor& self, double value) {
   check_writable("fill_", self);
+#ifdef TAPESTRY_HAS_CUDA
+  if (self.device().is_cuda()) {
+    cuda::fill_(self, value);
+    self.storage().bump_version();
+    return;
+  }
+#endif
   check_cpu("fill_", self);
   visit_all(self.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -279,6 +342,13 @@ void copy_(const Tensor& self, const Tensor& src) {
     copy_bytes(from.raw_data(), self.device(), packed.raw_data(), src.device(),
                static_cast<size_t>(src.numel()) * element_size(src.dtype()));
   }
+#ifdef TAPESTRY_HAS_CUDA
+  if (self.device().is_cuda()) {
+    cuda::copy_(self, from);
+    self.storage().bump_version();
+    return;
+  }
+#endif
   check_cpu("copy_", self);
   visit_all(self.dtype(), [&](auto out_tag) {
     using Out = decltype(out_tag);

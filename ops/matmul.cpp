@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include "ops/common.h"
+#include "ops/cuda/matmul.h"
 #include "ops/loops.h"
 #include "ops/shape.h"
 
@@ -47,7 +48,7 @@ Strides batch_strides(const Tensor& t, const Shape& batch) {
 
 void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Tensor& b_in, Transpose tb,
                   const Tensor& out, double beta) {
-  check_cpu("matmul", out);
+  check_same_device("matmul", {&a_in, &b_in, &out});
   Layout la = layout_of(a_in), lb = layout_of(b_in);
   const Tensor a = la.usable ? a_in : contiguous(a_in.detach());
   const Tensor b = lb.usable ? b_in : contiguous(b_in.detach());
@@ -63,6 +64,15 @@ void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Te
   const int64_t k = a.shape()[a.dim() - (ta == Transpose::Yes ? 2 : 1)];
 
   const Strides sa = batch_strides(a, batch), sb = batch_strides(b, batch), sc = batch_strides(out, batch);
+#ifdef TAPESTRY_HAS_CUDA
+  if (out.device().is_cuda()) {
+    const Transpose flag_a = trans_a ? Transpose::Yes : Transpose::No, flag_b = trans_b ? Transpose::Yes : Transpose::No;
+    cuda::batched_gemm({batch, a, b, out, flag_a, flag_b, m, n, k, la.ld, lb.ld, lc.ld, sa, sb, sc, beta});
+    out.storage().bump_version();
+    return;
+  }
+#endif
+  check_cpu("matmul", out);
   visit_floating(out.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = static_cast<const T*>(a.raw_data());

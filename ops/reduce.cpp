@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "ops/common.h"
+#include "ops/cuda/reduce.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
 
@@ -70,6 +71,15 @@ Tensor reduce_rows(const Tensor& x, const Plan& p, DType out_dtype, Fold fold) {
   return out;
 }
 
+#ifdef TAPESTRY_HAS_CUDA
+// The CUDA kernel (ops/cuda/reduce.h) over the same (rows, length) layout.
+Tensor reduce_on_cuda(const char* op, cuda::Reduction kind, const Tensor& x, const Plan& p, DType out_dtype) {
+  Tensor out = empty(p.out_shape, {out_dtype, x.device()});
+  cuda::reduce_rows(op, kind, as_rows(x, p), p.rows, p.length, out);
+  return out;
+}
+#endif
+
 // Accumulates float32 in double, integers in int64.
 template <class T>
 using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
@@ -79,11 +89,13 @@ Tensor kept(const Tensor& dy, const Plan& p) { return reshape(dy, p.kept_shape);
 
 enum class Extreme { Max, Min };
 
-Tensor extreme(const char* op, const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim, Extreme which) {
-  const Plan p = make_plan(op, x, dims, keepdim);
+Tensor extreme_forward(const char* op, const Tensor& x, const Plan& p, Extreme which) {
+#ifdef TAPESTRY_HAS_CUDA
+  if (x.device().is_cuda())
+    return reduce_on_cuda(op, which == Extreme::Max ? cuda::Reduction::Max : cuda::Reduction::Min, x, p, x.dtype());
+#endif
   check_cpu(op, x);
-  TP_CHECK(p.length > 0, op, "cannot reduce over an empty dim of shape ", to_string(x.shape()));
-  Tensor y = visit_numeric(x.dtype(), op, [&](auto tag) {
+  return visit_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     return reduce_rows<T, T>(x, p, x.dtype(), [which](const T* row, int64_t n) {
       T best = row[0];
@@ -91,6 +103,12 @@ Tensor extreme(const char* op, const Tensor& x, const std::vector<int64_t>& dims
       return best;
     });
   });
+}
+
+Tensor extreme(const char* op, const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim, Extreme which) {
+  const Plan p = make_plan(op, x, dims, keepdim);
+  TP_CHECK(p.length > 0, op, "cannot reduce over an empty dim of shape ", to_string(x.shape()));
+  Tensor y = extreme_forward(op, x, p, which);
   // dx = dy ⊙ [x = y] / (number of elements equal to y in the reduced group)
   record(op, {x}, {y}, [p, xs = Saved(x), ys = Saved(y)](const std::vector<Tensor>& dy, Gradients& g) {
     const Tensor& x = xs.get();
@@ -103,8 +121,12 @@ Tensor extreme(const char* op, const Tensor& x, const std::vector<int64_t>& dims
 
 Tensor arg_extreme(const char* op, const Tensor& x, int64_t dim, KeepDim keepdim, Extreme which) {
   const Plan p = make_plan(op, x, {dim}, keepdim);
-  check_cpu(op, x);
   TP_CHECK(p.length > 0, op, "cannot reduce over an empty dim of shape ", to_string(x.shape()));
+#ifdef TAPESTRY_HAS_CUDA
+  if (x.device().is_cuda())
+    return reduce_on_cuda(op, which == Extreme::Max ? cuda::Reduction::ArgMax : cuda::Reduction::ArgMin, x, p, DType::Int64);
+#endif
+  check_cpu(op, x);
   return visit_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     return reduce_rows<T, int64_t>(x, p, DType::Int64, [which](const T* row, int64_t n) {
@@ -116,12 +138,12 @@ Tensor arg_extreme(const char* op, const Tensor& x, int64_t dim, KeepDim keepdim
   });
 }
 
-}  // namespace
-
-Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim) {
-  const Plan p = make_plan("sum", x, dims, keepdim);
+Tensor sum_forward(const Tensor& x, const Plan& p) {
+#ifdef TAPESTRY_HAS_CUDA
+  if (x.device().is_cuda()) return reduce_on_cuda("sum", cuda::Reduction::Sum, x, p, x.dtype());
+#endif
   check_cpu("sum", x);
-  Tensor y = visit_numeric(x.dtype(), "sum", [&](auto tag) {
+  return visit_numeric(x.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
     return reduce_rows<T, T>(x, p, x.dtype(), [](const T* row, int64_t n) {
       Acc<T> acc = 0;
@@ -129,6 +151,32 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim) {
       return static_cast<T>(acc);
     });
   });
+}
+
+Tensor logsumexp_forward(const Tensor& x, const Plan& p) {
+#ifdef TAPESTRY_HAS_CUDA
+  if (x.device().is_cuda()) return reduce_on_cuda("logsumexp", cuda::Reduction::LogSumExp, x, p, x.dtype());
+#endif
+  check_cpu("logsumexp", x);
+  return visit_floating(x.dtype(), "logsumexp", [&](auto tag) {
+    using T = decltype(tag);
+    return reduce_rows<T, T>(x, p, x.dtype(), [](const T* row, int64_t n) {
+      // log Σ e^x = m + log Σ e^(x − m), m = max x
+      T m = -std::numeric_limits<T>::infinity();
+      for (int64_t i = 0; i < n; ++i) m = row[i] > m ? row[i] : m;
+      if (std::isinf(m)) return m;  // all −inf (or empty): −inf; any +inf: +inf
+      Acc<T> acc = 0;
+      for (int64_t i = 0; i < n; ++i) acc += std::exp(static_cast<Acc<T>>(row[i] - m));
+      return static_cast<T>(m + std::log(acc));
+    });
+  });
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim) {
+  const Plan p = make_plan("sum", x, dims, keepdim);
+  Tensor y = sum_forward(x, p);
   // dx = dy broadcast over the reduced dims
   record("sum", {x}, {y}, [p, shape = x.shape()](const std::vector<Tensor>& dy, Gradients& g) {
     g.accumulate(0, expand(kept(dy[0], p), shape));
@@ -154,19 +202,7 @@ Tensor min(const Tensor& x) { return min(x, all_dims(x)); }
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim) {
   check_floating("logsumexp", x);
   const Plan p = make_plan("logsumexp", x, dims, keepdim);
-  check_cpu("logsumexp", x);
-  Tensor y = visit_floating(x.dtype(), "logsumexp", [&](auto tag) {
-    using T = decltype(tag);
-    return reduce_rows<T, T>(x, p, x.dtype(), [](const T* row, int64_t n) {
-      // log Σ e^x = m + log Σ e^(x − m), m = max x
-      T m = -std::numeric_limits<T>::infinity();
-      for (int64_t i = 0; i < n; ++i) m = row[i] > m ? row[i] : m;
-      if (std::isinf(m)) return m;  // all −inf (or empty): −inf; any +inf: +inf
-      Acc<T> acc = 0;
-      for (int64_t i = 0; i < n; ++i) acc += std::exp(static_cast<Acc<T>>(row[i] - m));
-      return static_cast<T>(m + std::log(acc));
-    });
-  });
+  Tensor y = logsumexp_forward(x, p);
   // dx = dy ⊙ exp(x − y); where a group is all −inf (y = −inf), 0 = exp(−inf − 0) rather than
   // exp(−inf + inf) = NaN, so that a fully masked row does not poison the gradient.
   record("logsumexp", {x}, {y}, [p, xs = Saved(x), ys = Saved(y)](const std::vector<Tensor>& dy, Gradients& g) {

@@ -1,0 +1,19 @@
+// CUDA launchers of the reductions (ops/cuda/reduce.cu). Plain C++: ops/reduce.cpp moves the reduced
+// dims last and hands over the (rows, length) matrix.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace tapestry::cuda {
+
+enum class Reduction { Sum, Max, Min, ArgMax, ArgMin, LogSumExp };
+
+// out[r] = the reduction of x[r, 0:length] for r < rows: x is a contiguous (rows, length) tensor and
+// out a contiguous tensor of `rows` elements (x's dtype; int64 for ArgMax / ArgMin). Deterministic:
+// one block per row (or per chunk of a long row, then one per row over the chunks' partial
+// results), combined in a fixed order. Sum of an empty row is 0; the others need length > 0.
+// Dtypes as on the CPU: numeric for Sum / Max / Min / ArgMax / ArgMin, floating for LogSumExp.
+void reduce_rows(const char* op, Reduction kind, const Tensor& x, int64_t rows, int64_t length,
+                 const Tensor& out);
+
+}  // namespace tapestry::cuda

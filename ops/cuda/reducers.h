@@ -1,0 +1,89 @@
+// The reductions as the CUDA kernels evaluate them (ops/cuda/reduce.cu). Plain C++, evaluated on
+// both sides: the CPU suite checks on the host that any split of a row among threads gives the CPU
+// op's result, ties and NaN included (tests/test_cuda_host.cpp).
+//
+// A reducer has an accumulator type Acc and four functions. A block reduces a row (or one chunk of
+// it): every thread starts from start(load(row[0], 0)), folds its elements in index order with
+// acc = combine(acc, load(x_i, i)), and the threads' accumulators are combined pairwise in a fixed
+// tree, the lower thread on the left; finish(acc) is the result. The order never depends on timing,
+// so results are deterministic (no atomics).
+//
+// start() makes max / min match the CPU's left fold `x > best ? x : best` from best = row[0]: a NaN
+// never wins a comparison, so the CPU's result is NaN exactly when row[0] is, and otherwise the
+// maximum of the other elements; starting every thread from row[0] (folding it twice is harmless)
+// gives the same in any split. argmax / argmin break ties towards the lower index, as the CPU's
+// first-maximum does.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "core/macros.h"
+
+namespace tapestry::cuda {
+
+// The CPU's accumulator: float types sum in double, integers in int64.
+template <class T>
+using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+template <class T>
+struct SumReducer {
+  using Acc = SumAcc<T>;
+  using Out = T;
+  TP_HOST_DEVICE Acc load(T x, int64_t) const { return static_cast<Acc>(x); }
+  TP_HOST_DEVICE Acc start(Acc) const { return Acc(0); }
+  TP_HOST_DEVICE Acc combine(Acc a, Acc b) const { return a + b; }
+  TP_HOST_DEVICE T finish(Acc a) const { return static_cast<T>(a); }
+};
+
+template <class T>
+struct MaxReducer {
+  using Acc = T;
+  using Out = T;
+  TP_HOST_DEVICE T load(T x, int64_t) const { return x; }
+  TP_HOST_DEVICE T start(T first) const { return first; }
+  TP_HOST_DEVICE T combine(T a, T b) const { return b > a ? b : a; }
+  TP_HOST_DEVICE T finish(T a) const { return a; }
+};
+
+template <class T>
+struct MinReducer {
+  using Acc = T;
+  using Out = T;
+  TP_HOST_DEVICE T load(T x, int64_t) const { return x; }
+  TP_HOST_DEVICE T start(T first) const { return first; }
+  TP_HOST_DEVICE T combine(T a, T b) const { return b < a ? b : a; }
+  TP_HOST_DEVICE T finish(T a) const { return a; }
+};
+
+template <class T>
+struct ValueIndex {
+  T value;
+  int64_t index;
+};
+
+template <class T>
+struct ArgMaxReducer {
+  using Acc = ValueIndex<T>;
+  using Out = int64_t;
+  TP_HOST_DEVICE Acc load(T x, int64_t i) const { return {x, i}; }
+  TP_HOST_DEVICE Acc start(Acc first) const { return first; }
+  TP_HOST_DEVICE Acc combine(Acc a, Acc b) const {
+    return b.value > a.value || (b.value == a.value && b.index < a.index) ? b : a;
+  }
+  TP_HOST_DEVICE int64_t finish(Acc a) const { return a.index; }
+};
+
+template <class T>
+struct ArgMinReducer {
+  using Acc = ValueIndex<T>;
+  using Out = int64_t;
+  TP_HOST_DEVICE Acc load(T x, int64_t i) const { return {x, i}; }
+  TP_HOST_DEVICE Acc start(Acc first) const { return first; }
+  TP_HOST_DEVICE Acc combine(Acc a, Acc b) const {
+    return b.value < a.value || (b.value == a.value && b.index < a.index) ? b : a;
+  }
+  TP_HOST_DEVICE int64_t finish(Acc a) const { return a.index; }
+};
+
+}  // namespace tapestry::cuda
