@@ -3,7 +3,9 @@
 // A draw of n elements reserves n consecutive counters [offset, offset + n) of the generator;
 // element i is computed from the Philox block of counter offset + i under the key `seed`. Nothing
 // depends on thread order, so CPU and CUDA (cuRAND's Philox core function evaluates the same
-// rounds) produce the same numbers for the same generator state.
+// rounds) draw the same bits for the same generator state: uniform and integer draws are
+// bit-identical across devices. Normal draws go through log, cos and sqrt, whose device versions
+// may differ from the host's libm by an ulp or two, so they agree to a few ulp, not bitwise.
 #pragma once
 
 #include <cmath>
