@@ -53,12 +53,14 @@ test-cuda: build
 # PyTorch peers with the same settings (read back from Tapestry's JSON), then the side-by-side table.
 # PyTorch (Debian's python3-torch, large) is installed on demand by scripts/setup-bench; without it
 # Tapestry's figures are printed alone. CPU runs use BENCH_THREADS threads. Extra flags:
-# BENCH_COMMON for all three (e.g. --device cpu --repeats 3), BENCH_ARGS for `bench attention`
-# (e.g. --lengths 512,1024,2048), BENCH_OPS_ARGS, BENCH_TRAIN_ARGS; later flags win.
+# BENCH_COMMON for all three (default 3 repeats, to keep a 2-core run near 15 minutes: full
+# attention at N = 8192 takes ~10 GB and tens of seconds per run there; BENCH_COMMON= gives the
+# programs' own default of 5), BENCH_ARGS for `bench attention` (e.g. --lengths 512,1024,2048),
+# BENCH_OPS_ARGS, BENCH_TRAIN_ARGS; later flags win.
 BENCH_DIR        ?= $(BUILD)/bench
 BENCH_THREADS    ?= 2
 BENCH_PYTHON     ?= $(firstword $(wildcard /usr/bin/python3) python3)
-BENCH_COMMON     ?=
+BENCH_COMMON     ?= --repeats 3
 BENCH_ARGS       ?=
 BENCH_OPS_ARGS   ?=
 BENCH_TRAIN_ARGS ?=
