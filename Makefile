@@ -49,8 +49,39 @@ test-cuda: build
 	  $(SANITIZER) --tool racecheck --error-exitcode 1 $(BUILD)/tapestry_cuda_tests $(SANITIZED); \
 	fi
 
+# The benchmarks (docs/PERFORMANCE.md): `tapestry bench ops`, `attention` and `train`, then their
+# PyTorch peers with the same settings (read back from Tapestry's JSON), then the side-by-side table.
+# PyTorch (Debian's python3-torch, large) is installed on demand by scripts/setup-bench; without it
+# Tapestry's figures are printed alone. CPU runs use BENCH_THREADS threads. Extra flags:
+# BENCH_COMMON for all three (default 3 repeats, to keep a 2-core run near 15 minutes: full
+# attention at N = 8192 takes ~10 GB and tens of seconds per run there; BENCH_COMMON= gives the
+# programs' own default of 5), BENCH_ARGS for `bench attention` (e.g. --lengths 512,1024,2048),
+# BENCH_OPS_ARGS, BENCH_TRAIN_ARGS; later flags win.
+BENCH_DIR        ?= $(BUILD)/bench
+BENCH_THREADS    ?= 2
+BENCH_PYTHON     ?= $(firstword $(wildcard /usr/bin/python3) python3)
+BENCH_COMMON     ?= --repeats 3
+BENCH_ARGS       ?=
+BENCH_OPS_ARGS   ?=
+BENCH_TRAIN_ARGS ?=
+
 bench: build
-	@echo "make bench: the benchmarks are not built yet"
+	@BENCH_PYTHON=$(BENCH_PYTHON) scripts/setup-bench
+	@mkdir -p $(BENCH_DIR) && rm -f $(BENCH_DIR)/*.json
+	@export OMP_NUM_THREADS=$(BENCH_THREADS); set -e; \
+	echo "make bench: $$(nproc) cores, load average $$(cut -d' ' -f1-3 /proc/loadavg), $$OMP_NUM_THREADS threads"; \
+	$(BUILD)/tapestry bench ops --json $(BENCH_DIR)/ops.json $(BENCH_COMMON) $(BENCH_OPS_ARGS); echo; \
+	$(BUILD)/tapestry bench attention --json $(BENCH_DIR)/attention.json $(BENCH_COMMON) $(BENCH_ARGS); echo; \
+	$(BUILD)/tapestry bench train --json $(BENCH_DIR)/train.json $(BENCH_COMMON) $(BENCH_TRAIN_ARGS); echo; \
+	if $(BENCH_PYTHON) -c 'import torch' 2>/dev/null; then \
+	  echo "make bench: PyTorch peers"; \
+	  $(BENCH_PYTHON) bench/peers/attention.py --like $(BENCH_DIR)/attention.json --json $(BENCH_DIR)/attention-torch.json; \
+	  $(BENCH_PYTHON) bench/peers/train.py --like $(BENCH_DIR)/train.json --json $(BENCH_DIR)/train-torch.json; \
+	else \
+	  echo "make bench: PyTorch is not installed (scripts/setup-bench): Tapestry's figures alone"; \
+	fi; \
+	echo; echo "make bench: load average at the end $$(cut -d' ' -f1-3 /proc/loadavg)"; echo; \
+	$(BENCH_PYTHON) bench/compare.py $(BENCH_DIR)
 
 clean:
 	rm -rf $(BUILD) build-asan

@@ -3,6 +3,7 @@
 
 #include <iostream>
 
+#include "apps/bench.h"
 #include "tapestry.h"
 
 int main(int argc, char** argv) {
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
               << "\n"
               << "best device: " << tapestry::Device::best() << "\n";
   });
+  tapestry::app::add_bench(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,191 @@
+#include "apps/bench.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iomanip>
+#include <new>
+
+#include "core/error.h"
+#include "nn/attention/config.h"
+
+#ifdef TAPESTRY_HAS_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+// The commit the figures were measured at: `git rev-parse --short HEAD` when CMake configured the
+// build (CMakeLists.txt), with "-dirty" for uncommitted changes to tracked files.
+#ifndef TAPESTRY_COMMIT
+#define TAPESTRY_COMMIT "unknown"
+#endif
+
+namespace tapestry::app {
+
+void add_bench(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks: attention layers, ops, training steps (table + --json)");
+  bench->require_subcommand(1);
+  bench::add_attention(*bench);
+  bench::add_ops(*bench);
+  bench::add_train(*bench);
+}
+
+}  // namespace tapestry::app
+
+namespace tapestry::app::bench {
+
+void add_common_options(CLI::App& command, CommonOptions& options) {
+  // `make bench` appends BENCH_ARGS after its own flags: the last value given wins.
+  command.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  options.device.add_to(command);
+  command.add_option("--repeats", options.repeats, "Timed runs per row (the median is reported)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command.add_option("--warmup", options.warmup, "Untimed runs before the timed ones")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command.add_option("--seed", options.seed, "Seed of the inputs and parameters")->capture_default_str();
+  command.add_option("--json", options.json, "Also write the results as JSON to this file");
+}
+
+void synchronize(Device device) { context(device).synchronize(); }
+
+double Timing::median() const {
+  if (ms.empty()) return std::nan("");
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t half = sorted.size() / 2;
+  return sorted.size() % 2 ? sorted[half] : (sorted[half - 1] + sorted[half]) / 2;
+}
+
+Timing time_runs(Device device, int warmup, int repeats, const std::function<void()>& run,
+                 const std::function<void()>& before) {
+  for (int i = 0; i < warmup; ++i) {
+    if (before) before();
+    run();
+  }
+  Timing timing;
+  for (int i = 0; i < repeats; ++i) {
+    if (before) before();
+    synchronize(device);
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    synchronize(device);
+    timing.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  return timing;
+}
+
+bool out_of_memory(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e)) return true;
+  const std::string message = e.what();
+  return message.find("out of memory") != std::string::npos || message.find("out of host memory") != std::string::npos;
+}
+
+std::string failure_status(const std::exception& e) {
+  return out_of_memory(e) ? std::string("out of memory") : std::string("failed: ") + e.what();
+}
+
+std::vector<std::string> split_types(const std::string& text) {
+  std::vector<std::string> types;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string piece = text.substr(start, comma - start);
+    const bool option_of_previous = !types.empty() && piece.find('=') != std::string::npos &&
+                                    piece.find(':') == std::string::npos;
+    if (option_of_previous) types.back() += "," + piece;
+    else types.push_back(piece);
+    start = comma + 1;
+  }
+  return types;
+}
+
+std::string check_types(const std::string& text) {
+  for (const std::string& type : split_types(text)) {
+    try {
+      attention::AttentionConfig::parse(type);
+    } catch (const Error& e) {
+      return e.what();
+    }
+  }
+  return {};
+}
+
+void Table::print(std::ostream& out) const {
+  std::vector<size_t> width(headers_.size());
+  for (size_t c = 0; c < headers_.size(); ++c) width[c] = headers_[c].size();
+  for (const auto& row : rows_)
+    for (size_t c = 0; c < row.size() && c < width.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  const auto line = [&](const std::vector<std::string>& cells) {
+    for (size_t c = 0; c < width.size(); ++c) {
+      const std::string cell = c < cells.size() ? cells[c] : "";
+      // setw counts bytes; pad by characters so that µ, × and the like keep the columns straight.
+      const size_t chars = static_cast<size_t>(std::count_if(cell.begin(), cell.end(), [](char ch) {
+        return (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+      }));
+      const std::string pad(width[c] > chars ? width[c] - chars : 0, ' ');
+      out << (c ? "  " : "") << (c == 0 ? cell + pad : pad + cell);
+    }
+    out << "\n";
+  };
+  line(headers_);
+  for (const auto& row : rows_) line(row);
+  out.flush();
+}
+
+std::string format(const char* spec, double value) {
+  if (std::isnan(value)) return "-";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, spec, value);
+  return buffer;
+}
+
+std::string device_name(Device device) {
+#ifdef TAPESTRY_HAS_CUDA
+  if (device.is_cuda()) {
+    cudaDeviceProp properties{};
+    if (cudaGetDeviceProperties(&properties, device.index) == cudaSuccess) return properties.name;
+    return "unknown GPU";
+  }
+#endif
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return device.is_cpu() ? "unknown CPU" : "unknown GPU";
+}
+
+nlohmann::json document(const std::string& benchmark, Device device, nlohmann::json config, nlohmann::json rows) {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return {{"benchmark", benchmark},
+          {"device", to_string(device)},
+          {"device_name", device_name(device)},
+          {"commit", TAPESTRY_COMMIT},
+          {"threads", omp_get_max_threads()},
+          {"date", date},
+          {"config", std::move(config)},
+          {"rows", std::move(rows)}};
+}
+
+void write_json(const std::string& path, const nlohmann::json& doc) {
+  std::ofstream out(path);
+  TP_CHECK(out.good(), "--json", "cannot open '", path, "' for writing");
+  out << doc.dump(2) << "\n";
+  out.close();
+  TP_CHECK(out.good(), "--json", "cannot write '", path, "'");
+}
+
+}  // namespace tapestry::app::bench

@@ -1,0 +1,100 @@
+// `tapestry bench ...`: the benchmark programs (DESIGN §7). Benchmarks are programs, never timed
+// tests: each prints a table on stdout and, with --json FILE, writes
+//   {"benchmark", "device", "device_name", "commit", "threads", "date", "config", "rows": [...]}
+// and each measures side by side in one run (every attention against full attention at the same N,
+// every op against the device's copy bandwidth or a direct BLAS call). bench/peers/*.py measure
+// PyTorch with the settings read back from these files; bench/compare.py puts the two together.
+//
+//   tapestry bench attention   one self-attention layer, forward + backward (clustered-attention
+//                              paper, supplementary §C.1): time and peak memory per element
+//   tapestry bench ops         achieved GB/s of memory-bound ops, GFLOP/s of matmul
+//   tapestry bench train       time per training step of the copy-task model
+//
+// Timing: each timed run is bracketed by the device's synchronize() (a no-op on the CPU), after
+// `warmup` untimed runs; the table shows the median of `repeats` runs.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "apps/app.h"
+#include "core/device.h"
+
+namespace tapestry::app {
+
+// Registers `bench` and its subcommands on the tapestry command line.
+void add_bench(CLI::App& app);
+
+}  // namespace tapestry::app
+
+namespace tapestry::app::bench {
+
+// What every benchmark takes.
+struct CommonOptions {
+  DeviceOption device;
+  int repeats = 5;
+  int warmup = 1;
+  uint64_t seed = 0;
+  std::string json;  // where to write the JSON document; empty: none
+};
+void add_common_options(CLI::App& command, CommonOptions& options);
+
+// The subcommands (apps/bench_attention.cpp, bench_ops.cpp, bench_train.cpp).
+void add_attention(CLI::App& bench);
+void add_ops(CLI::App& bench);
+void add_train(CLI::App& bench);
+
+// Waits until the work queued on `device` has finished (a no-op on the CPU).
+void synchronize(Device device);
+
+// Wall-clock milliseconds of `repeats` runs of `run` after `warmup` untimed ones, each bracketed by
+// synchronize(device). `before`, when given, runs untimed before each timed run (resetting memory
+// statistics, dropping gradients).
+struct Timing {
+  std::vector<double> ms;  // one per timed run, in order
+  double median() const;
+};
+Timing time_runs(Device device, int warmup, int repeats, const std::function<void()>& run,
+                 const std::function<void()>& before = {});
+
+// The status of a row whose run threw: "out of memory" when the allocator (or operator new) ran out,
+// else "failed: <message>".
+std::string failure_status(const std::exception& e);
+bool out_of_memory(const std::exception& e);
+
+// "full,improved-clustered:clusters=15,topk=32" -> {"full", "improved-clustered:clusters=15,topk=32"}:
+// split at commas, except that a piece of the form key=value belongs to the type before it.
+std::vector<std::string> split_types(const std::string& text);
+// A CLI11 check that every type of such a list parses as an attention config.
+std::string check_types(const std::string& text);
+
+// A fixed-width table: right-aligned cells, the first column left-aligned.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> headers) : headers_(std::move(headers)) {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void print(std::ostream& out) const;
+
+ private:
+  std::vector<std::string> headers_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// printf-style formatting of one number ("%.3g", "%.2f", ...); "-" for NaN.
+std::string format(const char* spec, double value);
+
+// The document every benchmark writes (see the top of this file); write_json throws Error when the
+// file cannot be written.
+nlohmann::json document(const std::string& benchmark, Device device, nlohmann::json config, nlohmann::json rows);
+void write_json(const std::string& path, const nlohmann::json& doc);
+
+// The device's name: the CPU model from /proc/cpuinfo, or the GPU's name.
+std::string device_name(Device device);
+
+}  // namespace tapestry::app::bench

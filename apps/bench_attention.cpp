@@ -1,0 +1,245 @@
+// `tapestry bench attention`: the time and memory benchmark of the clustered-attention paper
+// (supplementary §C.1). One self-attention layer — 6 heads of 64 (D = 384), feed-forward 1536 —
+// runs forward and backward on random sequences of length N; each row reports the median time, the
+// time per sequence element (ms·1000 / (N·B) = µs), the allocator's peak memory during one forward +
+// backward and the bytes per element, and both as ratios against full attention at the same N.
+//
+// Attentions, as in §C.1: clustered with C = 100 clusters, R = 63 hash bits, L = 10 Lloyd
+// iterations; improved-clustered the same with k = 32 top keys; neural-clustering (ClusterFormer,
+// a ClusterFormerEncoderLayer) with ⌈√N⌉ clusters. A type given with options
+// ("clustered:clusters=50") runs as given.
+//
+// Shape letters: B batch, N sequence length, D model width, C clusters.
+#include <cmath>
+#include <iostream>
+#include <limits>
+#include <memory>
+
+#include "apps/bench.h"
+#include "tapestry.h"
+
+namespace tapestry::app::bench {
+namespace {
+
+constexpr int64_t kHeads = 6;
+constexpr int64_t kHeadDim = 64;
+constexpr int64_t kModel = kHeads * kHeadDim;  // D
+constexpr int64_t kFeedForward = 1536;
+
+int64_t ceil_sqrt(int64_t n) {
+  int64_t k = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(n))));
+  while (k * k < n) ++k;
+  while (k > 1 && (k - 1) * (k - 1) >= n) --k;
+  return k;
+}
+
+// The attention `text` names at length n: AttentionConfig's defaults are §C.1's (C = 100, R = 63,
+// L = 10, k = 32); neural-clustering takes ⌈√N⌉ clusters unless the text sets them.
+attention::AttentionConfig config_at(const std::string& text, int64_t n) {
+  attention::AttentionConfig config = attention::AttentionConfig::parse(text);
+  if (config.type == attention::AttentionType::NeuralClustering && text.find("clusters=") == std::string::npos)
+    config.clusters = ceil_sqrt(n);
+  return config;
+}
+
+// One layer of §C.1 with its input x and a fixed random projection P, both (B, N, D).
+//
+// The loss is Σ output ⊙ P rather than Σ output: the layers end in a LayerNorm (post-norm), whose
+// outputs sum to a constant per position, so Σ output would send an all-zero gradient back.
+// The layer runs in eval mode with gradients on: no dropout (PyTorch's peer sets dropout = 0),
+// the same forward and backward work otherwise (clustered attention hashes in both modes).
+class AttentionLayer {
+ public:
+  AttentionLayer(const attention::AttentionConfig& config, int64_t batch, int64_t n, Device device, uint64_t seed)
+      : gen_(seed) {
+    nn::TransformerLayerOptions options;
+    options.d_model = kModel;
+    options.heads = kHeads;
+    options.d_ff = kFeedForward;
+    options.dropout = 0.0;
+    options.attention = config;
+    nn::Module* layer = nullptr;
+    if (config.type == attention::AttentionType::NeuralClustering) {
+      clusterformer_ = std::make_shared<nn::ClusterFormerEncoderLayer>(options, gen_);
+      // The first layer's centroids (ClusterFormerEncoder's initialisation): a parameter.
+      centroids_ = to(randn({config.clusters, kModel}, gen_) / std::sqrt(double(kModel)), device);
+      centroids_.set_requires_grad(true);
+      layer = clusterformer_.get();
+    } else {
+      transformer_ = std::make_shared<nn::TransformerEncoderLayer>(options, gen_);
+      layer = transformer_.get();
+    }
+    layer->to(device);
+    layer->eval();
+    parameters_ = layer->parameters();
+    if (centroids_.defined()) parameters_.push_back(centroids_);
+    x_ = randn({batch, n, kModel}, gen_, {DType::Float32, device});
+    projection_ = randn({batch, n, kModel}, gen_, {DType::Float32, device});
+  }
+
+  void zero_grad() {
+    for (const Tensor& p : parameters_) p.zero_grad();
+  }
+
+  void forward_backward() {
+    Tensor loss;
+    if (clusterformer_) {
+      const nn::ClusterFormerOutput out = clusterformer_->forward(x_, centroids_, Tensor(), attention::Causal::No, gen_);
+      // Appendix C, eq. 17: the clustering and sorting losses train W_C and the centroids.
+      loss = nn::clusterformer_loss(sum(out.output * projection_), out, {});
+    } else {
+      loss = sum(transformer_->forward(x_, Tensor(), gen_) * projection_);
+    }
+    loss.backward();
+  }
+
+ private:
+  Generator gen_;
+  std::shared_ptr<nn::TransformerEncoderLayer> transformer_;
+  std::shared_ptr<nn::ClusterFormerEncoderLayer> clusterformer_;
+  Tensor centroids_;  // (C, D), neural-clustering only
+  std::vector<Tensor> parameters_;
+  Tensor x_, projection_;  // (B, N, D)
+};
+
+struct AttentionOptions {
+  CommonOptions common;
+  std::vector<int64_t> lengths;  // empty: the device's defaults
+  std::string types = "full,clustered,improved-clustered,neural-clustering";
+  int64_t batch = 1;
+};
+
+std::vector<int64_t> default_lengths(Device device) {
+  std::vector<int64_t> lengths;
+  for (int64_t n = 512; n <= (device.is_cuda() ? 32768 : 8192); n *= 2) lengths.push_back(n);
+  return lengths;
+}
+
+nlohmann::json measure(const std::string& type, int64_t n, const AttentionOptions& o, Device device) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  nlohmann::json row = {{"type", type}, {"n", n}, {"batch", o.batch}};
+  Allocator& allocator = context(device).allocator();
+  try {
+    const attention::AttentionConfig config = config_at(type, n);
+    row["attention"] = config.to_string();
+    AttentionLayer layer(config, o.batch, n, device, o.common.seed);
+    int64_t peak = 0, baseline = 0;
+    const Timing timing = time_runs(
+        device, o.common.warmup, o.common.repeats,
+        [&] {
+          layer.forward_backward();
+          peak = std::max(peak, allocator.stats().peak);
+        },
+        [&] {
+          layer.zero_grad();
+          synchronize(device);
+          allocator.reset_peak();
+          baseline = allocator.stats().in_use;
+        });
+    const double ms = timing.median(), elements = double(n) * double(o.batch);
+    row["status"] = "ok";
+    row["ms"] = ms;
+    row["ms_runs"] = timing.ms;
+    row["us_per_element"] = ms * 1000.0 / elements;
+    row["peak_bytes"] = peak;
+    row["baseline_bytes"] = baseline;
+    row["bytes_per_element"] = double(peak) / elements;
+  } catch (const std::exception& e) {
+    row["status"] = failure_status(e);
+    row["ms"] = nan;  // written as null
+  }
+  allocator.empty_cache();
+  return row;
+}
+
+double number(const nlohmann::json& row, const char* key) {
+  return row.contains(key) && row[key].is_number() ? row[key].get<double>() : std::numeric_limits<double>::quiet_NaN();
+}
+
+// ms_vs_full and memory_vs_full of each row against the full-attention row of the same N and batch
+// (null when full attention is not in the run or did not finish).
+void add_ratios(nlohmann::json& rows) {
+  for (auto& row : rows) {
+    row["ms_vs_full"] = nullptr;
+    row["memory_vs_full"] = nullptr;
+    for (const auto& full : rows) {
+      if (full["type"] != "full" || full["n"] != row["n"] || full["status"] != "ok" || row["status"] != "ok") continue;
+      row["ms_vs_full"] = number(row, "ms") / number(full, "ms");
+      row["memory_vs_full"] = number(row, "peak_bytes") / number(full, "peak_bytes");
+    }
+  }
+}
+
+void print_table(const nlohmann::json& rows) {
+  Table table({"type", "N", "batch", "ms", "µs/elem", "peak MiB", "KiB/elem", "time ×full", "memory ×full"});
+  for (const auto& row : rows) {
+    const bool ok = row["status"] == "ok";
+    table.add({row["type"].get<std::string>(), std::to_string(row["n"].get<int64_t>()),
+               std::to_string(row["batch"].get<int64_t>()),
+               ok ? format("%.2f", number(row, "ms")) : row["status"].get<std::string>(),
+               format("%.3f", number(row, "us_per_element")), format("%.1f", number(row, "peak_bytes") / (1 << 20)),
+               format("%.2f", number(row, "bytes_per_element") / 1024), format("%.3f", number(row, "ms_vs_full")),
+               format("%.3f", number(row, "memory_vs_full"))});
+  }
+  table.print(std::cout);
+}
+
+int run(const AttentionOptions& options) {
+  const Device device = options.common.device.resolve();
+  const std::vector<int64_t> lengths = options.lengths.empty() ? default_lengths(device) : options.lengths;
+  const std::vector<std::string> types = split_types(options.types);
+  std::cout << "bench attention on " << device << " (" << device_name(device) << "): one layer, " << kHeads << " heads × "
+            << kHeadDim << ", feed-forward " << kFeedForward << ", forward + backward; median of "
+            << options.common.repeats << " after " << options.common.warmup << " warm-up\n";
+  nlohmann::json rows = nlohmann::json::array();
+  for (const int64_t n : lengths) {
+    for (const std::string& type : types) {
+      nlohmann::json row = measure(type, n, options, device);
+      std::cerr << "bench attention: " << type << " N=" << n << ": "
+                << (row["status"] == "ok" ? format("%.2f ms", number(row, "ms")) : row["status"].get<std::string>())
+                << "\n";
+      rows.push_back(std::move(row));
+    }
+  }
+  add_ratios(rows);
+  print_table(rows);
+  if (!options.common.json.empty()) {
+    const nlohmann::json config = {{"d_model", kModel},
+                                   {"heads", kHeads},
+                                   {"head_dim", kHeadDim},
+                                   {"d_ff", kFeedForward},
+                                   {"dropout", 0.0},
+                                   {"lengths", lengths},
+                                   {"types", types},
+                                   {"batch", options.batch},
+                                   {"repeats", options.common.repeats},
+                                   {"warmup", options.common.warmup},
+                                   {"seed", options.common.seed},
+                                   {"loss", "sum(output * P), P fixed N(0, 1); eval mode (no dropout), gradients on"},
+                                   {"memory", "allocator peak during one forward + backward, parameters and input included"}};
+    write_json(options.common.json, document("attention", device, config, rows));
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_attention(CLI::App& bench) {
+  auto options = std::make_shared<AttentionOptions>();
+  CLI::App* command = bench.add_subcommand(
+      "attention", "One self-attention layer, forward + backward, per attention and length (clustered-attention paper §C.1)");
+  add_common_options(*command, options->common);
+  command->add_option("--lengths", options->lengths, "Sequence lengths N (default 512..8192 on CPU, 512..32768 on GPU)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  command->add_option("--types", options->types, "Attentions, comma-separated; options as in clustered:clusters=50")
+      ->check(check_types)
+      ->capture_default_str();
+  command->add_option("--batch", options->batch, "Sequences per batch")->check(CLI::PositiveNumber)->capture_default_str();
+  command->callback([options] {
+    const int code = run_reporting_errors("bench attention", [&] { return run(*options); });
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace tapestry::app::bench

@@ -1,0 +1,196 @@
+// `tapestry bench train`: the time of one training step — forward, backward, optimizer step — of the
+// masked copy task's model (clustered-attention paper, supplementary §C.2): token embedding
+// (vocabulary 12) + sinusoidal positions, 4 post-norm encoder layers of 6 heads × 32 (D = 192) with
+// feed-forward 768 and dropout 0.1, a linear head, cross-entropy over every position, RAdam.
+// Sequence length N = 2L + 2, batch 32, per attention (full and improved-clustered with 15 clusters
+// and k = 32 by default; neural-clustering builds the ClusterFormer encoder and adds its losses,
+// eq. 17). The model is built here from the nn API; bench/peers/train.py is the same in PyTorch.
+//
+// Shape letters: B batch, N sequence length, D model width, V vocabulary.
+#include <iostream>
+#include <limits>
+#include <memory>
+
+#include "apps/bench.h"
+#include "data/copy_task.h"
+#include "tapestry.h"
+
+namespace tapestry::app::bench {
+namespace {
+
+constexpr int64_t kHeads = 6;
+constexpr int64_t kHeadDim = 32;
+constexpr int64_t kModel = kHeads * kHeadDim;  // D
+constexpr int64_t kFeedForward = 768;
+constexpr int64_t kLayers = 4;
+constexpr double kDropout = 0.1;
+constexpr double kLearningRate = 1e-3;
+
+class CopyModel : public nn::Module {
+ public:
+  CopyModel(const attention::AttentionConfig& attention, Generator& gen) : Module("CopyModel") {
+    nn::TransformerLayerOptions options;
+    options.d_model = kModel;
+    options.heads = kHeads;
+    options.d_ff = kFeedForward;
+    options.dropout = kDropout;
+    options.attention = attention;
+    embedding = register_module("embedding", std::make_shared<nn::Embedding>(data::CopyTask::kVocabulary, kModel, gen));
+    positions = register_module("positions", std::make_shared<nn::SinusoidalPositionalEncoding>(kModel));
+    if (attention.type == attention::AttentionType::NeuralClustering)
+      clusterformer = register_module("encoder", std::make_shared<nn::ClusterFormerEncoder>(options, kLayers, gen));
+    else
+      encoder = register_module("encoder", std::make_shared<nn::TransformerEncoder>(options, kLayers, gen));
+    head = register_module("head", std::make_shared<nn::Linear>(kModel, data::CopyTask::kVocabulary, gen));
+  }
+
+  // The mean cross-entropy of the predictions for input (B, N) against target (B, N); with the
+  // ClusterFormer encoder, eq. 17's weighted sum with its clustering and sorting losses.
+  Tensor loss(const Tensor& input, const Tensor& target, Generator& gen) {
+    const Tensor x = positions->forward(embedding->forward(input));  // (B, N, D)
+    if (clusterformer) {
+      const nn::ClusterFormerOutput out = clusterformer->forward(x, Tensor(), gen);
+      return nn::clusterformer_loss(cross_entropy(head->forward(out.output), target), out, {});
+    }
+    return cross_entropy(head->forward(encoder->forward(x, Tensor(), gen)), target);  // logits (B, N, V)
+  }
+
+  std::shared_ptr<nn::Embedding> embedding;
+  std::shared_ptr<nn::SinusoidalPositionalEncoding> positions;
+  std::shared_ptr<nn::TransformerEncoder> encoder;         // or
+  std::shared_ptr<nn::ClusterFormerEncoder> clusterformer;
+  std::shared_ptr<nn::Linear> head;
+};
+
+struct TrainOptions {
+  CommonOptions common;
+  std::vector<int64_t> copy_lengths = {31, 127};  // L
+  std::string types = "full,improved-clustered:clusters=15,topk=32";
+  int64_t batch = 32;
+};
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+nlohmann::json measure(const std::string& type, int64_t copy_length, const TrainOptions& o, Device device) {
+  const data::CopyTask task{copy_length};
+  const int64_t n = task.sequence_length();
+  nlohmann::json row = {{"type", type}, {"copy_length", copy_length}, {"n", n}, {"batch", o.batch}};
+  Allocator& allocator = context(device).allocator();
+  try {
+    const attention::AttentionConfig config = attention::AttentionConfig::parse(type);
+    row["attention"] = config.to_string();
+    Generator gen(o.common.seed);
+    CopyModel model(config, gen);
+    model.to(device);
+    optim::RAdam optimizer(model.parameters(), {kLearningRate});
+    const data::CopyTaskBatch batch = task.sample(o.batch, gen);
+    const Tensor input = to(batch.input, device), target = to(batch.target, device);
+    Tensor loss;
+    int64_t peak = 0;
+    const Timing timing = time_runs(
+        device, o.common.warmup, o.common.repeats,
+        [&] {
+          optimizer.zero_grad();
+          loss = model.loss(input, target, gen);
+          loss.backward();
+          optimizer.step();
+          peak = std::max(peak, allocator.stats().peak);
+        },
+        [&] {
+          synchronize(device);
+          allocator.reset_peak();
+        });
+    const double ms = timing.median();
+    row["status"] = "ok";
+    row["ms"] = ms;
+    row["ms_runs"] = timing.ms;
+    row["tokens_per_s"] = double(o.batch) * double(n) / (ms * 1e-3);
+    row["peak_bytes"] = peak;
+    row["loss"] = loss.item<double>();
+  } catch (const std::exception& e) {
+    row["status"] = failure_status(e);
+    row["ms"] = kNaN;
+  }
+  allocator.empty_cache();
+  return row;
+}
+
+double number(const nlohmann::json& row, const char* key) {
+  return row.contains(key) && row[key].is_number() ? row[key].get<double>() : kNaN;
+}
+
+int run(const TrainOptions& o) {
+  const Device device = o.common.device.resolve();
+  const std::vector<std::string> types = split_types(o.types);
+  std::cout << "bench train on " << device << " (" << device_name(device) << "): copy-task model, " << kLayers
+            << " layers, " << kHeads << " heads × " << kHeadDim << ", feed-forward " << kFeedForward
+            << ", RAdam; median of " << o.common.repeats << " steps after " << o.common.warmup << " warm-up\n";
+  nlohmann::json rows = nlohmann::json::array();
+  for (const int64_t copy_length : o.copy_lengths) {
+    for (const std::string& type : types) {
+      nlohmann::json row = measure(type, copy_length, o, device);
+      std::cerr << "bench train: " << type << " L=" << copy_length << ": "
+                << (row["status"] == "ok" ? format("%.2f ms", number(row, "ms")) : row["status"].get<std::string>())
+                << "\n";
+      rows.push_back(std::move(row));
+    }
+  }
+  // Each row's time against full attention's at the same L.
+  for (auto& row : rows) {
+    row["ms_vs_full"] = nullptr;
+    for (const auto& full : rows)
+      if (full["type"] == "full" && full["n"] == row["n"] && full["status"] == "ok" && row["status"] == "ok")
+        row["ms_vs_full"] = number(row, "ms") / number(full, "ms");
+  }
+  Table table({"type", "L", "N", "batch", "ms/step", "tokens/s", "peak MiB", "loss", "time ×full"});
+  for (const auto& row : rows) {
+    table.add({row["type"].get<std::string>(), std::to_string(row["copy_length"].get<int64_t>()),
+               std::to_string(row["n"].get<int64_t>()), std::to_string(row["batch"].get<int64_t>()),
+               row["status"] == "ok" ? format("%.2f", number(row, "ms")) : row["status"].get<std::string>(),
+               format("%.0f", number(row, "tokens_per_s")), format("%.1f", number(row, "peak_bytes") / (1 << 20)),
+               format("%.3f", number(row, "loss")), format("%.3f", number(row, "ms_vs_full"))});
+  }
+  table.print(std::cout);
+  if (!o.common.json.empty()) {
+    const nlohmann::json config = {{"vocabulary", data::CopyTask::kVocabulary},
+                                   {"d_model", kModel},
+                                   {"heads", kHeads},
+                                   {"head_dim", kHeadDim},
+                                   {"d_ff", kFeedForward},
+                                   {"layers", kLayers},
+                                   {"dropout", kDropout},
+                                   {"optimizer", "RAdam"},
+                                   {"lr", kLearningRate},
+                                   {"copy_lengths", o.copy_lengths},
+                                   {"types", types},
+                                   {"batch", o.batch},
+                                   {"repeats", o.common.repeats},
+                                   {"warmup", o.common.warmup},
+                                   {"seed", o.common.seed}};
+    write_json(o.common.json, document("train", device, config, rows));
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_train(CLI::App& bench) {
+  auto options = std::make_shared<TrainOptions>();
+  CLI::App* command =
+      bench.add_subcommand("train", "Time per training step (forward, backward, RAdam) of the copy-task model");
+  add_common_options(*command, options->common);
+  command->add_option("--copy-lengths", options->copy_lengths, "Copy lengths L (sequences of N = 2L + 2)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->add_option("--types", options->types, "Attentions, comma-separated; options as in clustered:clusters=50")
+      ->check(check_types)
+      ->capture_default_str();
+  command->add_option("--batch", options->batch, "Sequences per batch")->check(CLI::PositiveNumber)->capture_default_str();
+  command->callback([options] {
+    const int code = run_reporting_errors("bench train", [&] { return run(*options); });
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace tapestry::app::bench

@@ -1,0 +1,164 @@
+// The benchmark programs (`tapestry bench ...`) run and write the JSON they promise. Tiny sizes and one
+// repeat: this checks that they work, never how fast anything is (DESIGN §7: benchmarks are
+// programs, not timed tests).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/testing.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+// Runs the built `tapestry` binary with `args`, on the CPU with one thread.
+Run tapestry_cli(const std::string& args, const fs::path& dir) {
+  const fs::path log = dir / "output.txt";
+  const std::string command =
+      "OMP_NUM_THREADS=1 '" + std::string(TAPESTRY_CLI) + "' " + args + " > '" + log.string() + "' 2>&1";
+  const int status = std::system(command.c_str());
+  Run run;
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(log);
+  run.output.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return run;
+}
+
+// A fresh directory for one test case's files, removed at the end.
+struct TempDir {
+  TempDir() {
+    path = fs::temp_directory_path() / ("tapestry-test-bench-" + std::to_string(::getpid()) + "-" +
+                                        std::to_string(counter++));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+  fs::path path;
+  static inline int counter = 0;
+};
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  return nlohmann::json::parse(in);  // throws (failing the test) when it does not parse
+}
+
+void check_document(const nlohmann::json& doc, const std::string& benchmark) {
+  CHECK(doc["benchmark"] == benchmark);
+  CHECK(doc["device"] == "cpu");
+  for (const char* key : {"device_name", "commit", "date"}) {
+    INFO(key);
+    CHECK(doc[key].is_string());
+    CHECK(!doc[key].get<std::string>().empty());
+  }
+  CHECK(doc["threads"].get<int>() == 1);
+  CHECK(doc["config"].is_object());
+  CHECK(doc["rows"].is_array());
+}
+
+}  // namespace
+
+TEST_CASE("bench attention: every attention type, two lengths, the JSON fields") {
+  TempDir dir;
+  const Run run = tapestry_cli("bench attention --device cpu --lengths 16,32 --repeats 1 --warmup 0 --json '" +
+                                   (dir.path / "attention.json").string() + "'",
+                               dir.path);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("memory ×full") != std::string::npos);  // the table
+  const nlohmann::json doc = read_json(dir.path / "attention.json");
+  check_document(doc, "attention");
+  CHECK(doc["config"]["d_model"] == 384);
+  CHECK(doc["config"]["lengths"] == nlohmann::json({16, 32}));
+  const nlohmann::json& rows = doc["rows"];
+  REQUIRE(rows.size() == 8);
+  for (const auto& row : rows) {
+    INFO(row.dump());
+    CHECK(row["status"] == "ok");
+    for (const char* key : {"ms", "us_per_element", "peak_bytes", "bytes_per_element", "ms_vs_full", "memory_vs_full"}) {
+      INFO(key);
+      CHECK(row[key].is_number());
+    }
+    CHECK(row["peak_bytes"].get<double>() > 0);
+    CHECK(row["us_per_element"].get<double>() ==
+          doctest::Approx(row["ms"].get<double>() * 1000 / row["n"].get<double>()));
+    if (row["type"] == "full") CHECK(row["ms_vs_full"].get<double>() == 1.0);
+  }
+  // §C.1's settings, and ⌈√N⌉ clusters for neural clustering.
+  CHECK(rows[1]["attention"] == "clustered:clusters=100,bits=63,iterations=10");
+  CHECK(rows[2]["attention"] == "improved-clustered:clusters=100,bits=63,iterations=10,topk=32");
+  CHECK(rows[3]["attention"] == "neural-clustering:clusters=4");
+  CHECK(rows[7]["attention"] == "neural-clustering:clusters=6");
+}
+
+TEST_CASE("bench ops: bandwidth rows and matmul against the direct BLAS call") {
+  TempDir dir;
+  const Run run = tapestry_cli("bench ops --device cpu --elements 4096 --matmul 8x16x4,3x5x7x2 --repeats 1 --warmup 0 "
+                               "--json '" + (dir.path / "ops.json").string() + "'",
+                               dir.path);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json doc = read_json(dir.path / "ops.json");
+  check_document(doc, "ops");
+  int matmuls = 0;
+  for (const auto& row : doc["rows"]) {
+    INFO(row.dump());
+    CHECK(row["status"] == "ok");
+    if (row["op"] == "matmul") {
+      ++matmuls;
+      CHECK(row["reference"] == "cblas_sgemm");
+      for (const char* key : {"gflop_per_s", "reference_gflop_per_s", "time_vs_reference"}) CHECK(row[key].is_number());
+    } else {
+      CHECK(row["gb_per_s"].is_number());
+      CHECK(row["fraction_of_copy"].is_number());
+    }
+  }
+  CHECK(matmuls == 2);
+  CHECK(doc["rows"][0]["op"] == "memcpy (reference)");
+  CHECK(doc["rows"].back()["shape"] == nlohmann::json({3, 5, 7, 2}));
+}
+
+TEST_CASE("bench train: steps of the copy-task model") {
+  TempDir dir;
+  const Run run = tapestry_cli("bench train --device cpu --copy-lengths 3 --batch 2 --repeats 1 --warmup 0 --types "
+                               "full,improved-clustered:clusters=2,topk=4,neural-clustering:clusters=2 --json '" +
+                                   (dir.path / "train.json").string() + "'",
+                               dir.path);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json doc = read_json(dir.path / "train.json");
+  check_document(doc, "train");
+  CHECK(doc["config"]["optimizer"] == "RAdam");
+  const nlohmann::json& rows = doc["rows"];
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[1]["type"] == "improved-clustered:clusters=2,topk=4");
+  for (const auto& row : rows) {
+    INFO(row.dump());
+    CHECK(row["status"] == "ok");
+    CHECK(row["n"] == 8);
+    for (const char* key : {"ms", "tokens_per_s", "peak_bytes", "loss", "ms_vs_full"}) CHECK(row[key].is_number());
+  }
+}
+
+TEST_CASE("bench: bad arguments are refused before anything runs") {
+  TempDir dir;
+  for (const char* args : {"bench attention --types fast", "bench attention --lengths 0", "bench ops --matmul 4x4",
+                           "bench train --repeats 0", "bench attention --device cuda:99"}) {
+    const Run run = tapestry_cli(args, dir.path);
+    INFO(args << "\n" << run.output);
+    CHECK(run.exit_code != 0);
+    CHECK(run.output.find("median of") == std::string::npos);  // no banner: nothing ran
+  }
+}
