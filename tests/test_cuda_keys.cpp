@@ -1,12 +1,14 @@
-// The host-side logic of the CUDA sort kernels, checked on the CPU (CI has no GPU): the radix keys
-// the CUDA sort orders by (ops/cuda/sort.h) give exactly the CPU's stable order, NaN of either sign
-// and payload, −0.0, infinities, denormals and integer extremes included.
+// The host-side logic of the CUDA sort and k-means kernels, checked on the CPU (CI has no GPU): the
+// radix keys the CUDA sort orders by (ops/cuda/sort.h) give exactly the CPU's stable order, NaN of
+// either sign and payload, −0.0, infinities, denormals and integer extremes included; and the
+// seeding rule of the CUDA k-means (ops/cuda/cluster.h) picks exactly the CPU's initial centroids.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
 
+#include "ops/cuda/cluster.h"
 #include "ops/cuda/sort.h"
 #include "tests/testing.h"
 
@@ -67,4 +69,21 @@ TEST_CASE("radix keys order integers as the CPU's sort, extremes included") {
   Generator gen(6);
   check_keys(randint(-5, 5, {1000}, gen, {DType::Int32}).to_vector<int32_t>());
   check_keys(randint(lo64 / 2, hi64 / 2, {1000}, gen, {DType::Int64}).to_vector<int64_t>());
+}
+
+TEST_CASE("k-means seeding: the valid query of each rank seeds the CPU's cluster, or none") {
+  for (int64_t n = 1; n <= 300; ++n)
+    for (int64_t m = 1; m <= n; ++m) {
+      std::vector<int64_t> expected(static_cast<size_t>(n), -1);
+      for (int64_t j = 0; j < m; ++j) expected[j * n / m] = j;  // the CPU: cluster j takes rank ⌊j·n/m⌋
+      for (int64_t rank = 0; rank < n; ++rank) {
+        if (cuda::seeded_cluster(rank, n, m) == expected[rank]) continue;
+        INFO("n " << n << " m " << m << " rank " << rank);
+        CHECK(cuda::seeded_cluster(rank, n, m) == expected[rank]);
+      }
+    }
+  // large counts: no overflow in rank · m
+  const int64_t n = 5'000'000'000, m = 1'000'000;
+  CHECK(cuda::seeded_cluster(999'999 * n / m, n, m) == 999'999);
+  CHECK(cuda::seeded_cluster(999'999 * n / m + 1, n, m) == -1);
 }
