@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ops/common.h"
+#include "ops/cuda/index.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -61,12 +62,18 @@ void check_index_dtype(const char* op, const Tensor& index) {
            " of shape ", to_string(index.shape()));
 }
 
-// Every element of `index` (contiguous) lies in [0, size); otherwise an Error naming the first
-// offender. `what` says what the indices address, e.g. "dim 1 of x (2, 5)".
-void check_in_range(const char* op, const Tensor& index, int64_t size, const std::string& what) {
-  check_cpu(op, index);  // reads the indices on the host; the CUDA backend checks on the device
+// The first element of `index` (contiguous) outside [0, size), in row-major order, and its value;
+// (numel, 0) when there is none. On a GPU the search runs on the device and only its answer is read.
+std::pair<int64_t, int64_t> first_out_of_range(const char* op, const Tensor& index, int64_t size) {
+#ifdef TAPESTRY_HAS_CUDA
+  if (index.device().is_cuda()) {
+    const cuda::OutOfRange bad = cuda::first_out_of_range(op, index, 0, size);
+    return {bad.position, bad.value};
+  }
+#endif
+  check_cpu(op, index);
   const int64_t n = index.numel();
-  const auto [first, value] = visit_index(index.dtype(), op, [&](auto tag) {
+  return visit_index(index.dtype(), op, [&](auto tag) {
     using I = decltype(tag);
     const I* idx = static_cast<const I*>(index.raw_data());
     int64_t bad = n;
@@ -75,7 +82,13 @@ void check_in_range(const char* op, const Tensor& index, int64_t size, const std
       if (idx[k] < 0 || idx[k] >= size) bad = std::min(bad, k);
     return std::pair<int64_t, int64_t>{bad, bad < n ? static_cast<int64_t>(idx[bad]) : 0};
   });
-  TP_CHECK(first == n, op, "index ", value, " at ", position_string(first, index.shape()),
+}
+
+// Every element of `index` (contiguous) lies in [0, size); otherwise an Error naming the first
+// offender. `what` says what the indices address, e.g. "dim 1 of x (2, 5)".
+void check_in_range(const char* op, const Tensor& index, int64_t size, const std::string& what) {
+  const auto [first, value] = first_out_of_range(op, index, size);
+  TP_CHECK(first == index.numel(), op, "index ", value, " at ", position_string(first, index.shape()),
            " of index ", to_string(index.shape()), " is out of range [0, ", size, ") for ", what,
            " (negative indices are not wrapped)");
 }
@@ -96,13 +109,19 @@ void check_vector_index(const char* op, const Tensor& index) {
   TP_CHECK(index.dim() == 1, op, "index must be 1-d, got shape ", to_string(index.shape()));
 }
 
-// ---- kernels (the CPU loops; the CUDA backend adds its branch here) ----
+// ---- kernels (the CPU loops; a tensor on a GPU takes the CUDA launcher of ops/cuda/index.h) ----
 // Index tensors reaching a kernel are contiguous and in range.
 
 // y[o, j, i] = x[o, index[o, j, i], i] over index's (outer, n, inner); x may be strided.
 Tensor gather_kernel(const char* op, const Tensor& x, int64_t d, const Tensor& index) {
-  check_cpu(op, x);
   Tensor y = empty(index.shape(), x.options());
+#ifdef TAPESTRY_HAS_CUDA
+  if (x.device().is_cuda()) {
+    cuda::gather(op, y, x, d, index);
+    return y;
+  }
+#endif
+  check_cpu(op, x);
   const Fibers f = fibers_of(index.shape(), d);
   const std::vector<int64_t> outer = offset_table(index.shape(), x.strides(), 0, d);
   const std::vector<int64_t> inner = offset_table(index.shape(), x.strides(), d + 1, x.dim());
@@ -130,8 +149,14 @@ Tensor gather_kernel(const char* op, const Tensor& x, int64_t d, const Tensor& i
 // One task owns an (o, block of i) pair, which no other task's elements reach, and adds over j in
 // order: deterministic.
 void scatter_add_kernel(const char* op, const Tensor& y, int64_t d, const Tensor& index, const Tensor& src_in) {
-  check_cpu(op, y);
   const Tensor src = contiguous(src_in.detach());
+#ifdef TAPESTRY_HAS_CUDA
+  if (y.device().is_cuda()) {
+    cuda::scatter_add(op, y, d, index, src);
+    return;
+  }
+#endif
+  check_cpu(op, y);
   const Fibers f = fibers_of(index.shape(), d);
   const std::vector<int64_t> outer = offset_table(index.shape(), y.strides(), 0, d);
   const std::vector<int64_t> inner = offset_table(index.shape(), y.strides(), d + 1, y.dim());
@@ -160,11 +185,17 @@ void scatter_add_kernel(const char* op, const Tensor& y, int64_t d, const Tensor
 
 // y[o, j, :] = x[o, index[j], :]
 Tensor index_select_kernel(const char* op, const Tensor& x_in, int64_t d, const Tensor& index) {
-  check_cpu(op, x_in);
   const Tensor x = contiguous(x_in.detach());
   Shape shape = x.shape();
   shape[d] = index.numel();
   Tensor y = empty(shape, x.options());
+#ifdef TAPESTRY_HAS_CUDA
+  if (x.device().is_cuda()) {
+    cuda::index_select(op, y, x, d, index);
+    return y;
+  }
+#endif
+  check_cpu(op, x);
   const Fibers f = fibers_of(x.shape(), d);
   const int64_t m = index.numel();
   visit_all(x.dtype(), [&](auto tag) {
@@ -187,8 +218,14 @@ Tensor index_select_kernel(const char* op, const Tensor& x_in, int64_t d, const 
 // y[o, index[j], :] += src[o, j, :]; y is contiguous and owned. Tasks own (o, block of columns)
 // pairs and add over j in order: deterministic.
 void index_add_kernel(const char* op, const Tensor& y, int64_t d, const Tensor& index, const Tensor& src_in) {
-  check_cpu(op, y);
   const Tensor src = contiguous(src_in.detach());
+#ifdef TAPESTRY_HAS_CUDA
+  if (y.device().is_cuda()) {
+    cuda::index_add(op, y, d, index, src);
+    return;
+  }
+#endif
+  check_cpu(op, y);
   const Fibers f = fibers_of(y.shape(), d);
   const int64_t m = index.numel();
   const int64_t blocks = (f.inner + kColumns - 1) / kColumns;
@@ -215,9 +252,16 @@ void index_add_kernel(const char* op, const Tensor& y, int64_t d, const Tensor& 
 
 // y[k, c] = (index[k] == c) for a contiguous index.
 Tensor one_hot_kernel(const Tensor& index, int64_t num_classes, DType dtype) {
-  check_cpu("one_hot", index);
   Shape shape = index.shape();
   shape.push_back(num_classes);
+#ifdef TAPESTRY_HAS_CUDA
+  if (index.device().is_cuda()) {
+    Tensor y = empty(shape, {dtype, index.device()});
+    cuda::one_hot(y, index, num_classes);
+    return y;
+  }
+#endif
+  check_cpu("one_hot", index);
   Tensor y = zeros(shape, {dtype, index.device()});
   const int64_t n = index.numel();
   visit_all(dtype, [&](auto tag) {

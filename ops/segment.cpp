@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "ops/common.h"
+#include "ops/cuda/index.h"
+#include "ops/cuda/segment.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
 
@@ -49,6 +51,21 @@ std::vector<int64_t> read_offsets(const char* op, const Tensor& offsets, std::op
   return off;
 }
 
+// Validated offsets: the host copy that the checks and the CPU loops read, and for data on a GPU the
+// same values as a contiguous int64 tensor there, for its kernels. A fresh copy, uploaded from the
+// host: the caller may change its offsets tensor before backward runs.
+struct Segments {
+  std::vector<int64_t> host;
+  Tensor device;  // (S + 1,) int64 on the data's GPU; undefined for data on the CPU
+};
+
+Segments segments_of(const char* op, const Tensor& offsets, std::optional<int64_t> rows, const Tensor& x) {
+  Segments seg{read_offsets(op, offsets, rows, x), Tensor()};
+  if (x.device().is_cuda())
+    seg.device = from_vector<int64_t>(seg.host, {static_cast<int64_t>(seg.host.size())}, x.device());
+  return seg;
+}
+
 // x is (N, ...): it has a leading dim of rows.
 void check_rows(const char* op, const Tensor& x, const char* name) {
   TP_CHECK(x.defined(), op, "got an undefined tensor");
@@ -71,18 +88,42 @@ std::vector<int64_t> segment_of_rows(const std::vector<int64_t>& off) {
   return seg;
 }
 
-// Reads ids (N,) after checking them: 1-d, integer, every id in [0, count).
-std::vector<int64_t> read_ids(const char* op, const Tensor& ids, int64_t count, const char* what) {
+// ids (N,) is 1-d and integer, and count is non-negative.
+void check_ids_form(const char* op, const Tensor& ids, int64_t count, const char* what) {
   TP_CHECK(ids.defined(), op, "got undefined ids");
   TP_CHECK(is_integer(ids.dtype()) && ids.dim() == 1, op, "ids must be a 1-d int32 or int64 tensor, got ",
            ids.dtype(), " of shape ", to_string(ids.shape()));
   TP_CHECK(count >= 0, op, "the number of ", what, " must be non-negative, got ", count);
+}
+
+[[noreturn]] void fail_id_range(const char* op, int64_t n, int64_t id, int64_t count, const char* what) {
+  fail(op, "ids[", n, "] = ", id, " is out of range [0, ", count, ") of ", count, " ", what);
+}
+
+[[noreturn]] void fail_unsorted(const char* op, int64_t n, int64_t id, int64_t previous) {
+  fail(op, "ids must be sorted (non-decreasing), got ids[", n, "] = ", id, " after ids[", n - 1, "] = ",
+       previous, "; use cluster_layout for unsorted ids");
+}
+
+// Reads ids (N,) after checking them: 1-d, integer, every id in [0, count).
+std::vector<int64_t> read_ids(const char* op, const Tensor& ids, int64_t count, const char* what) {
+  check_ids_form(op, ids, count, what);
   const std::vector<int64_t> v = ids.to_vector<int64_t>();
   for (size_t n = 0; n < v.size(); ++n)
-    TP_CHECK(v[n] >= 0 && v[n] < count, op, "ids[", n, "] = ", v[n], " is out of range [0, ", count,
-             ") of ", count, " ", what);
+    if (v[n] < 0 || v[n] >= count) fail_id_range(op, static_cast<int64_t>(n), v[n], count, what);
   return v;
 }
+
+#ifdef TAPESTRY_HAS_CUDA
+// ids on a GPU, checked there as read_ids checks them on the host: a contiguous int64 copy.
+Tensor device_ids(const char* op, const Tensor& ids, int64_t count, const char* what) {
+  check_ids_form(op, ids, count, what);
+  Tensor v = contiguous(to(ids.detach(), DType::Int64));
+  const cuda::OutOfRange bad = cuda::first_out_of_range(op, v, 0, count);
+  if (bad.position < v.numel()) fail_id_range(op, bad.position, bad.value, count, what);
+  return v;
+}
+#endif
 
 // offsets (S + 1,) from per-segment counts.
 std::vector<int64_t> exclusive_scan(const std::vector<int64_t>& counts) {
@@ -95,17 +136,24 @@ Tensor int64_vector(const std::vector<int64_t>& v) {
   return from_vector<int64_t>(v, {static_cast<int64_t>(v.size())});
 }
 
-// ---- kernels (the CPU loops; the CUDA backend adds its branch here) ----
+// ---- kernels (the CPU loops; a tensor on a GPU takes the CUDA launcher of ops/cuda/segment.h) ----
 // Segment reductions run one task per (segment, block of columns): the task owns those outputs
 // and folds its rows in order.
 
 // y (S, D) = Σ over each segment's rows of x (N, D).
-Tensor segment_sum_kernel(const char* op, const Tensor& x_in, const std::vector<int64_t>& off) {
-  check_cpu(op, x_in);
+Tensor segment_sum_kernel(const char* op, const Tensor& x_in, const Segments& seg) {
+  const std::vector<int64_t>& off = seg.host;
   const Tensor x = contiguous(x_in.detach());
   const int64_t segments = static_cast<int64_t>(off.size()) - 1, width = row_width(x.shape());
   const int64_t blocks = (width + kColumns - 1) / kColumns;
   Tensor y = empty(with_rows(x.shape(), segments), x.options());
+#ifdef TAPESTRY_HAS_CUDA
+  if (x.device().is_cuda()) {
+    cuda::segment_sum(y, x, seg.device);
+    return y;
+  }
+#endif
+  check_cpu(op, x);
   visit_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* src = static_cast<const T*>(x.raw_data());
@@ -124,12 +172,19 @@ Tensor segment_sum_kernel(const char* op, const Tensor& x_in, const std::vector<
 }
 
 // y (N, D): row n = values[segment of n] (S, D).
-Tensor segment_broadcast_kernel(const char* op, const Tensor& values_in, const std::vector<int64_t>& off) {
-  check_cpu(op, values_in);
+Tensor segment_broadcast_kernel(const char* op, const Tensor& values_in, const Segments& segments) {
+  const std::vector<int64_t>& off = segments.host;
   const Tensor values = contiguous(values_in.detach());
   const int64_t rows = off.back(), width = row_width(values.shape());
-  const std::vector<int64_t> seg = segment_of_rows(off);
   Tensor y = empty(with_rows(values.shape(), rows), values.options());
+#ifdef TAPESTRY_HAS_CUDA
+  if (values.device().is_cuda()) {
+    cuda::segment_broadcast(y, values, segments.device);
+    return y;
+  }
+#endif
+  check_cpu(op, values);
+  const std::vector<int64_t> seg = segment_of_rows(off);
   visit_all(values.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* src = static_cast<const T*>(values.raw_data());
@@ -146,13 +201,20 @@ struct Maxima {
 };
 
 // The maxima over each segment's rows of x (N, D): the first maximal row, or the first NaN.
-Maxima segment_max_kernel(const char* op, const Tensor& x_in, const std::vector<int64_t>& off) {
-  check_cpu(op, x_in);
+Maxima segment_max_kernel(const char* op, const Tensor& x_in, const Segments& seg) {
+  const std::vector<int64_t>& off = seg.host;
   const Tensor x = contiguous(x_in.detach());
   const int64_t segments = static_cast<int64_t>(off.size()) - 1, width = row_width(x.shape());
   const int64_t blocks = (width + kColumns - 1) / kColumns;
   Tensor y = empty(with_rows(x.shape(), segments), x.options());
   Tensor arg = empty(y.shape(), {DType::Int64, x.device()});
+#ifdef TAPESTRY_HAS_CUDA
+  if (x.device().is_cuda()) {
+    cuda::segment_max(y, arg, x, seg.device);
+    return {y, arg};
+  }
+#endif
+  check_cpu(op, x);
   int64_t* where = static_cast<int64_t*>(arg.raw_data());
   visit_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
@@ -186,9 +248,15 @@ Maxima segment_max_kernel(const char* op, const Tensor& x_in, const std::vector<
 
 // dx (N, D): dx[arg[s, i], i] = dy[s, i]. Distinct (s, i) reach distinct elements of dx.
 Tensor segment_max_backward_kernel(const Tensor& dy_in, const Tensor& arg, const Shape& x_shape) {
-  check_cpu("segment_max", dy_in);
   const Tensor dy = contiguous(dy_in);
   Tensor dx = zeros(x_shape, dy.options());
+#ifdef TAPESTRY_HAS_CUDA
+  if (dy.device().is_cuda()) {
+    cuda::segment_max_backward(dx, dy, arg);
+    return dx;
+  }
+#endif
+  check_cpu("segment_max", dy);
   const int64_t width = row_width(x_shape), count = dy.numel();
   const int64_t* where = static_cast<const int64_t*>(arg.raw_data());
   visit_floating(dy.dtype(), "segment_max", [&](auto tag) {
@@ -206,12 +274,24 @@ Tensor segment_max_backward_kernel(const Tensor& dy_in, const Tensor& arg, const
 
 Tensor segment_offsets(const Tensor& ids, int64_t num_segments) {
   const char* op = "segment_offsets";
+#ifdef TAPESTRY_HAS_CUDA
+  if (ids.defined() && ids.device().is_cuda()) {
+    const Tensor v = device_ids(op, ids, num_segments, "segments");
+    const int64_t n = cuda::first_descent(v);
+    if (n < v.numel()) {
+      const std::vector<int64_t> pair = slice(v, 0, n - 1, n + 1).to_vector<int64_t>();
+      fail_unsorted(op, n, pair[1], pair[0]);
+    }
+    Tensor offsets = empty({num_segments + 1}, {DType::Int64, ids.device()});
+    cuda::segment_offsets(offsets, v, num_segments);
+    return offsets;
+  }
+#endif
   const std::vector<int64_t> v = read_ids(op, ids, num_segments, "segments");
   check_cpu(op, ids);
   std::vector<int64_t> counts(static_cast<size_t>(num_segments), 0);
   for (size_t n = 0; n < v.size(); ++n) {
-    TP_CHECK(n == 0 || v[n] >= v[n - 1], op, "ids must be sorted (non-decreasing), got ids[", n,
-             "] = ", v[n], " after ids[", n - 1, "] = ", v[n - 1], "; use cluster_layout for unsorted ids");
+    if (n > 0 && v[n] < v[n - 1]) fail_unsorted(op, static_cast<int64_t>(n), v[n], v[n - 1]);
     ++counts[v[n]];
   }
   return int64_vector(exclusive_scan(counts));
@@ -221,12 +301,11 @@ Tensor segment_sum(const Tensor& x, const Tensor& offsets) {
   const char* op = "segment_sum";
   check_rows(op, x, "x");
   check_same_device(op, {&x, &offsets});
-  check_cpu(op, x);
-  const std::vector<int64_t> off = read_offsets(op, offsets, x.shape()[0], x);
-  Tensor y = segment_sum_kernel(op, x, off);
+  const Segments seg = segments_of(op, offsets, x.shape()[0], x);
+  Tensor y = segment_sum_kernel(op, x, seg);
   // dx = segment_broadcast(dy, offsets): every row gets its segment's gradient
-  record(op, {x, offsets}, {y}, [off](const std::vector<Tensor>& dy, Gradients& g) {
-    g.accumulate(0, segment_broadcast_kernel("segment_sum", dy[0], off));
+  record(op, {x, offsets}, {y}, [seg](const std::vector<Tensor>& dy, Gradients& g) {
+    g.accumulate(0, segment_broadcast_kernel("segment_sum", dy[0], seg));
   });
   return y;
 }
@@ -236,7 +315,6 @@ Tensor segment_mean(const Tensor& x, const Tensor& offsets) {
   check_rows(op, x, "x");
   check_floating(op, x);
   check_same_device(op, {&x, &offsets});
-  check_cpu(op, x);
   const std::vector<int64_t> off = read_offsets(op, offsets, x.shape()[0], x);
   // y = segment_sum(x) ⊙ 1 / max(|segment|, 1); the gradient comes from sum's and mul's.
   std::vector<double> inverse(off.size() - 1);
@@ -251,9 +329,7 @@ Tensor segment_max(const Tensor& x, const Tensor& offsets) {
   const char* op = "segment_max";
   check_rows(op, x, "x");
   check_same_device(op, {&x, &offsets});
-  check_cpu(op, x);
-  const std::vector<int64_t> off = read_offsets(op, offsets, x.shape()[0], x);
-  const Maxima m = segment_max_kernel(op, x, off);
+  const Maxima m = segment_max_kernel(op, x, segments_of(op, offsets, x.shape()[0], x));
   // dx[n] = dy[s] ⊙ [n is the row segment s's maximum came from]
   record(op, {x, offsets}, {m.values}, [shape = x.shape(), rows = Saved(m.rows)](const std::vector<Tensor>& dy, Gradients& g) {
     g.accumulate(0, segment_max_backward_kernel(dy[0], rows.get(), shape));
@@ -265,21 +341,29 @@ Tensor segment_broadcast(const Tensor& values, const Tensor& offsets) {
   const char* op = "segment_broadcast";
   check_rows(op, values, "values");
   check_same_device(op, {&values, &offsets});
-  check_cpu(op, values);
-  const std::vector<int64_t> off = read_offsets(op, offsets, std::nullopt, values);
-  TP_CHECK(values.shape()[0] == static_cast<int64_t>(off.size()) - 1, op, "values of shape ",
-           to_string(values.shape()), " must have one row per segment: ", off.size() - 1,
+  const Segments seg = segments_of(op, offsets, std::nullopt, values);
+  TP_CHECK(values.shape()[0] == static_cast<int64_t>(seg.host.size()) - 1, op, "values of shape ",
+           to_string(values.shape()), " must have one row per segment: ", seg.host.size() - 1,
            " segments from offsets ", to_string(offsets.shape()));
-  Tensor y = segment_broadcast_kernel(op, values, off);
+  Tensor y = segment_broadcast_kernel(op, values, seg);
   // dvalues = segment_sum(dy, offsets)
-  record(op, {values, offsets}, {y}, [off](const std::vector<Tensor>& dy, Gradients& g) {
-    g.accumulate(0, segment_sum_kernel("segment_broadcast", dy[0], off));
+  record(op, {values, offsets}, {y}, [seg](const std::vector<Tensor>& dy, Gradients& g) {
+    g.accumulate(0, segment_sum_kernel("segment_broadcast", dy[0], seg));
   });
   return y;
 }
 
 ClusterLayout cluster_layout(const Tensor& ids, int64_t num_clusters) {
   const char* op = "cluster_layout";
+#ifdef TAPESTRY_HAS_CUDA
+  if (ids.defined() && ids.device().is_cuda()) {
+    const Tensor v = device_ids(op, ids, num_clusters, "clusters");
+    const Options options{DType::Int64, ids.device()};
+    ClusterLayout layout{empty({v.numel()}, options), empty({num_clusters + 1}, options), empty({num_clusters}, options)};
+    cuda::cluster_layout(v, num_clusters, layout.permutation, layout.offsets, layout.counts);
+    return layout;
+  }
+#endif
   const std::vector<int64_t> v = read_ids(op, ids, num_clusters, "clusters");
   check_cpu(op, ids);
   // A counting sort: stable, O(N + C).

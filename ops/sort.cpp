@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/common.h"
+#include "ops/cuda/sort.h"
 #include "ops/index.h"
 #include "ops/shape.h"
 
@@ -49,18 +50,24 @@ bool before(T a, T b, Descending descending) {
   return a < b || (!is_nan(a) && is_nan(b));
 }
 
-// ---- kernel (the CPU loop; the CUDA backend adds its branch here) ----
+// ---- kernel (the CPU loop; a tensor on a GPU takes the CUDA launcher of ops/cuda/sort.h) ----
 
 // The first k entries of each row of `rows` (R, L) in stable order: values (R, k) and int64
 // positions (R, k). Breaking ties by position makes the order total, so std::sort and
 // std::partial_sort give exactly the stable order.
 Sorted sort_rows(const char* op, const Tensor& rows, int64_t k, Descending descending) {
-  check_cpu(op, rows);
   const int64_t length = rows.shape().back();
   const int64_t count = length == 0 ? 0 : rows.numel() / length;
   Shape shape = rows.shape();
   shape.back() = k;
   Sorted out{empty(shape, rows.options()), empty(shape, {DType::Int64, rows.device()})};
+#ifdef TAPESTRY_HAS_CUDA
+  if (rows.device().is_cuda()) {
+    cuda::sort_rows(op, rows, k, descending, out.values, out.indices);
+    return out;
+  }
+#endif
+  check_cpu(op, rows);
   visit_numeric(rows.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* src = static_cast<const T*>(rows.raw_data());
@@ -99,7 +106,6 @@ Sorted sorted_along(const char* op, const Tensor& x, int64_t dim, std::optional<
   const int64_t k = k_or_all.value_or(x.shape()[d]);
   TP_CHECK(k >= 0 && k <= x.shape()[d], op, "k = ", k, " is out of range [0, ", x.shape()[d],
            "] for dim ", d, " of shape ", to_string(x.shape()));
-  check_cpu(op, x);
   const Sorted rows = sort_rows(op, permuted(x, dim_last_order(x.dim(), d)), k, descending);
   const std::vector<int64_t> back = dim_back_order(x.dim(), d);
   Sorted out{permuted(rows.values, back), permuted(rows.indices, back)};
