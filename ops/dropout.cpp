@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "ops/common.h"
+#include "ops/cuda/dropout.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -17,14 +18,20 @@ struct DropMask {
   double p = 0;
 };
 
-// ---- kernels (the CPU loops; the CUDA backend adds its branch here) ----
+// ---- kernels (the CPU loops; a tensor on a GPU takes the CUDA launcher of ops/cuda/dropout.h) ----
 
 // out = in ⊙ keep / (1 − p), element i (row-major) kept iff uniform_float(block(first + i)) ≥ p.
 // Forward applies it to x, backward to dy: dropout is linear in x for a fixed mask.
 Tensor apply_mask(const Tensor& in, const DropMask& mask) {
-  check_cpu("dropout", in);
   const Tensor src = contiguous(in.detach());
   Tensor out = empty(in.shape(), in.options());
+#ifdef TAPESTRY_HAS_CUDA
+  if (in.device().is_cuda()) {
+    cuda::dropout_mask(src, out, mask.first, mask.seed, mask.p, 1.0 / (1.0 - mask.p));
+    return out;
+  }
+#endif
+  check_cpu("dropout", in);
   const int64_t n = in.numel();
   visit_floating(in.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);

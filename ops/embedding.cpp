@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "ops/common.h"
+#include "ops/cuda/embedding.h"
+#include "ops/cuda/index_scan.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -22,7 +24,7 @@ std::string index_string(int64_t flat, const Shape& shape) {
   return to_string(index);
 }
 
-// ---- kernels (the CPU loops; the CUDA backend adds its branch here) ----
+// ---- kernels (the CPU loops; a tensor on a GPU takes the CUDA launchers of ops/cuda/embedding.h) ----
 
 struct BadIndex {
   int64_t position = -1;  // row-major; −1 when every index is in range
@@ -31,8 +33,14 @@ struct BadIndex {
 
 // The first index outside [0, V).
 BadIndex first_out_of_range(const Tensor& indices, int64_t V) {
-  check_cpu("embedding", indices);
   const Tensor idx = contiguous(indices);
+#ifdef TAPESTRY_HAS_CUDA
+  if (idx.device().is_cuda()) {  // scanned in place on the GPU; only the verdict comes back
+    const cuda::IndexScan scan = cuda::scan_indices("embedding", idx, V);
+    return BadIndex{scan.bad_position, scan.bad_value};
+  }
+#endif
+  check_cpu("embedding", indices);
   return visit_index(idx.dtype(), "embedding", [&](auto tag) {
     using I = decltype(tag);
     const I* p = idx.data<I>();
@@ -44,13 +52,19 @@ BadIndex first_out_of_range(const Tensor& indices, int64_t V) {
 
 // out (N, D) = table[indices]
 Tensor embedding_forward(const Tensor& table, const Tensor& indices) {
-  check_cpu("embedding", table);
   const Tensor tab = contiguous(table.detach());
   const Tensor idx = contiguous(indices);
   const int64_t N = idx.numel(), D = table.shape()[1];
   Shape shape = indices.shape();
   shape.push_back(D);
   Tensor out = empty(shape, table.options());
+#ifdef TAPESTRY_HAS_CUDA
+  if (table.device().is_cuda()) {
+    cuda::embedding_forward(tab, idx, out);
+    return out;
+  }
+#endif
+  check_cpu("embedding", table);
   visit_floating(table.dtype(), "embedding", [&](auto tag) {
     using T = decltype(tag);
     visit_index(idx.dtype(), "embedding", [&](auto index_tag) {
@@ -68,9 +82,16 @@ Tensor embedding_forward(const Tensor& table, const Tensor& indices) {
 // dtable[indices[n]] += dy[n] for n with indices[n] ≠ padding_idx, into `dtable` in place. Tasks own
 // column blocks, so repeated indices need no atomics and every sum runs in index order.
 void embedding_backward(const Tensor& dy_in, const Tensor& indices, int64_t padding_idx, const Tensor& dtable) {
-  check_cpu("embedding", dy_in);
   const Tensor dy = contiguous(dy_in);
   TP_CHECK(dtable.is_contiguous(), "embedding", "internal error: the gradient buffer is not contiguous");
+#ifdef TAPESTRY_HAS_CUDA
+  if (dy.device().is_cuda()) {
+    cuda::embedding_backward(dy, indices, padding_idx, dtable);
+    dtable.storage().bump_version();
+    return;
+  }
+#endif
+  check_cpu("embedding", dy_in);
   const int64_t N = indices.numel(), D = dtable.shape()[1];
   const int64_t blocks = (D + kColumnBlock - 1) / kColumnBlock;
   visit_floating(dtable.dtype(), "embedding", [&](auto tag) {

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "ops/common.h"
+#include "ops/cuda/index_scan.h"
+#include "ops/cuda/loss.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -53,11 +55,17 @@ struct CrossEntropyForward {
   Tensor lse;    // (R): log Σ_c e^logits, per row (0 for ignored rows)
 };
 
-// ---- kernels (the CPU loops; the CUDA backend adds its branch here) ----
+// ---- kernels (the CPU loops; a tensor on a GPU takes the CUDA launchers of ops/cuda/loss.h) ----
 
 TargetScan scan_targets(const Tensor& targets, int64_t C, int64_t ignore_index) {
-  check_cpu("cross_entropy", targets);
   const Tensor t = contiguous(targets);
+#ifdef TAPESTRY_HAS_CUDA
+  if (t.device().is_cuda()) {  // scanned in place on the GPU; only the verdict comes back
+    const cuda::IndexScan scan = cuda::scan_indices("cross_entropy", t, C, ignore_index);
+    return TargetScan{scan.bad_position, scan.bad_value, scan.valid};
+  }
+#endif
+  check_cpu("cross_entropy", targets);
   return visit_index(t.dtype(), "cross_entropy", [&](auto tag) {
     using I = decltype(tag);
     const I* p = t.data<I>();
@@ -76,11 +84,17 @@ TargetScan scan_targets(const Tensor& targets, int64_t C, int64_t ignore_index) 
 // loss = Σ_r loss_r / valid.
 CrossEntropyForward cross_entropy_forward(const Tensor& logits_in, const Tensor& targets_in, int64_t ignore_index,
                                           double eps, int64_t valid) {
-  check_cpu("cross_entropy", logits_in);
   const Tensor logits = contiguous(logits_in.detach());
   const Tensor targets = contiguous(targets_in);
   const int64_t C = logits.shape().back(), R = targets.numel();
   CrossEntropyForward out{empty({}, logits.options()), empty({R}, logits.options())};
+#ifdef TAPESTRY_HAS_CUDA
+  if (logits.device().is_cuda()) {
+    cuda::cross_entropy_forward(logits, targets, ignore_index, eps, valid, out.loss, out.lse);
+    return out;
+  }
+#endif
+  check_cpu("cross_entropy", logits_in);
   std::vector<double> row_loss(static_cast<size_t>(R), 0.0);
   visit_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
@@ -117,8 +131,14 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits_in, const Tensor&
 // dx_r = dy / valid · (e^(x_r − lse_r) − (1 − ε) onehot(t_r) − ε / C) for valid rows, 0 for ignored.
 Tensor cross_entropy_backward(const Tensor& dy, const Tensor& logits, const Tensor& targets, const Tensor& lse_t,
                               int64_t ignore_index, double eps, int64_t valid) {
-  check_cpu("cross_entropy", dy);
   Tensor dx = empty(logits.shape(), logits.options());
+#ifdef TAPESTRY_HAS_CUDA
+  if (dy.device().is_cuda()) {
+    cuda::cross_entropy_backward(dy, logits, targets, lse_t, ignore_index, eps, valid, dx);
+    return dx;
+  }
+#endif
+  check_cpu("cross_entropy", dy);
   const int64_t C = logits.shape().back(), R = targets.numel();
   visit_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
@@ -148,8 +168,14 @@ Tensor cross_entropy_backward(const Tensor& dy, const Tensor& logits, const Tens
 
 // loss = Σ_i [max(x_i, 0) − x_i t_i + log(1 + e^−|x_i|)] / N
 Tensor bce_forward(const Tensor& logits, const Tensor& targets) {
-  check_cpu("binary_cross_entropy_with_logits", logits);
   Tensor loss = empty({}, logits.options());
+#ifdef TAPESTRY_HAS_CUDA
+  if (logits.device().is_cuda()) {
+    cuda::binary_cross_entropy_forward(logits, targets, loss);
+    return loss;
+  }
+#endif
+  check_cpu("binary_cross_entropy_with_logits", logits);
   const int64_t N = logits.numel();
   visit_floating(logits.dtype(), "binary_cross_entropy_with_logits", [&](auto tag) {
     using T = decltype(tag);
@@ -166,8 +192,14 @@ Tensor bce_forward(const Tensor& logits, const Tensor& targets) {
 
 // dx = dy / N · (σ(x) − t),  dt = −dy / N · x
 Tensor bce_backward_logits(const Tensor& dy, const Tensor& logits, const Tensor& targets) {
-  check_cpu("binary_cross_entropy_with_logits", dy);
   Tensor dx = empty(logits.shape(), logits.options());
+#ifdef TAPESTRY_HAS_CUDA
+  if (dy.device().is_cuda()) {
+    cuda::binary_cross_entropy_backward_logits(dy, logits, targets, dx);
+    return dx;
+  }
+#endif
+  check_cpu("binary_cross_entropy_with_logits", dy);
   const int64_t N = logits.numel();
   visit_floating(logits.dtype(), "binary_cross_entropy_with_logits", [&](auto tag) {
     using T = decltype(tag);
@@ -186,8 +218,14 @@ Tensor bce_backward_logits(const Tensor& dy, const Tensor& logits, const Tensor&
 }
 
 Tensor bce_backward_targets(const Tensor& dy, const Tensor& logits) {
-  check_cpu("binary_cross_entropy_with_logits", dy);
   Tensor dt = empty(logits.shape(), logits.options());
+#ifdef TAPESTRY_HAS_CUDA
+  if (dy.device().is_cuda()) {
+    cuda::binary_cross_entropy_backward_targets(dy, logits, dt);
+    return dt;
+  }
+#endif
+  check_cpu("binary_cross_entropy_with_logits", dy);
   const int64_t N = logits.numel();
   visit_floating(logits.dtype(), "binary_cross_entropy_with_logits", [&](auto tag) {
     using T = decltype(tag);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "ops/common.h"
+#include "ops/cuda/norm.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -33,18 +34,24 @@ struct Wanted {
   bool dx = false, dweight = false, dbias = false;
 };
 
-// ---- kernels (the CPU loops; the CUDA backend adds its branch here) ----
+// ---- kernels (the CPU loops; a tensor on a GPU takes the CUDA launcher of ops/cuda/norm.h) ----
 
 // μ = Σ x / D, σ² = Σ (x − μ)² / D (two passes, in double), rstd = 1 / √(σ² + eps),
 // y = (x − μ) · rstd ⊙ w + b.
 Forward layer_norm_forward(const Tensor& x, const Rows& rows, const Tensor& weight, const Tensor& bias, double eps) {
-  check_cpu("layer_norm", x);
   const Tensor xc = contiguous(x.detach());
   const Tensor wc = weight.defined() ? contiguous(weight.detach()) : Tensor();
   const Tensor bc = bias.defined() ? contiguous(bias.detach()) : Tensor();
   Forward out{empty(x.shape(), x.options()), empty({rows.R}, {DType::Float64, x.device()}),
               empty({rows.R}, {DType::Float64, x.device()})};
   const int64_t R = rows.R, D = rows.D;
+#ifdef TAPESTRY_HAS_CUDA
+  if (x.device().is_cuda()) {
+    cuda::layer_norm_forward(xc, wc, bc, eps, R, D, out.y, out.mean, out.rstd);
+    return out;
+  }
+#endif
+  check_cpu("layer_norm", x);
   visit_floating(x.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
     const T* src = xc.data<T>();
@@ -78,13 +85,19 @@ Forward layer_norm_forward(const Tensor& x, const Rows& rows, const Tensor& weig
 // atomics, every sum runs in row order).
 Backward layer_norm_backward(const Tensor& dy_in, const Tensor& x, const Tensor& mean_t, const Tensor& rstd_t,
                              const Tensor& weight, const Rows& rows, Wanted want) {
-  check_cpu("layer_norm", dy_in);
   const Tensor dy = contiguous(dy_in);
   const int64_t R = rows.R, D = rows.D;
   Backward out;
   if (want.dx) out.dx = empty(x.shape(), x.options());
   if (want.dweight) out.dweight = empty(rows.normalized, x.options());
   if (want.dbias) out.dbias = empty(rows.normalized, x.options());
+#ifdef TAPESTRY_HAS_CUDA
+  if (dy.device().is_cuda()) {
+    cuda::layer_norm_backward(dy, x, mean_t, rstd_t, weight, R, D, out.dx, out.dweight, out.dbias);
+    return out;
+  }
+#endif
+  check_cpu("layer_norm", dy_in);
   visit_floating(x.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
     const T* g = dy.data<T>();

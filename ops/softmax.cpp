@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "ops/common.h"
+#include "ops/cuda/softmax.h"
 #include "ops/loops.h"
 #include "ops/shape.h"
 
@@ -27,7 +28,13 @@ int64_t row_offset(int64_t r, const Shape& shape, const Strides& strides) {
   return offset;
 }
 
-// ---- kernels (the CPU loops; the CUDA backend adds its branch here) ----
+#ifdef TAPESTRY_HAS_CUDA
+cuda::SoftmaxKind cuda_kind(Kind kind) {
+  return kind == Kind::Softmax ? cuda::SoftmaxKind::Softmax : cuda::SoftmaxKind::LogSoftmax;
+}
+#endif
+
+// ---- kernels (the CPU loops; a tensor on a GPU takes the CUDA launcher of ops/cuda/softmax.h) ----
 
 // Normalises each row of y in place; y holds z = x (+ bias), −inf where masked.
 template <class T>
@@ -55,9 +62,15 @@ void normalize_row(Kind kind, T* y, int64_t C) {
 }
 
 Tensor softmax_forward(const char* op, Kind kind, const Tensor& x, const Tensor& mask) {
-  check_cpu(op, x);
   const Tensor xc = contiguous(x.detach());
   Tensor y = empty(x.shape(), x.options());
+#ifdef TAPESTRY_HAS_CUDA
+  if (x.device().is_cuda()) {
+    cuda::softmax_forward(op, cuda_kind(kind), xc, mask, y);
+    return y;
+  }
+#endif
+  check_cpu(op, x);
   const Shape& shape = x.shape();
   const int64_t C = shape.back(), R = numel(Shape(shape.begin(), shape.end() - 1));
   const Strides ms = mask.defined() ? broadcast_strides(mask, shape) : Strides(shape.size(), 0);
@@ -91,9 +104,15 @@ Tensor softmax_forward(const char* op, Kind kind, const Tensor& x, const Tensor&
 //   softmax:      dx = y ⊙ (dy − Σ_c dy ⊙ y)
 //   log_softmax:  dx = dy − e^y ⊙ Σ_c dy, over entries with y > −inf (masked ones get 0)
 Tensor softmax_backward(const char* op, Kind kind, const Tensor& dy_in, const Tensor& y) {
-  check_cpu(op, dy_in);
   const Tensor dy = contiguous(dy_in);
   Tensor dx = empty(y.shape(), y.options());
+#ifdef TAPESTRY_HAS_CUDA
+  if (dy.device().is_cuda()) {
+    cuda::softmax_backward(op, cuda_kind(kind), dy, y, dx);
+    return dx;
+  }
+#endif
+  check_cpu(op, dy_in);
   const int64_t C = y.shape().back(), R = numel(Shape(y.shape().begin(), y.shape().end() - 1));
   visit_floating(y.dtype(), op, [&](auto tag) {
     using T = decltype(tag);

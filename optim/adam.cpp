@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "core/dispatch.h"
-#include "optim/update_rules.h"
+#include "optim/apply_rule.h"
 
 namespace tapestry::optim {
 
@@ -34,8 +34,7 @@ void adam_update(const char* op, const Tensor& param, const Tensor& grad, const 
                            static_cast<T>(1.0 - lr * decoupled),
                            static_cast<T>(1.0 - std::pow(beta1, steps)),
                            static_cast<T>(1.0 - std::pow(beta2, steps))};
-    cpu_apply_rule(rule, param.numel(), param.data<T>(), grad.data<T>(), buffers[0].data<T>(),
-                   buffers[1].data<T>());
+    apply_rule<T>(op, rule, param, grad, buffers[0], buffers[1]);
   });
 }
 

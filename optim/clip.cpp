@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "core/autograd.h"
 #include "core/dispatch.h"
 #include "ops/common.h"
+#include "ops/cuda/reduce.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
 #include "optim/optimizer.h"
@@ -35,6 +37,41 @@ double sum_of_squares(const T* x, int64_t n) {
   return total;
 }
 
+// Σ g² of each gradient, in double. On the CPU, sum_of_squares above. On a GPU, a deterministic
+// reduction (fixed chunks combined in a fixed order, ops/cuda/reduce.h) writes each gradient's sum
+// into its slot of one float64 buffer per device, read back once: one wait per device, not per
+// gradient.
+std::vector<double> squared_norms(const std::vector<Tensor>& grads) {
+  std::vector<double> sums(grads.size(), 0.0);
+#ifdef TAPESTRY_HAS_CUDA
+  std::map<int, Tensor> slots;  // GPU index -> (number of gradients) float64
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Device device = grads[i].device();
+    if (!device.is_cuda()) continue;
+    Tensor& buffer = slots[device.index];
+    if (!buffer.defined()) buffer = empty({static_cast<int64_t>(grads.size())}, {DType::Float64, device});
+    const int64_t k = static_cast<int64_t>(i);
+    cuda::sum_of_squares(contiguous(grads[i]), slice(buffer, 0, k, k + 1));
+  }
+  for (const auto& [index, buffer] : slots) {
+    const std::vector<double> values = buffer.to_vector<double>();
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (grads[i].device() == Device::cuda(index)) sums[i] = values[i];
+  }
+#endif
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& g = grads[i];
+    if (g.device().is_cuda()) continue;
+    check_cpu("clip_grad_norm", g);
+    const Tensor packed = contiguous(g);
+    sums[i] = visit_floating(g.dtype(), "clip_grad_norm", [&](auto tag) {
+      using T = decltype(tag);
+      return sum_of_squares(packed.data<T>(), packed.numel());
+    });
+  }
+  return sums;
+}
+
 }  // namespace
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
@@ -49,18 +86,11 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
              to_string(p.shape()), ") is listed more than once");
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    check_cpu("clip_grad_norm", g);
     grads.push_back(g);
   }
 
   double total = 0;
-  for (const Tensor& g : grads) {
-    const Tensor packed = contiguous(g);
-    total += visit_floating(g.dtype(), "clip_grad_norm", [&](auto tag) {
-      using T = decltype(tag);
-      return sum_of_squares(packed.data<T>(), packed.numel());
-    });
-  }
+  for (double s : squared_norms(grads)) total += s;  // in parameter order, on every device
   const double norm = std::sqrt(total);
   if (std::isfinite(norm) && norm > max_norm) {
     const double scale = max_norm / (norm + 1e-6);

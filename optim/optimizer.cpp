@@ -85,7 +85,6 @@ void Optimizer::step() {
     const Tensor& p = params_[i];
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    check_cpu(name_, p);
     TP_CHECK(g.shape() == p.shape() && g.dtype() == p.dtype() && g.device() == p.device(), name_,
              "the gradient of parameter ", i, " (", describe(g), ") does not match the parameter (",
              describe(p), ")");

@@ -15,7 +15,8 @@
 // tape and they bump the storage version, so a backward through a graph that saved a parameter
 // before the step refuses to run (rather than differentiate stale data).
 //
-// CPU only for now: step() refuses GPU parameters until the CUDA kernels exist.
+// Parameters may live on any device (one kernel launch per parameter on a GPU, queued on its
+// stream; step() does not wait for it).
 #pragma once
 
 #include <cstdint>

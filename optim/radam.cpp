@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "core/dispatch.h"
-#include "optim/update_rules.h"
+#include "optim/apply_rule.h"
 
 namespace tapestry::optim {
 
@@ -52,8 +52,7 @@ void RAdam::update(const Tensor& param, const Tensor& grad, const std::vector<Te
                             static_cast<T>(1.0 - std::pow(beta2, steps)),
                             static_cast<T>(r),
                             rectified};
-    cpu_apply_rule(rule, param.numel(), param.data<T>(), grad.data<T>(), buffers[0].data<T>(),
-                   buffers[1].data<T>());
+    apply_rule<T>("RAdam", rule, param, grad, buffers[0], buffers[1]);
   });
 }
 

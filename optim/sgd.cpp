@@ -1,7 +1,7 @@
 #include "optim/sgd.h"
 
 #include "core/dispatch.h"
-#include "optim/update_rules.h"
+#include "optim/apply_rule.h"
 
 namespace tapestry::optim {
 
@@ -28,13 +28,11 @@ void SGD::update(const Tensor& param, const Tensor& grad, const std::vector<Tens
     // The rule (optim/update_rules.h): g ← g + λθ;  b ← μ b + g;  θ ← θ − lr·(Nesterov ? g + μ b : b).
     const SGDRule<T> rule{static_cast<T>(lr()), static_cast<T>(options_.momentum),
                           static_cast<T>(options_.weight_decay), options_.nesterov == Nesterov::Yes};
-    const int64_t n = param.numel();
     if (buffers.empty()) {
-      // μ = 0: the buffer is a per-element scratch value, so b = g and θ ← θ − lr·g.
-      cpu_apply_rule([rule](T& theta, T g) { T scratch = 0; rule(theta, g, scratch); }, n,
-                     param.data<T>(), grad.data<T>());
+      // μ = 0: the buffer is a per-element scratch value, so b = g and θ ← θ − lr·(g + λθ).
+      apply_rule<T>("SGD", SGDStatelessRule<T>{rule}, param, grad);
     } else {
-      cpu_apply_rule(rule, n, param.data<T>(), grad.data<T>(), buffers[0].data<T>());
+      apply_rule<T>("SGD", rule, param, grad, buffers[0]);
     }
   });
 }

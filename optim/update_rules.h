@@ -3,9 +3,10 @@
 // Each rule is a functor that updates one element of a parameter in place from its gradient and its
 // state buffers: rule(θ, g, buffers...). The host computes every scalar that depends only on the step
 // (bias corrections, the RAdam rectification) once per step and stores it in the functor, so a
-// kernel (the OpenMP loop below; later a CUDA kernel) evaluates the whole update in one pass over
-// the elements. Notation: θ parameter, g gradient, t the parameter's step count (1 for its first
-// update), lr learning rate, λ weight decay, β momentum / decay rates, ε the denominator's guard.
+// kernel (the OpenMP loop of optim/apply_rule.h, or the CUDA kernel of ops/cuda/optim.cu) evaluates
+// the whole update in one pass over the elements. Notation: θ parameter, g gradient, t the
+// parameter's step count (1 for its first update), lr learning rate, λ weight decay, β momentum /
+// decay rates, ε the denominator's guard.
 #pragma once
 
 #include <cmath>
@@ -32,6 +33,18 @@ struct SGDRule {
     buffer = momentum * buffer + g;
     const T d = nesterov ? g + momentum * buffer : buffer;
     theta -= lr * d;
+  }
+};
+
+// SGD with μ = 0 keeps no state: SGDRule with a per-element scratch buffer, so b = g and
+// θ ← θ − lr·(g + λθ).
+template <class T>
+struct SGDStatelessRule {
+  SGDRule<T> rule;
+
+  TP_HOST_DEVICE void operator()(T& theta, T g) const {
+    T scratch = 0;
+    rule(theta, g, scratch);
   }
 };
 
@@ -91,13 +104,5 @@ struct RAdamRule {
     }
   }
 };
-
-// The CPU kernel: rule(θ[i], g[i], buffers[i]...) for every element, split across threads. Every
-// element is independent, so the result does not depend on the number of threads.
-template <class Rule, class T, class... Buffers>
-void cpu_apply_rule(const Rule& rule, int64_t n, T* theta, const T* grad, Buffers*... buffers) {
-#pragma omp parallel for schedule(static) if (n > 32768)
-  for (int64_t i = 0; i < n; ++i) rule(theta[i], grad[i], buffers[i]...);
-}
 
 }  // namespace tapestry::optim

@@ -1,7 +1,8 @@
 // The host-side logic of the CUDA kernels, checked on the CPU (CI has no GPU): the strided indexer
 // that every map kernel addresses its operands with (ops/cuda/strided.h), and the reducers of the
-// reduction kernels (ops/cuda/reducers.h) under every way a kernel may split a row among threads
-// and chunks, against the CPU ops, ties, infinities and NaN included.
+// reduction kernels (ops/cuda/reducers.h, clip_grad_norm's sum of squares included) under every way
+// a kernel may split a row among threads and chunks, against the CPU ops, ties, infinities and NaN
+// included.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -108,6 +109,8 @@ void check_reducers(const std::vector<T>& row) {
   const double max_cpu = tapestry::max(x).item<double>(), min_cpu = tapestry::min(x).item<double>();
   const int64_t argmax_cpu = argmax(x, 0).item<int64_t>(), argmin_cpu = argmin(x, 0).item<int64_t>();
   const double sum_cpu = sum(x).item<double>();
+  double squares = 0;  // clip_grad_norm's Σ x² in double, in index order
+  for (T v : row) squares += static_cast<double>(v) * static_cast<double>(v);
   for (int threads : {1, 2, 32, 256})
     for (int64_t chunk : {int64_t{1}, int64_t{3}, int64_t{7}, static_cast<int64_t>(row.size())}) {
       INFO("threads " << threads << " chunk " << chunk << " length " << row.size());
@@ -117,6 +120,8 @@ void check_reducers(const std::vector<T>& row) {
       CHECK(emulate(cuda::ArgMinReducer<T>{}, row, threads, chunk) == argmin_cpu);
       const double s = emulate(cuda::SumReducer<T>{}, row, threads, chunk);
       CHECK((same(s, sum_cpu) || std::abs(s - sum_cpu) <= 1e-12 * (1 + std::abs(sum_cpu))));
+      const double q = emulate(cuda::SumOfSquaresReducer<T>{}, row, threads, chunk);
+      CHECK((same(q, squares) || std::abs(q - squares) <= 1e-12 * (1 + squares)));
     }
 }
 

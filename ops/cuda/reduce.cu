@@ -1,6 +1,6 @@
 // CUDA kernels of the reductions: sum, max, min, argmax, argmin, logsumexp over the rows of a
-// contiguous (rows, length) matrix (ops/reduce.cpp moves the reduced dims last). mean and var are
-// compositions and need nothing here.
+// contiguous (rows, length) matrix (ops/reduce.cpp moves the reduced dims last), and the sum of
+// squares behind clip_grad_norm's global norm. mean and var are compositions and need nothing here.
 //
 // Deterministic by construction: a block reduces one row, each thread folding a fixed strided share
 // and the block combining the threads in a fixed tree (ops/cuda/reducers.h); no atomics. A long row
@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "core/dispatch.h"
+#include "ops/cuda/block_reduce.cuh"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/reducers.h"
@@ -23,21 +24,6 @@ namespace {
 constexpr int64_t kChunk = 4096;  // elements per block when a row is cut into chunks
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// The block's accumulators combined in a fixed tree (blockDim.x is a power of two); every thread
-// gets the result. buf holds blockDim.x accumulators.
-template <class Acc, class R>
-__device__ Acc block_reduce(Acc* buf, Acc acc, const R& r) {
-  buf[threadIdx.x] = acc;
-  __syncthreads();
-  for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {
-    if (threadIdx.x < s) buf[threadIdx.x] = r.combine(buf[threadIdx.x], buf[threadIdx.x + s]);
-    __syncthreads();
-  }
-  const Acc result = buf[0];
-  __syncthreads();  // everyone has read buf[0] before buf is written again
-  return result;
-}
 
 // Item i of a row: element i of x (first launch) ...
 template <class R, class T>
@@ -181,6 +167,18 @@ void reduce_rows(const char* op, Reduction kind, const Tensor& x, int64_t rows, 
       case Reduction::ArgMin: reduce_with<ArgMinReducer<T>>(ctx, in, indices, rows, length); break;
       case Reduction::LogSumExp: break;
     }
+  });
+}
+
+void sum_of_squares(const Tensor& x, const Tensor& out) {
+  visit_floating(x.dtype(), "sum_of_squares", [&](auto tag) {
+    using T = decltype(tag);
+    if (x.numel() == 0) {
+      cuda::fill_(out, 0.0);
+      return;
+    }
+    CudaContext& ctx = active_context(x.device());
+    reduce_with<SumOfSquaresReducer<T>>(ctx, static_cast<const T*>(x.raw_data()), out.data<double>(), 1, x.numel());
   });
 }
 

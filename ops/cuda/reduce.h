@@ -16,4 +16,9 @@ enum class Reduction { Sum, Max, Min, ArgMax, ArgMin, LogSumExp };
 void reduce_rows(const char* op, Reduction kind, const Tensor& x, int64_t rows, int64_t length,
                  const Tensor& out);
 
+// out[0] = Σ x_i² in double, for a contiguous floating x (any shape; 0 when empty) and a float64
+// `out` of one element on x's device (a view into a larger buffer is fine). Deterministic, as
+// reduce_rows: fixed chunks combined in a fixed order.
+void sum_of_squares(const Tensor& x, const Tensor& out);
+
 }  // namespace tapestry::cuda

@@ -36,6 +36,20 @@ struct SumReducer {
   TP_HOST_DEVICE T finish(Acc a) const { return static_cast<T>(a); }
 };
 
+// Σ x² in double (clip_grad_norm's global norm; float32 and float64 gradients alike).
+template <class T>
+struct SumOfSquaresReducer {
+  using Acc = double;
+  using Out = double;
+  TP_HOST_DEVICE double load(T x, int64_t) const {
+    const double v = static_cast<double>(x);
+    return v * v;
+  }
+  TP_HOST_DEVICE double start(double) const { return 0.0; }
+  TP_HOST_DEVICE double combine(double a, double b) const { return a + b; }
+  TP_HOST_DEVICE double finish(double a) const { return a; }
+};
+
 template <class T>
 struct MaxReducer {
   using Acc = T;
