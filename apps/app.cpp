@@ -1,5 +1,6 @@
 #include "apps/app.h"
 
+#include <omp.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -11,7 +12,17 @@ namespace tapestry::app {
 
 void DeviceOption::add_to(CLI::App& app) {
   app.add_option("--device", text, "auto, cpu, cuda or cuda:N (auto: the GPU when present)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& input) -> std::string {
+            try {  // only the spelling here; whether the device is present is resolve()'s business
+              Device::parse(input);
+              return "";
+            } catch (const Error& e) {
+              return e.what();
+            }
+          },
+          "", "a device"));
 }
 
 Device DeviceOption::resolve() const {
@@ -23,6 +34,13 @@ Device DeviceOption::resolve() const {
   }
   return device;
 }
+
+ScopedThreads::ScopedThreads(int threads) : previous_(omp_get_max_threads()) {
+  TP_CHECK(threads >= 0, "--threads", "must be >= 0 (0: OpenMP's default), got ", threads);
+  if (threads > 0) omp_set_num_threads(threads);
+}
+
+ScopedThreads::~ScopedThreads() { omp_set_num_threads(previous_); }
 
 namespace {
 

@@ -22,12 +22,27 @@ namespace tapestry::app {
 constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
 
-// --device auto|cpu|cuda[:i]; the parsed value is checked when resolved.
+// --device auto|cpu|cuda[:i]. Its spelling is checked when the command line is parsed (exit code 2),
+// whether the device is present when it is resolved.
 struct DeviceOption {
   std::string text = "auto";
   void add_to(CLI::App& app);
   // The device named; throws Error when it is not usable here (e.g. cuda without a GPU).
   Device resolve() const;
+};
+
+// The number of CPU threads (OpenMP) for a scope, restored at its end; 0 keeps OpenMP's default
+// (OMP_NUM_THREADS, else one per core). On a machine that other work keeps busy, fewer threads than
+// cores can be much faster: every parallel region waits for its slowest thread.
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(int threads);
+  ~ScopedThreads();
+  ScopedThreads(const ScopedThreads&) = delete;
+  ScopedThreads& operator=(const ScopedThreads&) = delete;
+
+ private:
+  int previous_;
 };
 
 // Progress of a loop of `total` steps, on stderr. On a terminal one line is redrawn in place

@@ -1,9 +1,15 @@
-// The `tapestry` command line. Each app is a subcommand.
+// The `tapestry` command line. Each app is a subcommand; exit codes are in apps/app.h.
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "apps/app.h"
 #include "apps/bench.h"
+#include "apps/copy_task.h"
 #include "tapestry.h"
 
 int main(int argc, char** argv) {
@@ -19,13 +25,22 @@ int main(int argc, char** argv) {
   });
   tapestry::app::add_bench(app);
 
+  // Apps run after the whole command line has parsed, so a parse error never leaves work half done.
+  const std::vector<std::pair<std::string, std::function<int()>>> apps = {
+      {"copy-task", tapestry::app::add_copy_task_command(app)},
+  };
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help prints and succeeds; anything else is a bad command line, whatever CLI11's own code.
+    const int code = app.exit(e);
+    return code == 0 ? 0 : tapestry::app::kExitUsage;
   } catch (const tapestry::Error& e) {
     std::cerr << "tapestry: " << e.what() << "\n";
-    return 1;
+    return tapestry::app::kExitError;
   }
+  for (const auto& [name, run] : apps)
+    if (app.got_subcommand(name)) return run();
   return 0;
 }

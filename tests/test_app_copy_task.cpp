@@ -1,0 +1,263 @@
+// `tapestry copy-task`: it learns, it resumes exactly, it evaluates with another attention, and it
+// refuses bad input with a message and an exit code. The app is called as a function
+// (apps/copy_task.h) and, for the command line itself, the built binary is run (TAPESTRY_CLI).
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "apps/copy_task.h"
+#include "tests/testing.h"
+
+using namespace tapestry;
+using namespace tapestry::testing;
+using app::CopyTaskOptions;
+using app::CopyTaskResult;
+using app::Preset;
+
+namespace {
+
+// A model small enough for a test: one or two layers of width 16 on words of 5 symbols.
+CopyTaskOptions tiny() {
+  CopyTaskOptions o = app::copy_task_preset(Preset::Smoke);
+  o.length = 5;
+  o.layers = 1;
+  o.heads = 2;
+  o.head_dim = 8;
+  o.ff = 16;
+  o.batch = 4;
+  o.steps = 3;
+  o.eval_every = 0;
+  o.eval_batches = 1;
+  o.attention = "improved-clustered:clusters=3,topk=4";
+  o.progress = false;
+  return o;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+struct Run {
+  int code = -1;
+  std::string out, err;
+};
+
+// Runs the built `tapestry` with `args` (shell words) and collects its exit code and output.
+Run run_cli(const TempDir& dir, const std::string& args) {
+  const std::string out = dir.file("stdout"), err = dir.file("stderr");
+  const std::string command = std::string(TAPESTRY_CLI) + " " + args + " >" + out + " 2>" + err;
+  const int status = std::system(command.c_str());
+  Run run;
+  if (status != -1 && WIFEXITED(status)) run.code = WEXITSTATUS(status);
+  run.out = read_text(out);
+  run.err = read_text(err);
+  return run;
+}
+
+void check_run(const Run& run, int code, const std::vector<std::string>& parts) {
+  INFO("exit code " << run.code << "\nstderr: " << run.err << "\nstdout: " << run.out);
+  CHECK(run.code == code);
+  for (const auto& part : parts) {
+    INFO("expected stderr to contain: " << part);
+    CHECK(run.err.find(part) != std::string::npos);
+  }
+}
+
+// Every tensor of two checkpoints, bit for bit, and the same metadata.
+void check_same_checkpoints(const std::string& a, const std::string& b) {
+  const Checkpoint x = load_checkpoint(a), y = load_checkpoint(b);
+  CHECK(x.metadata == y.metadata);
+  REQUIRE(x.tensors.size() == y.tensors.size());
+  for (const auto& [name, tensor] : x.tensors) {
+    INFO("tensor " << name);
+    const auto it = y.tensors.find(name);
+    REQUIRE(it != y.tensors.end());
+    REQUIRE(tensor.dtype() == it->second.dtype());
+    REQUIRE(tensor.shape() == it->second.shape());
+    const size_t bytes = size_t(tensor.numel()) * element_size(tensor.dtype());
+    CHECK(std::memcmp(tensor.raw_data(), it->second.raw_data(), bytes) == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("copy-task: learns far above chance (masked accuracy 0.1) with improved-clustered and full attention") {
+  // A reduced smoke run: words of 8 symbols (N = 18), so top-k = 8 and 6 clusters are a real
+  // approximation of the 18 keys.
+  for (const std::string attention : {"improved-clustered:clusters=6,topk=8", "full"}) {
+    CAPTURE(attention);
+    CopyTaskOptions o = app::copy_task_preset(Preset::Smoke);
+    o.length = 8;
+    o.steps = 400;  // masked accuracy ~0.98 (full ~0.99) at step 400, ~0.6-0.9 at 250-300
+    o.eval_every = 0;
+    o.attention = attention;
+    o.progress = false;
+    const CopyTaskResult r = app::run_copy_task(o);
+    CHECK(r.steps == 400);
+    CHECK(r.masked_accuracy >= 0.5);
+    CHECK(r.token_accuracy >= 0.8);
+    CHECK(r.loss < 1.0);
+  }
+}
+
+TEST_CASE("copy-task: a resumed run continues exactly (model, optimizer, schedule, generator)") {
+  TempDir dir;
+  // Dropout and hashing both draw from the training generator, so this checks its state as well.
+  CopyTaskOptions o = tiny();
+  o.dropout = 0.1;
+  o.steps = 8;
+  o.eval_every = 3;  // evaluations in one run and not the other must not change training
+  o.save = dir.file("straight.ckpt");
+  o.save_every = 4;
+  app::run_copy_task(o);
+
+  CopyTaskOptions first = tiny();
+  first.dropout = 0.1;
+  first.steps = 4;
+  first.save = dir.file("first.ckpt");
+  app::run_copy_task(first);
+
+  CopyTaskOptions second = first;
+  second.steps = 8;
+  second.resume = dir.file("first.ckpt");
+  second.save = dir.file("resumed.ckpt");
+  const CopyTaskResult r = app::run_copy_task(second);
+  CHECK(r.steps == 8);
+  check_same_checkpoints(dir.file("straight.ckpt"), dir.file("resumed.ckpt"));
+
+  // The training settings are part of the run: another learning rate is refused.
+  CopyTaskOptions other = second;
+  other.lr = 0.5;
+  check_error([&] { app::run_copy_task(other); }, {"--resume", "first.ckpt", "--lr"});
+}
+
+TEST_CASE("copy-task: train with full attention, evaluate with clustered and improved-clustered") {
+  TempDir dir;
+  CopyTaskOptions o = tiny();
+  o.attention = "full";
+  o.steps = 5;
+  o.save = dir.file("full.ckpt");
+  o.eval_attention = "clustered:clusters=15";  // evaluated with another attention while training
+  const CopyTaskResult trained = app::run_copy_task(o);
+  CHECK(trained.attention == "full");
+  CHECK(trained.eval_attention == "clustered:clusters=15,bits=63,iterations=10");
+
+  CopyTaskOptions eval = tiny();
+  eval.attention = "full";
+  eval.resume = dir.file("full.ckpt");
+  eval.eval_only = true;
+  eval.eval_batches = 4;
+  const CopyTaskResult own = app::run_copy_task(eval);
+  CHECK(own.eval_only);
+  CHECK(own.steps == 5);
+  CHECK(own.eval_attention == "full");
+
+  for (const std::string config : {"improved-clustered:clusters=15", "clustered:clusters=15"}) {
+    CAPTURE(config);
+    eval.eval_attention = config;
+    const CopyTaskResult r = app::run_copy_task(eval);
+    CHECK(r.attention == "full");
+    CHECK(r.eval_attention.rfind(config, 0) == 0);
+    CHECK(r.steps == 5);
+    CHECK(r.masked_accuracy >= 0);
+    CHECK(r.masked_accuracy <= 1);
+    CHECK(std::isfinite(r.loss));
+    // Improved-clustered with top-k = 32 >= N = 12 keys is full attention.
+    if (config.rfind("improved", 0) == 0) CHECK(r.loss == doctest::Approx(own.loss).epsilon(1e-4));
+  }
+  // A second evaluation of the same checkpoint gives the same numbers: the held-out data and the
+  // evaluation's hashing are fixed by the seed.
+  const CopyTaskResult again = app::run_copy_task(eval);
+  eval.eval_attention = "clustered:clusters=15";
+  CHECK(app::run_copy_task(eval).loss == again.loss);
+}
+
+TEST_CASE("copy-task: the model settings and a neural-clustering model's evaluation are checked") {
+  CopyTaskOptions o = tiny();
+  o.length = 0;
+  check_error([&] { app::run_copy_task(o); }, {"--length", "at least 1"});
+  o = tiny();
+  o.steps = 0;
+  check_error([&] { app::run_copy_task(o); }, {"--steps", "at least 1"});
+  o = tiny();
+  o.attention = "clustered:clusters=x";
+  check_error([&] { app::run_copy_task(o); }, {"--attention", "clusters"});
+  o = tiny();
+  o.attention = "neural-clustering:clusters=2";
+  o.eval_attention = "full";
+  check_error([&] { app::run_copy_task(o); }, {"--eval-attention", "neural-clustering"});
+  o = tiny();
+  o.eval_attention = "neural-clustering:clusters=2";
+  check_error([&] { app::run_copy_task(o); }, {"--eval-attention", "neural-clustering"});
+  o = tiny();
+  o.eval_only = true;
+  check_error([&] { app::run_copy_task(o); }, {"--eval-only", "--resume"});
+}
+
+TEST_CASE("copy-task command line: --help, --json, --log, exit codes") {
+  TempDir dir;
+  check_run(run_cli(dir, "copy-task --help"), 0, {});
+  CHECK(run_cli(dir, "copy-task --help").out.find("--eval-attention") != std::string::npos);
+  check_run(run_cli(dir, "version"), 0, {});
+
+  const std::string small =
+      "copy-task --preset smoke --length 4 --layers 1 --heads 2 --head-dim 4 --ff 8 --batch 2 "
+      "--eval-batches 1 --device cpu ";
+  const Run run = run_cli(dir, small + "--steps 4 --eval-every 2 --json --log " + dir.file("log.jsonl") + " --save " +
+                                   dir.file("small.ckpt"));
+  check_run(run, 0, {"masked accuracy"});
+  const nlohmann::json result = nlohmann::json::parse(run.out);
+  for (const char* key : {"task", "attention", "eval_attention", "length", "steps", "masked_accuracy", "token_accuracy",
+                          "loss", "seconds", "tokens_per_second", "device", "seed", "parameters"}) {
+    CAPTURE(key);
+    CHECK(result.contains(key));
+  }
+  CHECK(result["task"] == "copy-task");
+  CHECK(result["steps"] == 4);
+  CHECK(result["device"] == "cpu");
+  std::istringstream log(read_text(dir.file("log.jsonl")));
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(log, line);) records.push_back(nlohmann::json::parse(line));
+  REQUIRE(records.size() == 3);  // evaluations at steps 2 and 4, and the result
+  CHECK(records[0]["event"] == "eval");
+  CHECK(records[0]["step"] == 2);
+  CHECK(records[2]["event"] == "final");
+
+  // Bad command lines: exit code 2 and a message naming the flag.
+  check_run(run_cli(dir, "copy-task --bogus"), 2, {"--bogus"});
+  check_run(run_cli(dir, "copy-task --attention clustred:clusters=15"), 2, {"--attention", "unknown attention type"});
+  check_run(run_cli(dir, "copy-task --attention clustered:clusters=x"), 2, {"--attention", "clusters"});
+  check_run(run_cli(dir, "copy-task --length 0"), 2, {"--length", "at least 1"});
+  check_run(run_cli(dir, "copy-task --steps 0"), 2, {"--steps", "at least 1"});
+  check_run(run_cli(dir, "copy-task --lr -1"), 2, {"--lr"});
+  check_run(run_cli(dir, "copy-task --eval-only"), 2, {"--eval-only", "--resume"});
+  check_run(run_cli(dir, "copy-task --preset fast"), 2, {"--preset"});
+  check_run(run_cli(dir, "copy-task --device tpu"), 2, {"--device"});
+
+  // Errors while running: exit code 1.
+  {
+    std::ofstream corrupt(dir.file("corrupt.ckpt"), std::ios::binary);
+    corrupt << "TAPESTRY but not a checkpoint";
+  }
+  check_run(run_cli(dir, small + "--resume " + dir.file("corrupt.ckpt")), 1, {"corrupt.ckpt"});
+  check_run(run_cli(dir, small + "--resume " + dir.file("missing.ckpt")), 1, {"missing.ckpt"});
+  check_run(run_cli(dir, small + "--layers 2 --resume " + dir.file("small.ckpt")), 1,
+            {"small.ckpt", "--layers 1", "--layers 2"});
+  check_run(run_cli(dir, small + "--attention full --eval-only --resume " + dir.file("small.ckpt")), 1,
+            {"small.ckpt", "--attention"});
+  const Run eval = run_cli(
+      dir, small + "--eval-only --json --resume " + dir.file("small.ckpt") + " --eval-attention clustered:clusters=3");
+  check_run(eval, 0, {});
+  CHECK(nlohmann::json::parse(eval.out)["eval_attention"] == "clustered:clusters=3,bits=63,iterations=10");
+  if (!cuda::is_available()) check_run(run_cli(dir, small + "--device cuda"), 1, {"--device", "GPU"});
+}
