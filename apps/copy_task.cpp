@@ -89,6 +89,8 @@ Attentions check_options(const CopyTaskOptions& o) {
   TP_CHECK(o.batch >= 1, "--batch", "must be at least 1, got ", o.batch);
   TP_CHECK(o.steps >= 1, "--steps", "must be at least 1, got ", o.steps);
   TP_CHECK(std::isfinite(o.clip) && o.clip >= 0, "--clip", "must be >= 0 (0: no clipping), got ", o.clip);
+  TP_CHECK(std::isfinite(o.mu) && o.mu >= 0 && std::isfinite(o.nu) && o.nu >= 0, "--mu/--nu",
+           "the clustering loss weights must be >= 0 (eq. 17), got ", o.mu, " and ", o.nu);
   TP_CHECK(o.threads >= 0, "--threads", "must be >= 0 (0: OpenMP's default), got ", o.threads);
   TP_CHECK(o.eval_every >= 0, "--eval-every", "must be >= 0 (0: only at the end), got ", o.eval_every);
   TP_CHECK(o.eval_batches >= 1, "--eval-batches", "must be at least 1, got ", o.eval_batches);
@@ -120,7 +122,8 @@ class CopyTaskModel : public nn::Module {
     Tensor loss;       // 0-d: what training minimises (task loss, plus the clustering losses for a ClusterFormer)
   };
 
-  CopyTaskModel(const CopyTaskOptions& o, const AttentionConfig& config, Generator& gen) : Module("CopyTaskModel") {
+  CopyTaskModel(const CopyTaskOptions& o, const AttentionConfig& config, Generator& gen)
+      : Module("CopyTaskModel"), loss_weights{o.mu, o.nu, 1.0} {
     const int64_t d_model = o.heads * o.head_dim;
     nn::TransformerLayerOptions layer;
     layer.d_model = d_model;
@@ -145,7 +148,7 @@ class CopyTaskModel : public nn::Module {
       const nn::ClusterFormerOutput encoded = clusterformer->forward(x, no_padding, gen);
       const Tensor logits = output->forward(encoded.output);
       const Tensor task_loss = cross_entropy(logits, target);
-      return {logits, task_loss, nn::clusterformer_loss(task_loss, encoded, nn::ClusteringLossWeights{})};
+      return {logits, task_loss, nn::clusterformer_loss(task_loss, encoded, loss_weights)};
     }
     const Tensor logits = output->forward(transformer->forward(x, no_padding, gen));
     const Tensor task_loss = cross_entropy(logits, target);
@@ -157,6 +160,7 @@ class CopyTaskModel : public nn::Module {
     if (transformer) transformer->set_attention(config);
   }
 
+  nn::ClusteringLossWeights loss_weights;
   std::shared_ptr<nn::Embedding> embedding;
   std::shared_ptr<nn::SinusoidalPositionalEncoding> positions;
   std::shared_ptr<nn::TransformerEncoder> transformer;      // full, clustered, improved-clustered
@@ -242,7 +246,7 @@ nlohmann::json model_settings(const CopyTaskOptions& o, const AttentionConfig& t
 
 nlohmann::json training_settings(const CopyTaskOptions& o) {
   return {{"length", o.length},   {"batch", o.batch}, {"optimizer", o.optimizer}, {"lr", o.lr}, {"clip", o.clip},
-          {"dropout", o.dropout}, {"seed", o.seed}};
+          {"dropout", o.dropout}, {"seed", o.seed}, {"mu", o.mu}, {"nu", o.nu}};
 }
 
 // metadata[key], which must pass `valid` (e.g. &nlohmann::json::is_object).
@@ -602,6 +606,10 @@ std::function<int()> add_copy_task_command(CLI::App& app) {
   add_setting(*cmd, ov, "--steps", &CopyTaskOptions::steps, "optimizer steps (a resumed run trains up to this step)")
       ->check(at_least(1));
   add_setting(*cmd, ov, "--clip", &CopyTaskOptions::clip, "max global gradient norm, 0: no clipping")
+      ->check(number(0, true));
+  add_setting(*cmd, ov, "--mu", &CopyTaskOptions::mu, "neural-clustering: weight µ of the clustering loss L1")
+      ->check(number(0, true));
+  add_setting(*cmd, ov, "--nu", &CopyTaskOptions::nu, "neural-clustering: weight ν of the centroid sorting loss L2")
       ->check(number(0, true));
   c->device.add_to(*cmd);
   add_setting(*cmd, ov, "--threads", &CopyTaskOptions::threads,

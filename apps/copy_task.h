@@ -55,6 +55,11 @@ struct CopyTaskOptions {
   int64_t batch = 32;
   int64_t steps = 5000;         // the step to train up to (a resumed run continues to it)
   double clip = 0.0;            // max global gradient norm; 0: no clipping
+  // neural-clustering only: the weights µ of L1 and ν of L2 in the loss (ClusterFormer eq. 17, λ = 1).
+  // The losses are inner products, unbounded below, so large weights can pull training away from
+  // the task.
+  double mu = 1e-3;
+  double nu = 1e-3;
   std::string device = "auto";  // auto | cpu | cuda[:i]
   int threads = 0;              // CPU threads; 0: OpenMP's default (app.h: ScopedThreads)
   uint64_t seed = 0;
