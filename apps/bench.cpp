@@ -18,11 +18,9 @@
 #include <cuda_runtime_api.h>
 #endif
 
-// The commit the figures were measured at: `git rev-parse --short HEAD` when CMake configured the
-// build (CMakeLists.txt), with "-dirty" for uncommitted changes to tracked files.
-#ifndef TAPESTRY_COMMIT
-#define TAPESTRY_COMMIT "unknown"
-#endif
+// TAPESTRY_COMMIT, the commit the figures were measured at: `git rev-parse --short HEAD` when CMake
+// configured the build, "-dirty" for uncommitted changes to tracked files (CMakeLists.txt).
+#include "tapestry_commit.h"
 
 namespace tapestry::app {
 
