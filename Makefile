@@ -57,12 +57,16 @@ test-cuda: build
 # PyTorch peers with the same settings (read back from Tapestry's JSON), then the side-by-side table.
 # PyTorch (Debian's python3-torch, large) is installed on demand by scripts/setup-bench; without it
 # Tapestry's figures are printed alone. CPU runs use BENCH_THREADS threads. Extra flags:
-# BENCH_COMMON for all three (default 3 repeats, to keep a 2-core run near 15 minutes: full
-# attention at N = 8192 takes ~10 GB and tens of seconds per run there; BENCH_COMMON= gives the
-# programs' own default of 5), BENCH_ARGS for `bench attention` (e.g. --lengths 512,1024,2048),
-# BENCH_OPS_ARGS, BENCH_TRAIN_ARGS; later flags win.
+# BENCH_COMMON for all three (default 3 repeats: 6 minutes on a loaded 2-core machine, where full
+# attention at N = 8192 takes ~9 GiB and tens of seconds per run; BENCH_COMMON= gives the programs'
+# own default of 5), BENCH_ARGS for `bench attention` (e.g. --lengths 512,1024,2048),
+# BENCH_OPS_ARGS, BENCH_TRAIN_ARGS; later flags win. OpenMP threads wait passively (both Tapestry's
+# and PyTorch's libgomp): on a shared machine spinning threads made small problems up to 8 times
+# slower and far noisier (full attention at N = 512, load 5 on 2 cores: 964 ms spinning, 197 ms
+# passive).
 BENCH_DIR        ?= $(BUILD)/bench
 BENCH_THREADS    ?= 2
+BENCH_WAIT       ?= passive
 BENCH_PYTHON     ?= $(firstword $(wildcard /usr/bin/python3) python3)
 BENCH_COMMON     ?= --repeats 3
 BENCH_ARGS       ?=
@@ -72,8 +76,9 @@ BENCH_TRAIN_ARGS ?=
 bench: build
 	@BENCH_PYTHON=$(BENCH_PYTHON) scripts/setup-bench
 	@mkdir -p $(BENCH_DIR) && rm -f $(BENCH_DIR)/*.json
-	@export OMP_NUM_THREADS=$(BENCH_THREADS); set -e; \
-	echo "make bench: $$(nproc) cores, load average $$(cut -d' ' -f1-3 /proc/loadavg), $$OMP_NUM_THREADS threads"; \
+	@export OMP_NUM_THREADS=$(BENCH_THREADS) OMP_WAIT_POLICY=$(BENCH_WAIT); set -e; \
+	echo "make bench: $$(nproc) cores, load average $$(cut -d' ' -f1-3 /proc/loadavg)," \
+	     "$$OMP_NUM_THREADS threads, OMP_WAIT_POLICY=$$OMP_WAIT_POLICY"; \
 	$(BUILD)/tapestry bench ops --json $(BENCH_DIR)/ops.json $(BENCH_COMMON) $(BENCH_OPS_ARGS); echo; \
 	$(BUILD)/tapestry bench attention --json $(BENCH_DIR)/attention.json $(BENCH_COMMON) $(BENCH_ARGS); echo; \
 	$(BUILD)/tapestry bench train --json $(BENCH_DIR)/train.json $(BENCH_COMMON) $(BENCH_TRAIN_ARGS); echo; \

@@ -18,11 +18,9 @@
 #include <cuda_runtime_api.h>
 #endif
 
-// The commit the figures were measured at: `git rev-parse --short HEAD` when CMake configured the
-// build (CMakeLists.txt), with "-dirty" for uncommitted changes to tracked files.
-#ifndef TAPESTRY_COMMIT
-#define TAPESTRY_COMMIT "unknown"
-#endif
+// TAPESTRY_COMMIT, the commit the figures were measured at: `git rev-parse --short HEAD` when CMake
+// configured the build, "-dirty" for uncommitted changes to tracked files (CMakeLists.txt).
+#include "tapestry_commit.h"
 
 namespace tapestry::app {
 
@@ -80,14 +78,13 @@ Timing time_runs(Device device, int warmup, int repeats, const std::function<voi
   return timing;
 }
 
-bool out_of_memory(const std::exception& e) {
-  if (dynamic_cast<const std::bad_alloc*>(&e)) return true;
-  const std::string message = e.what();
-  return message.find("out of memory") != std::string::npos || message.find("out of host memory") != std::string::npos;
-}
-
 std::string failure_status(const std::exception& e) {
-  return out_of_memory(e) ? std::string("out of memory") : std::string("failed: ") + e.what();
+  // The CUDA caching allocator says "out of memory on cuda:0 ...", the CPU one "out of host memory".
+  const std::string message = e.what();
+  const bool out_of_memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr ||
+                             message.find("out of memory") != std::string::npos ||
+                             message.find("out of host memory") != std::string::npos;
+  return out_of_memory ? std::string("out of memory") : "failed: " + message;
 }
 
 std::vector<std::string> split_types(const std::string& text) {

@@ -66,7 +66,6 @@ Timing time_runs(Device device, int warmup, int repeats, const std::function<voi
 // The status of a row whose run threw: "out of memory" when the allocator (or operator new) ran out,
 // else "failed: <message>".
 std::string failure_status(const std::exception& e);
-bool out_of_memory(const std::exception& e);
 
 // "full,improved-clustered:clusters=15,topk=32" -> {"full", "improved-clustered:clusters=15,topk=32"}:
 // split at commas, except that a piece of the form key=value belongs to the type before it.

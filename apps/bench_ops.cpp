@@ -18,6 +18,7 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <limits>

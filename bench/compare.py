@@ -62,10 +62,12 @@ def attention(doc, peer, markdown):
     for r in doc["rows"]:
         ms = r.get("ms") if r.get("status") == "ok" else None
         pt = torch_ms.get(r["n"])
-        rows.append([r["type"], r["n"], status_or(r, fmt(ms, ".2f")), fmt(r.get("ms_vs_full"), ".3f"),
-                     fmt(r.get("peak_bytes") and r["peak_bytes"] / 2**20, ".1f"), fmt(r.get("memory_vs_full"), ".3f"),
-                     fmt(pt, ".2f"), fmt(ratio(ms, pt), ".3f")])
-    headers = ["type", "N", "ms", "×full", "peak MiB", "memory ×full", "PyTorch full ms", "Tapestry/PyTorch"]
+        rows.append([r["type"], r["n"], status_or(r, fmt(ms, ".2f")), fmt(r.get("us_per_element"), ".1f"),
+                     fmt(r.get("ms_vs_full"), ".3f"), fmt(r.get("peak_bytes") and r["peak_bytes"] / 2**20, ".1f"),
+                     fmt(r.get("bytes_per_element") and r["bytes_per_element"] / 2**10, ".1f"),
+                     fmt(r.get("memory_vs_full"), ".3f"), fmt(pt, ".2f"), fmt(ratio(ms, pt), ".3f")])
+    headers = ["type", "N", "ms", "µs/elem", "×full", "peak MiB", "KiB/elem", "memory ×full", "PyTorch full ms",
+               "Tapestry/PyTorch"]
     return table(headers, rows, markdown)
 
 
