@@ -86,7 +86,7 @@ class AttentionLayer {
     if (clusterformer_) {
       const nn::ClusterFormerOutput out = clusterformer_->forward(x_, centroids_, Tensor(), attention::Causal::No, gen_);
       // Appendix C, eq. 17: the clustering and sorting losses train W_C and the centroids.
-      loss = nn::clusterformer_loss(sum(out.output * projection_), out, {});
+      loss = nn::ClusterFormerLoss().forward(sum(out.output * projection_), out);
     } else {
       loss = sum(transformer_->forward(x_, Tensor(), gen_) * projection_);
     }

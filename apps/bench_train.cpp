@@ -50,7 +50,7 @@ class CopyModel : public nn::Module {
     const Tensor x = positions->forward(embedding->forward(input));  // (B, N, D)
     if (clusterformer) {
       const nn::ClusterFormerOutput out = clusterformer->forward(x, Tensor(), gen);
-      return nn::clusterformer_loss(cross_entropy(head->forward(out.output), target), out, {});
+      return nn::ClusterFormerLoss().forward(cross_entropy(head->forward(out.output), target), out);
     }
     return cross_entropy(head->forward(encoder->forward(x, Tensor(), gen)), target);  // logits (B, N, V)
   }

@@ -123,7 +123,7 @@ class CopyTaskModel : public nn::Module {
   };
 
   CopyTaskModel(const CopyTaskOptions& o, const AttentionConfig& config, Generator& gen)
-      : Module("CopyTaskModel"), loss_weights{o.mu, o.nu, 1.0} {
+      : Module("CopyTaskModel"), joint_loss(nn::ClusteringLossWeights{o.mu, o.nu, 1.0}) {
     const int64_t d_model = o.heads * o.head_dim;
     nn::TransformerLayerOptions layer;
     layer.d_model = d_model;
@@ -148,7 +148,7 @@ class CopyTaskModel : public nn::Module {
       const nn::ClusterFormerOutput encoded = clusterformer->forward(x, no_padding, gen);
       const Tensor logits = output->forward(encoded.output);
       const Tensor task_loss = cross_entropy(logits, target);
-      return {logits, task_loss, nn::clusterformer_loss(task_loss, encoded, loss_weights)};
+      return {logits, task_loss, joint_loss.forward(task_loss, encoded)};
     }
     const Tensor logits = output->forward(transformer->forward(x, no_padding, gen));
     const Tensor task_loss = cross_entropy(logits, target);
@@ -160,7 +160,7 @@ class CopyTaskModel : public nn::Module {
     if (transformer) transformer->set_attention(config);
   }
 
-  nn::ClusteringLossWeights loss_weights;
+  nn::ClusterFormerLoss joint_loss;  // eq. 17, for neural-clustering
   std::shared_ptr<nn::Embedding> embedding;
   std::shared_ptr<nn::SinusoidalPositionalEncoding> positions;
   std::shared_ptr<nn::TransformerEncoder> transformer;      // full, clustered, improved-clustered

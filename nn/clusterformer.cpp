@@ -87,9 +87,13 @@ ClusterFormerOutput ClusterFormerEncoder::forward(const Tensor& x, const Tensor&
   return out;
 }
 
-Tensor clusterformer_loss(const Tensor& task_loss, const ClusterFormerOutput& out, const ClusteringLossWeights& w) {
-  TP_CHECK(w.mu >= 0 && w.nu >= 0 && w.lambda >= 0, "clusterformer_loss",
+ClusterFormerLoss::ClusterFormerLoss(const ClusteringLossWeights& w) : Module("ClusterFormerLoss"), weights_(w) {
+  TP_CHECK(w.mu >= 0 && w.nu >= 0 && w.lambda >= 0, "ClusterFormerLoss",
            "the weights µ, ν, λ must be non-negative (eq. 17), got ", w.mu, ", ", w.nu, ", ", w.lambda);
+}
+
+Tensor ClusterFormerLoss::forward(const Tensor& task_loss, const ClusterFormerOutput& out) const {
+  const ClusteringLossWeights& w = weights_;
   // eq. 17: L_total = µ L1 + ν L2 + λ L3
   return out.clustering_loss * w.mu + out.sorting_loss * w.nu + task_loss * w.lambda;
 }

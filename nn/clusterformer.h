@@ -56,12 +56,23 @@ class ClusterFormerEncoder : public Module {
   std::shared_ptr<LayerNorm> norm;  // null for post-norm
 };
 
-// Appendix C, eq. 17: µ·L1 + ν·L2 + λ·task_loss, with µ, ν, λ ≥ 0.
 struct ClusteringLossWeights {
   double mu = 1e-3;     // µ, on the clustering loss L1
   double nu = 1e-3;     // ν, on the centroid sorting loss L2
   double lambda = 1.0;  // λ, on the task loss
 };
-Tensor clusterformer_loss(const Tensor& task_loss, const ClusterFormerOutput& out, const ClusteringLossWeights& w);
+
+// The joint objective of appendix C, eq. 17: µ·L1 + ν·L2 + λ·task_loss, with µ, ν, λ ≥ 0 (checked
+// when constructed). L1 and L2 are inner products, unbounded below: large µ, ν can pull training
+// away from the task.
+class ClusterFormerLoss : public Module {
+ public:
+  explicit ClusterFormerLoss(const ClusteringLossWeights& weights = {});
+  Tensor forward(const Tensor& task_loss, const ClusterFormerOutput& out) const;
+  const ClusteringLossWeights& weights() const { return weights_; }
+
+ private:
+  ClusteringLossWeights weights_;
+};
 
 }  // namespace tapestry::nn

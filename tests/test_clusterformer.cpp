@@ -69,10 +69,10 @@ TEST_CASE("ClusterFormerEncoder hands each layer's updated centroids to the next
         doctest::Approx(first.sorting_loss.item<double>() + second.sorting_loss.item<double>()).epsilon(1e-14));
   // eq. 17
   const Tensor task = scalar(2.0, {DType::Float64});
-  const Tensor total = nn::clusterformer_loss(task, stack, {0.5, 0.25, 2.0});
+  const Tensor total = nn::ClusterFormerLoss({0.5, 0.25, 2.0}).forward(task, stack);
   CHECK(total.item<double>() == doctest::Approx(0.5 * stack.clustering_loss.item<double>() +
                                                 0.25 * stack.sorting_loss.item<double>() + 4.0));
-  check_error([&] { nn::clusterformer_loss(task, stack, {-1.0, 0.0, 1.0}); }, {"clusterformer_loss", "non-negative"});
+  check_error([&] { nn::ClusterFormerLoss({-1.0, 0.0, 1.0}); }, {"ClusterFormerLoss", "non-negative"});
 }
 
 TEST_CASE("ClusterFormerEncoder: causal output t has zero gradient from later inputs; padding changes nothing real") {
