@@ -32,6 +32,15 @@ std::string to_string(const Shape& shape) {
   return out.str();
 }
 
+std::string index_string(int64_t flat, const Shape& shape) {
+  Shape index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return to_string(index);
+}
+
 int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {
   TP_CHECK(dim >= -ndim && dim < ndim, op, "dim ", dim, " is out of range for a tensor of ", ndim,
            " dims");

@@ -14,6 +14,8 @@ using Strides = std::vector<int64_t>;
 int64_t numel(const Shape& shape);
 Strides contiguous_strides(const Shape& shape);
 std::string to_string(const Shape& shape);  // "(2, 3)"; a 1-d shape prints as "(4,)"
+// The multi-index of row-major position `flat` in `shape`, printed: index_string(5, {2, 3}) = "(1, 2)".
+std::string index_string(int64_t flat, const Shape& shape);
 
 // Wraps a possibly negative dim into [0, ndim); throws Error naming `op` when out of range.
 int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op);

@@ -15,15 +15,6 @@ namespace {
 constexpr int64_t kParallelWork = 32768;  // elements below which a loop stays on one thread
 constexpr int64_t kColumnBlock = 64;      // columns per task in the index-add
 
-std::string index_string(int64_t flat, const Shape& shape) {
-  Shape index(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    index[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return to_string(index);
-}
-
 // ---- kernels (the CPU loops; a tensor on a GPU takes the CUDA launchers of ops/cuda/embedding.h) ----
 
 struct BadIndex {

@@ -47,15 +47,6 @@ std::vector<int64_t> offset_table(const Shape& shape, const Strides& strides, in
   return table;
 }
 
-std::string position_string(int64_t flat, const Shape& shape) {
-  Shape at(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    at[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return to_string(at);
-}
-
 void check_index_dtype(const char* op, const Tensor& index) {
   TP_CHECK(index.defined(), op, "got an undefined index tensor");
   TP_CHECK(is_integer(index.dtype()), op, "index must be int32 or int64, got ", index.dtype(),
@@ -88,7 +79,7 @@ std::pair<int64_t, int64_t> first_out_of_range(const char* op, const Tensor& ind
 // offender. `what` says what the indices address, e.g. "dim 1 of x (2, 5)".
 void check_in_range(const char* op, const Tensor& index, int64_t size, const std::string& what) {
   const auto [first, value] = first_out_of_range(op, index, size);
-  TP_CHECK(first == index.numel(), op, "index ", value, " at ", position_string(first, index.shape()),
+  TP_CHECK(first == index.numel(), op, "index ", value, " at ", index_string(first, index.shape()),
            " of index ", to_string(index.shape()), " is out of range [0, ", size, ") for ", what,
            " (negative indices are not wrapped)");
 }

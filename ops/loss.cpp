@@ -19,15 +19,6 @@ namespace {
 constexpr int64_t kParallelWork = 32768;  // elements below which a loop stays on one thread
 constexpr int64_t kSumChunk = 4096;       // elements per partial sum in ordered_sum
 
-std::string index_string(int64_t flat, const Shape& shape) {
-  Shape index(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    index[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return to_string(index);
-}
-
 // Σ_{i < n} term(i) in double, the same for any number of threads: fixed chunks, summed in order.
 template <class Term>
 double ordered_sum(int64_t n, Term term) {
