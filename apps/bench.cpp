@@ -79,11 +79,10 @@ Timing time_runs(Device device, int warmup, int repeats, const std::function<voi
 }
 
 std::string failure_status(const std::exception& e) {
-  // The CUDA caching allocator says "out of memory on cuda:0 ...", the CPU one "out of host memory".
+  // The caching allocator says "out of memory on cuda:0 ..." (or "on cpu").
   const std::string message = e.what();
   const bool out_of_memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr ||
-                             message.find("out of memory") != std::string::npos ||
-                             message.find("out of host memory") != std::string::npos;
+                             message.find("out of memory") != std::string::npos;
   return out_of_memory ? std::string("out of memory") : "failed: " + message;
 }
 

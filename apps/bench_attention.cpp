@@ -119,6 +119,7 @@ nlohmann::json measure(const std::string& type, int64_t n, const AttentionOption
   const double nan = std::numeric_limits<double>::quiet_NaN();
   nlohmann::json row = {{"type", type}, {"n", n}, {"batch", o.batch}};
   Allocator& allocator = context(device).allocator();
+  allocator.empty_cache();  // the last row's cached blocks would crowd this one; its warm-up refills the cache
   try {
     const attention::AttentionConfig config = config_at(type, n);
     row["attention"] = config.to_string();

@@ -76,6 +76,7 @@ nlohmann::json measure(const std::string& type, int64_t copy_length, const Train
   const int64_t n = task.sequence_length();
   nlohmann::json row = {{"type", type}, {"copy_length", copy_length}, {"n", n}, {"batch", o.batch}};
   Allocator& allocator = context(device).allocator();
+  allocator.empty_cache();  // the last row's cached blocks would crowd this one; its warm-up refills the cache
   try {
     const attention::AttentionConfig config = attention::AttentionConfig::parse(type);
     row["attention"] = config.to_string();

@@ -19,7 +19,8 @@ std::string format_bytes(int64_t nbytes) {
   return text;
 }
 
-CachingAllocator::CachingAllocator(std::unique_ptr<MemorySource> source) : source_(std::move(source)) {}
+CachingAllocator::CachingAllocator(std::unique_ptr<MemorySource> source, Caching caching)
+    : source_(std::move(source)), caching_(caching) {}
 
 CachingAllocator::~CachingAllocator() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -39,7 +40,7 @@ void* CachingAllocator::allocate(std::size_t nbytes) {
          format_bytes(stats_.reserved), " reserved by Tapestry's caching allocator (", what, ")");
   };
   if (nbytes > std::numeric_limits<std::size_t>::max() / 2) out_of_memory("larger than any device");
-  const std::size_t size = round_size(nbytes);
+  const std::size_t size = caching_ == Caching::On ? round_size(nbytes) : nbytes;
 
   void* ptr = nullptr;
   std::size_t block = size;
@@ -70,8 +71,13 @@ void CachingAllocator::deallocate(void* ptr, std::size_t) {
   const auto it = in_use_.find(ptr);
   assert(it != in_use_.end() && "deallocate of a block this allocator did not hand out");
   if (it == in_use_.end()) return;
-  cached_.emplace(it->second, ptr);
   stats_.in_use -= static_cast<int64_t>(it->second);
+  if (caching_ == Caching::On) {
+    cached_.emplace(it->second, ptr);
+  } else {
+    source_->release(ptr, it->second);
+    stats_.reserved -= static_cast<int64_t>(it->second);
+  }
   in_use_.erase(it);
 }
 

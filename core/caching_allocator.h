@@ -34,6 +34,10 @@ class MemorySource {
   virtual std::string name() const = 0;
 };
 
+// Caching::Off makes a plain counting allocator of the same source: each block is exactly the size
+// asked for and goes back to the source when freed (for sanitizer builds, which must see both).
+enum class Caching { On, Off };
+
 // Policy (DESIGN §2, "Memory"):
 //
 // - Sizes are rounded up to a bin: requests up to 1 MiB to a multiple of 512 B, larger ones to a
@@ -51,12 +55,13 @@ class MemorySource {
 //   the source has handed out (in use + cached), peak the largest in_use since the last
 //   reset_peak(), allocations the number of blocks obtained from the source.
 //
-// Safe to call from several threads. On CUDA, a block freed while kernels queued on the device's
+// Safe to call from several threads. The CPU's context uses it over host memory, the CUDA contexts
+// over cudaMalloc. On CUDA, a block freed while kernels queued on the device's
 // stream may still read it is safe to hand out again at once: its next user queues its work on the
 // same stream, after theirs.
 class CachingAllocator final : public Allocator {
  public:
-  explicit CachingAllocator(std::unique_ptr<MemorySource> source);
+  explicit CachingAllocator(std::unique_ptr<MemorySource> source, Caching caching = Caching::On);
   // Releases the cached blocks. Blocks still in use belong to tensors that outlive the allocator
   // and are left to the system.
   ~CachingAllocator() override;
@@ -79,6 +84,7 @@ class CachingAllocator final : public Allocator {
   void release_cached();  // with mutex_ held
 
   std::unique_ptr<MemorySource> source_;
+  Caching caching_;
   mutable std::mutex mutex_;
   std::multimap<std::size_t, void*> cached_;         // block size -> free block
   std::unordered_map<void*, std::size_t> in_use_;     // live block -> its size

@@ -1,11 +1,11 @@
 #include "core/device.h"
 
-#include <atomic>
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
+#include "core/caching_allocator.h"
 #include "core/cuda.h"
 #include "core/error.h"
 
@@ -30,35 +30,29 @@ std::string to_string(const Device& device) {
 
 namespace {
 
-// Host memory, 64-byte aligned, with statistics.
-class CpuAllocator final : public Allocator {
+// Host memory from the C library, 64-byte aligned (a cache line, and a full AVX-512 vector).
+class HostMemory final : public MemorySource {
  public:
   void* allocate(std::size_t nbytes) override {
-    const std::size_t rounded = (std::max<std::size_t>(nbytes, 1) + 63) / 64 * 64;
-    void* ptr = std::aligned_alloc(64, rounded);
-    if (!ptr) {
-      fail("allocate", "out of host memory allocating ", nbytes, " bytes (", in_use_.load(),
-           " bytes in use)");
-    }
-    const int64_t now = in_use_ += static_cast<int64_t>(nbytes);
-    int64_t peak = peak_.load();
-    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
-    }
-    ++allocations_;
-    return ptr;
+    return std::aligned_alloc(64, (std::max<std::size_t>(nbytes, 1) + 63) / 64 * 64);
   }
-  void deallocate(void* ptr, std::size_t nbytes) override {
-    std::free(ptr);
-    in_use_ -= static_cast<int64_t>(nbytes);
-  }
-  MemoryStats stats() const override {
-    return {in_use_.load(), peak_.load(), in_use_.load(), allocations_.load()};
-  }
-  void reset_peak() override { peak_ = in_use_.load(); }
-
- private:
-  std::atomic<int64_t> in_use_{0}, peak_{0}, allocations_{0};
+  void release(void* ptr, std::size_t) override { std::free(ptr); }
+  void synchronize() override {}
+  std::string name() const override { return "cpu"; }
 };
+
+// The CPU caches freed blocks like a GPU does (core/caching_allocator.h). Without a cache every
+// output above glibc's mmap threshold (at most 32 MiB) came fresh from mmap and went back on free,
+// so each op paid a page fault per 4 KiB of its output: a third of the time of a full-attention
+// layer at N = 2048 went to faulting and unmapping pages (docs/PERFORMANCE.md).
+//
+// Under AddressSanitizer nothing is cached and blocks are exactly as large as asked: the sanitizer
+// must see every free (use after free) and every block's true end (overflows).
+#ifdef __SANITIZE_ADDRESS__
+constexpr Caching kHostCaching = Caching::Off;
+#else
+constexpr Caching kHostCaching = Caching::On;
+#endif
 
 class CpuContext final : public Context {
  public:
@@ -66,7 +60,7 @@ class CpuContext final : public Context {
   Allocator& allocator() override { return allocator_; }
 
  private:
-  CpuAllocator allocator_;
+  CachingAllocator allocator_{std::make_unique<HostMemory>(), kHostCaching};
 };
 
 }  // namespace

@@ -40,8 +40,8 @@ std::string unavailable_reason();
 }  // namespace cuda
 
 // Allocation statistics, in bytes (allocations: number of blocks obtained from the system allocator).
-// For the CUDA caching allocator (core/caching_allocator.h) in_use and peak count whole blocks, and
-// reserved includes the cached blocks; for the CPU, reserved equals in_use.
+// The CPU and CUDA contexts use the caching allocator (core/caching_allocator.h): in_use and peak
+// count whole blocks (sizes rounded to their bin), and reserved includes the cached blocks.
 struct MemoryStats {
   int64_t in_use = 0;
   int64_t peak = 0;
