@@ -60,9 +60,10 @@ TP_HOST_DEVICE inline PhiloxBlock philox_block(uint64_t counter, uint64_t seed) 
 }
 
 // Draws from one Philox block. Uniforms lie in [0, 1).
-TP_HOST_DEVICE inline float uniform_float(const PhiloxBlock& b) {
-  return static_cast<float>(b.w[0] >> 8) * (1.0f / 16777216.0f);
+TP_HOST_DEVICE inline float uniform_float(uint32_t word) {
+  return static_cast<float>(word >> 8) * (1.0f / 16777216.0f);
 }
+TP_HOST_DEVICE inline float uniform_float(const PhiloxBlock& b) { return uniform_float(b.w[0]); }
 TP_HOST_DEVICE inline double uniform_double(uint32_t hi, uint32_t lo) {
   const uint64_t bits = (static_cast<uint64_t>(hi) << 32 | lo) >> 11;
   return static_cast<double>(bits) * (1.0 / 9007199254740992.0);

@@ -19,7 +19,7 @@ TEST_CASE("dropout in train mode keeps about 1 − p of the elements, scaled by 
   Generator gen(42);
   const Tensor x = uniform({n / 100, 100}, 2, 1, 2);  // no zeros, so a zero output means dropped
   const Tensor y = dropout(to(x, DType::Float32), p, gen, Mode::Train);
-  CHECK(gen.offset() == static_cast<uint64_t>(n));
+  CHECK(gen.offset() == static_cast<uint64_t>(n / 4));  // one Philox block per four elements
   const std::vector<double> xv = x.to_vector<double>();
   const std::vector<float> yv = y.to_vector<float>();
   int64_t kept = 0, wrong_scale = 0;
@@ -33,17 +33,23 @@ TEST_CASE("dropout in train mode keeps about 1 − p of the elements, scaled by 
   CHECK(std::abs(static_cast<double>(kept) / n - (1 - p)) < 0.005);
 }
 
-TEST_CASE("the dropout mask is rand(float32) ≥ p from the same generator state, for any dtype") {
+TEST_CASE("the dropout mask takes four elements from each Philox block, for any dtype") {
   const double p = 0.25;
-  const Tensor x = uniform({3, 7, 11}, 3, 1, 2);
-  Generator a(5), b(5), c(5);
-  a.reserve(17), b.reserve(17), c.reserve(17);  // any state, not just offset 0
+  const Tensor x = uniform({3, 7, 11}, 3, 1, 2);  // 231 elements: the last block serves three
+  Generator a(5), b(5);
+  a.reserve(17), b.reserve(17);  // any state, not just offset 0
   const Tensor y64 = dropout(x, p, a, Mode::Train);
   const Tensor y32 = dropout(to(x, DType::Float32), p, b, Mode::Train);
-  const Tensor keep = ge(to(rand(x.shape(), c, {DType::Float32}), DType::Float64), scalar(p, {DType::Float64}));
-  check_close(y64, where(keep, x / (1 - p), zeros({}, {DType::Float64})), 1e-15, 1e-15);
+  // element i is kept iff word i % 4 of the block of counter 17 + i / 4 gives a uniform ≥ p
+  std::vector<double> expected = x.to_vector<double>();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const PhiloxBlock block = philox_block(17 + i / 4, 5);
+    expected[i] = uniform_float(block.w[i % 4]) >= p ? expected[i] / (1 - p) : 0.0;
+  }
+  check_close(y64, from_vector(expected, x.shape()), 1e-15, 1e-15);
   check_close(to(y32, DType::Float64), y64, 1e-6, 1e-6);
-  CHECK(a.offset() == c.offset());
+  CHECK(a.offset() == 17 + (231 + 3) / 4);
+  CHECK(b.offset() == a.offset());
 }
 
 TEST_CASE("the same generator state gives the same mask; the next draw a different one") {
@@ -63,7 +69,7 @@ TEST_CASE("dropout with p = 0 in train mode keeps everything") {
   Generator gen(3);
   const Tensor x = uniform({5, 5}, 4);
   check_close(dropout(x, 0.0, gen, Mode::Train), x, 0, 0);
-  CHECK(gen.offset() == 25);
+  CHECK(gen.offset() == 7);  // ⌈25 / 4⌉ blocks
 }
 
 TEST_CASE("the dropout gradient uses the forward's mask") {
