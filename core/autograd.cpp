@@ -131,20 +131,35 @@ void record(const char* op, const std::vector<Tensor>& inputs, const std::vector
 // ---------------------------------------------------------------------------------------------
 // Backward
 
+namespace {
+// The meta's pending gradient, made its own (copied if others can see it) to be written in place.
+const Tensor& own_pending(AutogradMeta& meta) {
+  if (!meta.pending_owned) {
+    meta.pending = clone(meta.pending);
+    meta.pending_owned = true;
+  }
+  return meta.pending;
+}
+}  // namespace
+
 // The metas that received a gradient during one backward pass.
 struct Gradients::Sink {
   std::vector<std::shared_ptr<AutogradMeta>> touched;
 
-  void add(const std::shared_ptr<AutogradMeta>& meta, const Tensor& g) {
+  void add(const std::shared_ptr<AutogradMeta>& meta, Tensor g) {
     if (meta->pending.defined()) {
-      add_(meta->pending, g);
+      if (meta->pending_owned) {
+        add_(meta->pending, g);
+      } else {
+        meta->pending = tapestry::add(meta->pending, g);
+        meta->pending_owned = true;
+      }
       return;
     }
-    // Adopt g when nothing else can see its storage; copy otherwise, so that later in-place
-    // accumulation never writes into a tensor someone else holds.
-    const bool exclusive = g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1 &&
-                           g.is_contiguous() && !g.requires_grad();
-    meta->pending = exclusive ? g : clone(g);
+    // Adopt g without a copy; it is ours to add into when nothing else can see its storage.
+    meta->pending_owned = g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1 &&
+                          g.is_contiguous() && !g.requires_grad();
+    meta->pending = std::move(g);
     touched.push_back(meta);
   }
   void clear_pending() {
@@ -155,7 +170,7 @@ struct Gradients::Sink {
 namespace {
 
 // Sums g (of a broadcast shape) down to `shape`.
-Tensor sum_to(const Tensor& g, const Shape& shape) {
+Tensor sum_to(Tensor g, const Shape& shape) {
   if (g.shape() == shape) return g;
   const int64_t lead = g.dim() - static_cast<int64_t>(shape.size());
   std::vector<int64_t> dims;
@@ -171,11 +186,12 @@ void run_hooks(AutogradMeta& meta) {
   for (const auto& hook : meta.hooks) hook(meta.pending);
 }
 
+// .grad outlives the pass and is added into in place by the next one: it must be the meta's own.
 void accumulate_grad(AutogradMeta& meta) {
   if (meta.grad.defined()) {
     add_(meta.grad, meta.pending);
   } else {
-    meta.grad = meta.pending;
+    meta.grad = own_pending(meta);
   }
 }
 
@@ -183,20 +199,20 @@ void accumulate_grad(AutogradMeta& meta) {
 
 bool Gradients::needs(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
 
-void Gradients::accumulate(size_t i, const Tensor& g) {
+void Gradients::accumulate(size_t i, Tensor g) {
   if (!needs(i)) return;
   const TensorSpec& spec = specs_[i];
   TP_CHECK(g.dtype() == spec.dtype && g.device() == spec.device, "accumulate",
            "internal error: gradient of dtype ", g.dtype(), " on ", g.device(), " for an input of ",
            spec.dtype, " on ", spec.device);
-  sink_.add(inputs_[i], sum_to(g, spec.shape));
+  sink_.add(inputs_[i], sum_to(std::move(g), spec.shape));
 }
 
 const Tensor& Gradients::buffer(size_t i) {
   TP_CHECK(needs(i), "buffer", "internal error: input ", i, " needs no gradient");
   const auto& meta = inputs_[i];
   if (!meta->pending.defined()) sink_.add(meta, zeros(specs_[i].shape, {specs_[i].dtype, specs_[i].device}));
-  return meta->pending;
+  return own_pending(*meta);
 }
 
 void backward(const Tensor& root, const Tensor& seed, Retain retain) {

@@ -21,6 +21,10 @@ struct AutogradMeta {
   bool retains_grad = false;
   Tensor grad;     // accumulated over backward passes (leaves, and non-leaves that retain it)
   Tensor pending;  // this pass's gradient while backward() runs
+  // Whether `pending` is this meta's own tensor, which later contributions may be added into in
+  // place. A gradient that others can see (an add's dy, passed on to both inputs) is adopted
+  // without a copy and not owned: the next contribution makes a new sum instead.
+  bool pending_owned = false;
   std::vector<GradHook> hooks;
 };
 
@@ -67,8 +71,10 @@ class Gradients {
   // Whether input i wants a gradient; closures skip the work for inputs that do not.
   bool needs(size_t i) const;
   // Adds g to input i's gradient. g may have the broadcast shape of a broadcasting op: it is summed
-  // down to the input's shape here, once for all ops.
-  void accumulate(size_t i, const Tensor& g);
+  // down to the input's shape here, once for all ops. A g that nothing else holds (pass a
+  // temporary) becomes the input's gradient as it is; one still held elsewhere (an output's dy) is
+  // adopted without a copy too, and copied only if another contribution must be added into it.
+  void accumulate(size_t i, Tensor g);
   // Input i's gradient buffer (zero-initialised on first use), for kernels that accumulate into it
   // in place (gemm with beta = 1, an add into a slice).
   const Tensor& buffer(size_t i);

@@ -89,6 +89,7 @@ class Tensor {
   // Keeps the gradient of a non-leaf tensor in grad() after backward.
   void retain_grad() const;
   // `hook` sees this tensor's complete gradient of each backward pass, before it is accumulated.
+  // It reads it and must not change it: the gradient may be shared with other tensors'.
   void register_hook(GradHook hook) const;
   // Back-propagates from this tensor: a scalar, or any shape with an explicit seed gradient.
   void backward(Retain retain = Retain::No) const;

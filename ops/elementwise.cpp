@@ -134,6 +134,22 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, Domain domain, F
   return y;
 }
 
+enum class Sign { Plus, Minus };
+
+// a + b and a − b: da = dy, db = ±dy (each summed down to its input's shape by accumulate). They
+// need neither their inputs nor their output, so they save none, and dy is passed on uncopied.
+template <class F>
+Tensor additive(const char* op, const Tensor& a, const Tensor& b, Sign sign_b) {
+  check_same_device(op, {&a, &b});
+  check_same_dtype(op, a, b);
+  Tensor y = binary_forward(op, F{}, a, b, broadcast_shapes(a.shape(), b.shape(), op));
+  record(op, {a, b}, {y}, [sign_b](const std::vector<Tensor>& dy, Gradients& g) {
+    if (g.needs(0)) g.accumulate(0, dy[0]);
+    if (g.needs(1)) g.accumulate(1, sign_b == Sign::Plus ? dy[0] : neg(dy[0]));
+  });
+  return y;
+}
+
 template <class F>
 Tensor compare(const char* op, const Tensor& a, const Tensor& b, F f = {}) {
   check_same_device(op, {&a, &b});
@@ -181,8 +197,8 @@ void check_broadcasts_to(const char* op, const Tensor& other, const Shape& shape
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary<math::Add>("add", a, b, Domain::Numeric); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary<math::Sub>("sub", a, b, Domain::Numeric); }
+Tensor add(const Tensor& a, const Tensor& b) { return additive<math::Add>("add", a, b, Sign::Plus); }
+Tensor sub(const Tensor& a, const Tensor& b) { return additive<math::Sub>("sub", a, b, Sign::Minus); }
 Tensor mul(const Tensor& a, const Tensor& b) { return binary<math::Mul>("mul", a, b, Domain::Numeric); }
 Tensor div(const Tensor& a, const Tensor& b) {
   // An integer division by zero traps the CPU (SIGFPE): refuse it before the kernel runs.

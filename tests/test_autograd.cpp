@@ -12,6 +12,40 @@ TEST_CASE("a tensor used by two branches receives the sum of their gradients") {
   check_close(x.grad(), from_vector<double>({5, 7, 9}, {3}));
 }
 
+TEST_CASE("a gradient passed on uncopied to several tensors stays theirs alone") {
+  // add passes dy itself to both inputs (and to the seed's owner): accumulating into one of them
+  // later, or a second contribution in the same pass, must not show through in the others.
+  Tensor a = from_vector<double>({1, 2}, {2}), b = from_vector<double>({3, 4}, {2});
+  a.set_requires_grad(true);
+  b.set_requires_grad(true);
+  const Tensor seed = from_vector<double>({1, 10}, {2});
+  (a + b).backward(seed);
+  check_close(a.grad(), seed);
+  check_close(b.grad(), seed);
+  (a * 2.0).backward(seed);  // only a's gradient grows
+  check_close(a.grad(), from_vector<double>({3, 30}, {2}));
+  check_close(b.grad(), seed);
+  check_close(seed, from_vector<double>({1, 10}, {2}));
+
+  // x reaches y twice through one add, then once more through a mul: 1 + 1 + 3 per element
+  Tensor x = from_vector<double>({5, 6}, {2});
+  x.set_requires_grad(true);
+  const Tensor y = x + x;
+  Tensor z = y + x * 3.0;
+  sum(z).backward();
+  check_close(x.grad(), from_vector<double>({5, 5}, {2}));
+
+  // a retained intermediate's gradient is its own, too
+  Tensor p = from_vector<double>({1, 1}, {2});
+  p.set_requires_grad(true);
+  const Tensor q = p * 1.0;
+  q.retain_grad();
+  const Tensor r = q + p;
+  r.backward(seed);
+  check_close(q.grad(), seed);
+  check_close(p.grad(), from_vector<double>({2, 20}, {2}));
+}
+
 TEST_CASE("gradients accumulate over backward passes until zero_grad") {
   Tensor x = from_vector<double>({2}, {1});
   x.set_requires_grad(true);
