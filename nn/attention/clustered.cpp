@@ -58,7 +58,9 @@ void check_clusters(const char* op, const QueryClusters& clusters, const QkvShap
 // Eq. 4: A^c = softmax(Q^c Kᵀ / √E) over the real keys.
 Tensor clustered_weights(const Tensor& q, const Tensor& k, const QueryClusters& clusters, const Padding& padding,
                          const QkvShape& s, const char* op) {
-  const Tensor scores = matmul(centroids(q, clusters), transpose(k, -1, -2)) / std::sqrt(static_cast<double>(s.E));
+  // 1/√E scales the C centroids, not the C·S scores.
+  const Tensor scaled = centroids(q, clusters) * (1.0 / std::sqrt(static_cast<double>(s.E)));
+  const Tensor scores = matmul(scaled, transpose(k, -1, -2));
   return softmax(scores, key_keep_mask(padding, s, q.device(), op));
 }
 

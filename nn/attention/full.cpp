@@ -44,8 +44,9 @@ Tensor full_attention(const Tensor& q, const Tensor& k, const Tensor& v, const P
     const Tensor tril = reshape(le(reshape(positions, {1, s.S}), reshape(positions, {s.N, 1})), {1, 1, s.N, s.S});
     keep = keep.defined() ? logical_and(keep, tril) : tril;
   }
-  // A = softmax(Q Kᵀ / √E) (eq. 1), V̂ = A V (eq. 2)
-  const Tensor scores = matmul(q, transpose(k, -1, -2)) / std::sqrt(static_cast<double>(s.E));
+  // A = softmax(Q Kᵀ / √E) (eq. 1), V̂ = A V (eq. 2). The 1/√E scales Q (N·E elements) rather
+  // than the scores (N·S): the same product, one pass over far less memory forward and backward.
+  const Tensor scores = matmul(q * (1.0 / std::sqrt(static_cast<double>(s.E))), transpose(k, -1, -2));
   return matmul(softmax(scores, keep), v);
 }
 

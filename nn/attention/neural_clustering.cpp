@@ -137,7 +137,7 @@ NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Ten
   }
   // eq. 9: Z^O_i = softmax(Q^O_i K^O_iᵀ / √E) V^O_i per block and head. A real query always sees
   // itself; a row that sees nothing (an empty slot's) gives zeros.
-  const Tensor scores = matmul(q, transpose(k, -1, -2)) * (1.0 / std::sqrt(double(E)));  // (B, H, C, W, 2W)
+  const Tensor scores = matmul(q * (1.0 / std::sqrt(double(E))), transpose(k, -1, -2));  // (B, H, C, W, 2W)
   const Tensor z_blocks = matmul(softmax(scores, visible), v);                              // (B, H, C, W, M)
   const Tensor z_sorted = slice(reshape(permute(z_blocks, {0, 2, 3, 1, 4}), {B, slots, heads * M}), 1, 0, N);
   // eq. 10: Z = Resort(Z^O, I′): the row at sorted position p goes back to position I′_p, i.e. row
