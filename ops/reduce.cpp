@@ -1,5 +1,6 @@
 #include "ops/reduce.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -138,6 +139,40 @@ Tensor arg_extreme(const char* op, const Tensor& x, int64_t dim, KeepDim keepdim
   });
 }
 
+// Whether x is contiguous and only its leading dims are reduced: a bias gradient, Σ over the rows
+// of (rows, features). Such a sum adds whole rows into the outputs instead of transposing x first.
+bool sums_leading_dims(const Tensor& x, const Plan& p) {
+  if (p.rows == 1 || !x.is_contiguous()) return false;
+  bool kept_seen = false;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (!p.reduced[d]) kept_seen = true;
+    else if (kept_seen) return false;
+  }
+  return true;
+}
+
+// x as a (length, rows) matrix summed over its first dim, in the same order and precision as
+// reduce_rows: out[j] = Σ_i x[i][j], accumulated from i = 0 up in Acc<T>. Threads take columns.
+template <class T>
+Tensor column_sums(const Tensor& x, const Plan& p) {
+  constexpr int64_t kColumns = 512;  // per task: its accumulators stay in L1
+  Tensor out = empty(p.out_shape, x.options());
+  const T* src = static_cast<const T*>(x.raw_data());
+  T* dst = static_cast<T*>(out.raw_data());
+  const int64_t cols = p.rows, n = p.length;
+#pragma omp parallel for schedule(static) if (cols > kColumns && cols * n > 32768)
+  for (int64_t c0 = 0; c0 < cols; c0 += kColumns) {
+    const int64_t width = std::min(kColumns, cols - c0);
+    Acc<T> acc[kColumns] = {};
+    for (int64_t i = 0; i < n; ++i) {
+      const T* row = src + i * cols + c0;
+      for (int64_t j = 0; j < width; ++j) acc[j] += row[j];
+    }
+    for (int64_t j = 0; j < width; ++j) dst[c0 + j] = static_cast<T>(acc[j]);
+  }
+  return out;
+}
+
 Tensor sum_forward(const Tensor& x, const Plan& p) {
 #ifdef TAPESTRY_HAS_CUDA
   if (x.device().is_cuda()) return reduce_on_cuda("sum", cuda::Reduction::Sum, x, p, x.dtype());
@@ -145,6 +180,7 @@ Tensor sum_forward(const Tensor& x, const Plan& p) {
   check_cpu("sum", x);
   return visit_numeric(x.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
+    if (sums_leading_dims(x, p)) return column_sums<T>(x, p);
     return reduce_rows<T, T>(x, p, x.dtype(), [](const T* row, int64_t n) {
       Acc<T> acc = 0;
       for (int64_t i = 0; i < n; ++i) acc += row[i];

@@ -165,6 +165,21 @@ TEST_CASE("reductions of tensors large enough to run in parallel match naive loo
   check_close(argmin(x, 1), f64(naive_reduce(values, shape, {1}, fold_argmin), {150}), 0, 0);
 }
 
+TEST_CASE("sums over leading dims (column sums) equal the row-wise sums bit for bit") {
+  // 1300 columns: several column blocks of the in-place path, split across threads
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    const Tensor x = to(uniform({7, 10, 1300}, 6, -3, 3), dtype);
+    const std::vector<double> values = x.to_vector<double>();
+    const Tensor by_columns = sum(x, {0, 1});
+    const Tensor by_rows = sum(contiguous(permute(x, {2, 0, 1})), {1, 2});  // the same sums, as rows
+    CHECK(by_columns.to_vector<double>() == by_rows.to_vector<double>());
+    check_close(by_columns, f64(naive_reduce(values, {7, 10, 1300}, {0, 1}, fold_sum), {1300}),
+                1e-5, 1e-5);
+    check_close(sum(x, {0}, KeepDim::Yes), f64(naive_reduce(values, {7, 10, 1300}, {0}, fold_sum), {1, 10, 1300}),
+                1e-5, 1e-5);
+  }
+}
+
 TEST_CASE("reductions without dims reduce everything to a 0-d tensor") {
   const Tensor x = uniform({2, 3, 2}, 2);
   const std::vector<double> v = x.to_vector<double>();
