@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "ops/common.h"
 #include "ops/cuda/softmax.h"
+#include "ops/fast_exp.h"
 #include "ops/loops.h"
 #include "ops/shape.h"
 
@@ -36,11 +38,20 @@ cuda::SoftmaxKind cuda_kind(Kind kind) {
 
 // ---- kernels (the CPU loops; a tensor on a GPU takes the CUDA launcher of ops/cuda/softmax.h) ----
 
+template <class T>
+T exp_of_nonpositive(T x) {
+  if constexpr (std::is_same_v<T, float>) return exp_nonpositive(x);
+  else return std::exp(x);
+}
+
 // Normalises each row of y in place; y holds z = x (+ bias), −inf where masked.
+// The loops are `omp simd` reductions: lanes keep partial maxima and sums, so they vectorise
+// (a single running double sum is a chain of dependent adds); float32 takes exp_nonpositive.
 template <class T>
 void normalize_row(Kind kind, T* y, int64_t C) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   T m = -inf;
+#pragma omp simd reduction(max : m)
   for (int64_t c = 0; c < C; ++c) m = y[c] > m ? y[c] : m;
   if (m == -inf) {  // every entry masked: no distribution (documented in the header)
     for (int64_t c = 0; c < C; ++c) y[c] = kind == Kind::Softmax ? T(0) : -inf;
@@ -48,14 +59,16 @@ void normalize_row(Kind kind, T* y, int64_t C) {
   }
   double s = 0;
   if (kind == Kind::Softmax) {
+#pragma omp simd reduction(+ : s)
     for (int64_t c = 0; c < C; ++c) {
-      y[c] = std::exp(y[c] - m);  // masked: e^−inf = 0 exactly
+      y[c] = exp_of_nonpositive(y[c] - m);  // masked: e^−inf = 0 exactly
       s += y[c];
     }
     const T inv = static_cast<T>(1.0 / s);
     for (int64_t c = 0; c < C; ++c) y[c] *= inv;
   } else {
-    for (int64_t c = 0; c < C; ++c) s += std::exp(y[c] - m);
+#pragma omp simd reduction(+ : s)
+    for (int64_t c = 0; c < C; ++c) s += exp_of_nonpositive(y[c] - m);
     const T log_s = static_cast<T>(std::log(s));
     for (int64_t c = 0; c < C; ++c) y[c] = (y[c] - m) - log_s;  // −inf stays −inf
   }
@@ -127,6 +140,7 @@ Tensor softmax_backward(const char* op, Kind kind, const Tensor& dy_in, const Te
       T* dr = dst + r * C;
       double acc = 0;
       if (kind == Kind::Softmax) {
+#pragma omp simd reduction(+ : acc)
         for (int64_t c = 0; c < C; ++c) acc += static_cast<double>(gr[c]) * yr[c];
         const T dot = static_cast<T>(acc);
         for (int64_t c = 0; c < C; ++c) dr[c] = yr[c] * (gr[c] - dot);
@@ -134,7 +148,7 @@ Tensor softmax_backward(const char* op, Kind kind, const Tensor& dy_in, const Te
         for (int64_t c = 0; c < C; ++c)
           if (yr[c] != -inf) acc += gr[c];
         const T total = static_cast<T>(acc);
-        for (int64_t c = 0; c < C; ++c) dr[c] = yr[c] == -inf ? T(0) : gr[c] - std::exp(yr[c]) * total;
+        for (int64_t c = 0; c < C; ++c) dr[c] = yr[c] == -inf ? T(0) : gr[c] - exp_of_nonpositive(yr[c]) * total;
       }
     }
   });
