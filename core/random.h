@@ -64,6 +64,10 @@ TP_HOST_DEVICE inline float uniform_float(uint32_t word) {
   return static_cast<float>(word >> 8) * (1.0f / 16777216.0f);
 }
 TP_HOST_DEVICE inline float uniform_float(const PhiloxBlock& b) { return uniform_float(b.w[0]); }
+// Eight 16-bit draws from one block, j in [0, 8): the low (j even) or high half of word j / 2.
+TP_HOST_DEVICE inline uint32_t uniform_bits16(const PhiloxBlock& b, int64_t j) {
+  return (b.w[j >> 1] >> (16 * (j & 1))) & 0xFFFFu;
+}
 TP_HOST_DEVICE inline double uniform_double(uint32_t hi, uint32_t lo) {
   const uint64_t bits = (static_cast<uint64_t>(hi) << 32 | lo) >> 11;
   return static_cast<double>(bits) * (1.0 / 9007199254740992.0);

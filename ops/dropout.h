@@ -10,12 +10,14 @@ namespace tapestry {
 enum class Mode { Train, Eval };
 
 // Eval: returns x itself and draws nothing from `gen`.
-// Train: y = x ⊙ keep / (1 − p). The draw reserves x.numel() counters of `gen` (whatever p is);
-// with `first` the first of them, element i of x (row-major) is kept iff
-//   uniform_float(philox_block(first + i, gen.seed())) ≥ p,
-// (compared in double): where rand(x.shape(), gen, {DType::Float32}) ≥ p would be. The mask is the
-// same for float32 and float64 x and on every device for the same generator state. The backward
-// regenerates that mask from (first, seed) rather than storing it. x is floating; 0 ≤ p < 1.
+// Train: y = x ⊙ keep / (1 − p). Each element is decided by a 16-bit draw, eight per Philox block:
+// the draw reserves ⌈x.numel() / 8⌉ counters of `gen` (whatever p is) and, with `first` the first
+// of them, element i of x (row-major) is kept iff
+//   uniform_bits16(philox_block(first + i / 8, gen.seed()), i % 8) ≥ cut,   cut = round(p · 2^16)
+// (at most 2^16 − 1), so an element is dropped with p rounded to a multiple of 2^−16 (off by at
+// most 2^−17). The mask is the same for float32 and float64 x and on every device for the same
+// generator state. The backward regenerates that mask from (first, seed) rather than storing it.
+// x is floating; 0 ≤ p < 1.
 Tensor dropout(const Tensor& x, double p, Generator& gen, Mode mode);
 
 }  // namespace tapestry

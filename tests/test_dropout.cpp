@@ -19,7 +19,7 @@ TEST_CASE("dropout in train mode keeps about 1 − p of the elements, scaled by 
   Generator gen(42);
   const Tensor x = uniform({n / 100, 100}, 2, 1, 2);  // no zeros, so a zero output means dropped
   const Tensor y = dropout(to(x, DType::Float32), p, gen, Mode::Train);
-  CHECK(gen.offset() == static_cast<uint64_t>(n / 4));  // one Philox block per four elements
+  CHECK(gen.offset() == static_cast<uint64_t>(n / 8));  // one Philox block per eight elements
   const std::vector<double> xv = x.to_vector<double>();
   const std::vector<float> yv = y.to_vector<float>();
   int64_t kept = 0, wrong_scale = 0;
@@ -33,23 +33,41 @@ TEST_CASE("dropout in train mode keeps about 1 − p of the elements, scaled by 
   CHECK(std::abs(static_cast<double>(kept) / n - (1 - p)) < 0.005);
 }
 
-TEST_CASE("the dropout mask takes four elements from each Philox block, for any dtype") {
+TEST_CASE("the dropout mask takes eight 16-bit draws from each Philox block, for any dtype") {
   const double p = 0.25;
-  const Tensor x = uniform({3, 7, 11}, 3, 1, 2);  // 231 elements: the last block serves three
+  const Tensor x = uniform({3, 7, 11}, 3, 1, 2);  // 231 elements: the last block serves seven
   Generator a(5), b(5);
   a.reserve(17), b.reserve(17);  // any state, not just offset 0
   const Tensor y64 = dropout(x, p, a, Mode::Train);
   const Tensor y32 = dropout(to(x, DType::Float32), p, b, Mode::Train);
-  // element i is kept iff word i % 4 of the block of counter 17 + i / 4 gives a uniform ≥ p
+  // element i is kept iff draw i % 8 of the block of counter 17 + i / 8 is ≥ 0.25 · 2^16
   std::vector<double> expected = x.to_vector<double>();
   for (size_t i = 0; i < expected.size(); ++i) {
-    const PhiloxBlock block = philox_block(17 + i / 4, 5);
-    expected[i] = uniform_float(block.w[i % 4]) >= p ? expected[i] / (1 - p) : 0.0;
+    const PhiloxBlock block = philox_block(17 + i / 8, 5);
+    expected[i] = uniform_bits16(block, static_cast<int64_t>(i % 8)) >= 16384 ? expected[i] / (1 - p) : 0.0;
   }
   check_close(y64, from_vector(expected, x.shape()), 1e-15, 1e-15);
   check_close(to(y32, DType::Float64), y64, 1e-6, 1e-6);
-  CHECK(a.offset() == 17 + (231 + 3) / 4);
+  CHECK(a.offset() == 17 + (231 + 7) / 8);
   CHECK(b.offset() == a.offset());
+}
+
+TEST_CASE("dropout drops with p rounded to a multiple of 2^-16") {
+  // p = 0.1 is cut = round(6553.6) = 6554: an element survives with probability 58982 / 65536.
+  Generator gen(11);
+  const Tensor x = ones({1 << 20}, {DType::Float64});
+  const std::vector<double> y = dropout(x, 0.1, gen, Mode::Train).to_vector<double>();
+  int64_t kept = 0;
+  for (double v : y) {
+    if (v == 0.0) continue;
+    ++kept;
+    REQUIRE(v == 1.0 / 0.9);
+  }
+  // the kept fraction's standard deviation is √(0.1 · 0.9 / 2^20) ≈ 3e-4: allow 5 of them
+  CHECK(std::abs(static_cast<double>(kept) / (1 << 20) - 58982.0 / 65536.0) < 1.5e-3);
+  // p just below 1 still keeps the largest draw (cut stops at 2^16 − 1), scaled by 1 / (1 − p)
+  const std::vector<double> nearly_all = dropout(x, 1 - 1e-9, gen, Mode::Train).to_vector<double>();
+  for (double v : nearly_all) REQUIRE((v == 0.0 || std::isfinite(v)));
 }
 
 TEST_CASE("the same generator state gives the same mask; the next draw a different one") {
@@ -69,7 +87,7 @@ TEST_CASE("dropout with p = 0 in train mode keeps everything") {
   Generator gen(3);
   const Tensor x = uniform({5, 5}, 4);
   check_close(dropout(x, 0.0, gen, Mode::Train), x, 0, 0);
-  CHECK(gen.offset() == 7);  // ⌈25 / 4⌉ blocks
+  CHECK(gen.offset() == 4);  // ⌈25 / 8⌉ blocks
 }
 
 TEST_CASE("the dropout gradient uses the forward's mask") {

@@ -145,13 +145,13 @@ TEST_CASE("Dropout: follows the module's mode; the mask comes from the generator
   Generator g1(9), g2(9);
   const Tensor a = drop.forward(x, g1);
   check_close(a, dropout(x, 0.5, g2, Mode::Train), 0, 0);  // the op, with the same generator state
-  CHECK(g1.offset() == 250);  // a Philox block per four elements
+  CHECK(g1.offset() == 125);  // a Philox block per eight elements
   const double kept = sum(a).item<double>() / 2;  // kept elements are 2, dropped 0
   CHECK(kept > 400);
   CHECK(kept < 600);
   drop.eval();
   CHECK(drop.forward(x, g1).impl_ptr() == x.impl_ptr());
-  CHECK(g1.offset() == 250);  // eval draws nothing
+  CHECK(g1.offset() == 125);  // eval draws nothing
 
   drop.train();
   nn::Dropout dropout_module(0.3);

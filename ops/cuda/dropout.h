@@ -9,9 +9,9 @@
 namespace tapestry::cuda {
 
 // out[i] = keep_i ? in[i] · scale : 0 for contiguous floating in and out of one shape, where element
-// i (row-major) is kept iff uniform_float(philox_block(first + i, seed)) ≥ p, compared in double:
-// the CPU's mask bit for bit (cuRAND's Philox core with the layout of core/random.h), and the same
+// i (row-major) is kept iff uniform_bits16(philox_block(first + i / 8, seed), i % 8) ≥ cut: the
+// CPU's mask bit for bit (cuRAND's Philox core with the layout of core/random.h), and the same
 // product, so out equals the CPU's exactly.
-void dropout_mask(const Tensor& in, const Tensor& out, uint64_t first, uint64_t seed, double p, double scale);
+void dropout_mask(const Tensor& in, const Tensor& out, uint64_t first, uint64_t seed, uint32_t cut, double scale);
 
 }  // namespace tapestry::cuda
