@@ -122,10 +122,22 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   shape.push_back(m);
   Tensor y = empty(shape, a.options());
   batched_gemm(batch, a, Transpose::No, b, Transpose::No, y, 0.0);
-  // dA += dY · Bᵀ,  dB += Aᵀ · dY   (summed over broadcast batch dims by beta = 1)
+  // dA = dY · Bᵀ,  dB = Aᵀ · dY. An operand broadcast over batch dims gets the sum over them: the
+  // products go into its gradient buffer, batch after batch, with beta = 1. Any other gets a fresh
+  // product (beta = 0), which saves zero-filling a buffer first.
   record("matmul", {a, b}, {y}, [batch, as = Saved(a), bs = Saved(b)](const std::vector<Tensor>& dy, Gradients& g) {
-    if (g.needs(0)) batched_gemm(batch, dy[0], Transpose::No, bs.get(), Transpose::Yes, g.buffer(0), 1.0);
-    if (g.needs(1)) batched_gemm(batch, as.get(), Transpose::Yes, dy[0], Transpose::No, g.buffer(1), 1.0);
+    const Tensor &a = as.get(), &b = bs.get();
+    auto product = [&](size_t i, const Tensor& x, const Tensor& l, Transpose tl, const Tensor& r, Transpose tr) {
+      if (Shape(x.shape().begin(), x.shape().end() - 2) != batch) {
+        batched_gemm(batch, l, tl, r, tr, g.buffer(i), 1.0);
+        return;
+      }
+      Tensor grad = empty(x.shape(), x.options());
+      batched_gemm(batch, l, tl, r, tr, grad, 0.0);
+      g.accumulate(i, std::move(grad));
+    };
+    if (g.needs(0)) product(0, a, dy[0], Transpose::No, b, Transpose::Yes);
+    if (g.needs(1)) product(1, b, a, Transpose::Yes, dy[0], Transpose::No);
   });
   return y;
 }
