@@ -28,13 +28,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, Bias w
 
 Tensor Linear::forward(const Tensor& x) {
   check_features(*this, "input", x, weight, 1, in_features_);
-  // One (rows, in) @ (in, out) product whatever the leading dims.
-  Shape lead(x.shape().begin(), x.shape().end() - 1);
-  Shape out_shape = lead;
-  out_shape.push_back(out_features_);
-  Tensor y = matmul(reshape(x, {numel(lead), in_features_}), transpose(weight, 0, 1));
-  if (bias.defined()) y = y + bias;
-  return reshape(y, out_shape);
+  return linear(x, weight, bias);
 }
 
 // ---- Embedding ----

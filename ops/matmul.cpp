@@ -4,7 +4,9 @@
 
 #include "ops/common.h"
 #include "ops/cuda/matmul.h"
+#include "ops/elementwise.h"
 #include "ops/loops.h"
+#include "ops/reduce.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -140,6 +142,53 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     if (g.needs(1)) product(1, b, a, Transpose::Yes, dy[0], Transpose::No);
   });
   return y;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const char* op = "linear";
+  check_same_device(op, {&x, &weight});
+  check_floating(op, x);
+  check_same_dtype(op, x, weight);
+  TP_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.shape().back() == weight.size(1), op,
+           "expected x (..., in) and weight (out, in), got x ", to_string(x.shape()), " and weight ",
+           to_string(weight.shape()));
+  if (bias.defined()) {
+    check_same_device(op, {&x, &bias});
+    check_same_dtype(op, x, bias);
+    TP_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), op, "expected bias (out) = (",
+             weight.size(0), ") for weight ", to_string(weight.shape()), ", got ", to_string(bias.shape()));
+  }
+  const int64_t in = weight.size(1), out = weight.size(0);
+  Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+  const int64_t rows = numel(out_shape);
+  out_shape.push_back(out);
+
+  const Tensor x2 = reshape(x.detach(), {rows, in});
+  Tensor y = empty({rows, out}, x.options());
+  if (bias.defined()) copy_(y, bias.detach());  // each row starts as the bias; the GEMM adds x Wᵀ
+  batched_gemm({}, x2, Transpose::No, weight.detach(), Transpose::Yes, y, bias.defined() ? 1.0 : 0.0);
+  Tensor result = reshape(y, out_shape);
+
+  std::vector<Tensor> inputs = {x, weight};
+  if (bias.defined()) inputs.push_back(bias);
+  // dx = dy · W,  dW = dyᵀ · x,  db = Σ_rows dy
+  record(op, inputs, {result},
+         [rows, out, xs = Saved(x2), ws = Saved(weight.detach()), x_shape = x.shape()](
+             const std::vector<Tensor>& dy, Gradients& g) {
+           const Tensor dy2 = reshape(dy[0], {rows, out});
+           if (g.needs(0)) {
+             Tensor dx = empty(x_shape, dy2.options());
+             batched_gemm({}, dy2, Transpose::No, ws.get(), Transpose::No, reshape(dx, {rows, ws.get().size(1)}), 0.0);
+             g.accumulate(0, std::move(dx));
+           }
+           if (g.needs(1)) {
+             Tensor dw = empty(ws.get().shape(), dy2.options());
+             batched_gemm({}, dy2, Transpose::Yes, xs.get(), Transpose::No, dw, 0.0);
+             g.accumulate(1, std::move(dw));
+           }
+           if (g.needs(2)) g.accumulate(2, sum(dy2, {0}));
+         });
+  return result;
 }
 
 }  // namespace tapestry

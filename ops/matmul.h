@@ -9,6 +9,12 @@ namespace tapestry {
 // column (right) vector, removed from the result, as in numpy. float32 / float64.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+// y = x · weightᵀ + bias over the last dim of x: (..., in) with weight (out, in) and bias (out) or
+// undefined gives (..., out). One GEMM for all leading dims, the bias added by the GEMM itself
+// (beta = 1 over the broadcast bias). Its backward computes d weight = dyᵀ · x directly in the
+// weight's layout and d bias as column sums of dy, so no transposed copy is ever made.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
 enum class Transpose { No, Yes };
 
 // For every index i of `batch`: out[i] = op(a[i]) · op(b[i]) + beta · out[i], where op transposes

@@ -235,6 +235,49 @@ TEST_CASE("matmul rejects bad shapes and dtypes with the op's name") {
   check_error([&] { matmul(a, Tensor()); }, {"matmul", "undefined"});
 }
 
+TEST_CASE("linear equals matmul(x, weightᵀ) + bias, in values and gradients") {
+  for (DType dtype : {DType::Float64, DType::Float32}) {
+    INFO(dtype);
+    const double tol = dtype == DType::Float64 ? 1e-13 : 1e-5;
+    const Tensor w = to(uniform({5, 4}, 100), dtype), b = to(uniform({5}, 101), dtype);
+    for (const Shape& shape : std::vector<Shape>{{2, 3, 4}, {4}, {7, 4}, {0, 4}}) {
+      INFO(to_string(shape));
+      const Tensor x = to(uniform(shape, 102), dtype);
+      check_close(linear(x, w, b), matmul(x, transpose(w, 0, 1)) + b, tol, tol);
+      check_close(linear(x, w), matmul(x, transpose(w, 0, 1)), tol, tol);
+    }
+  }
+  // Gradients of all three inputs, also for a non-contiguous x and without a bias; and against
+  // the same computation from primitives.
+  auto lin = [](const Inputs& in) { return linear(in[0], in[1], in[2]); };
+  check_gradients(lin, {uniform({2, 3, 4}, 103), uniform({5, 4}, 104), uniform({5}, 105)});
+  check_gradients([](const Inputs& in) { return linear(transpose(in[0], 0, 1), in[1], in[2]); },
+                  {uniform({4, 3}, 106), uniform({2, 4}, 107), uniform({2}, 108)});
+  check_gradients([](const Inputs& in) { return linear(in[0], in[1]); }, {uniform({3}, 109), uniform({2, 3}, 110)});
+  check_gradients(lin, {uniform({0, 4}, 111), uniform({5, 4}, 112), uniform({5}, 113)});  // no rows: db = dW = 0
+  const Inputs leaves = {uniform({2, 3, 4}, 114), uniform({5, 4}, 115), uniform({5}, 116)};
+  const Tensor seed = uniform({2, 3, 5}, 117);
+  std::vector<Tensor> fused = leaves, composed = leaves;
+  for (Tensor& t : fused) t = t.detach(), t.set_requires_grad(true);
+  for (Tensor& t : composed) t = t.detach(), t.set_requires_grad(true);
+  linear(fused[0], fused[1], fused[2]).backward(seed);
+  (matmul(composed[0], transpose(composed[1], 0, 1)) + composed[2]).backward(seed);
+  for (size_t i = 0; i < 3; ++i) check_close(fused[i].grad(), composed[i].grad(), 1e-13, 1e-13);
+}
+
+TEST_CASE("linear rejects bad shapes and dtypes with the op's name") {
+  const Tensor x = zeros({2, 3}, {DType::Float64}), w = zeros({4, 3}, {DType::Float64});
+  check_error([&] { linear(x, zeros({4, 2}, {DType::Float64})); }, {"linear", "x (..., in) and weight (out, in)", "(2, 3)", "(4, 2)"});
+  check_error([&] { linear(x, zeros({4, 3, 1}, {DType::Float64})); }, {"linear", "(4, 3, 1)"});
+  check_error([&] { linear(scalar(1.0, {DType::Float64}), w); }, {"linear", "x (..., in)"});
+  check_error([&] { linear(x, w, zeros({3}, {DType::Float64})); }, {"linear", "bias (out) = (4)", "got (3,)"});
+  check_error([&] { linear(x, w, zeros({1, 4}, {DType::Float64})); }, {"linear", "bias", "(1, 4)"});
+  check_error([&] { linear(x, zeros({4, 3})); }, {"linear", "dtype mismatch", "float64", "float32"});
+  check_error([&] { linear(x, w, zeros({4})); }, {"linear", "dtype mismatch"});
+  check_error([&] { linear(zeros({2, 3}, {DType::Int64}), zeros({4, 3}, {DType::Int64})); }, {"linear", "floating", "int64"});
+  check_error([&] { linear(x, Tensor()); }, {"linear", "undefined"});
+}
+
 TEST_CASE("matmul rejects operands on different devices") {
   if (!cuda::is_available()) {
     MESSAGE("skipped: matmul device-mismatch checks need a GPU (" << cuda::unavailable_reason() << ")");

@@ -1,7 +1,7 @@
 // matmul on the GPU (cuBLAS) against the CPU (OpenBLAS), forward and backward: matrices of the
 // parity sizes, vectors, batches, broadcast batches (whose backward accumulates with beta = 1),
 // transposed and sliced operands (transpose flags, or a copy for a layout BLAS cannot read), empty
-// products, and TF32 on request.
+// products, linear (x Wᵀ + b), and TF32 on request.
 #include <algorithm>
 #include <string>
 
@@ -44,6 +44,17 @@ TEST_CASE("matmul with vectors") {
     check_parity(mm, {input({31, 33}, 3, dtype), input({33}, 4, dtype)}, matmul_tol(dtype));      // matrix · vector
     check_parity(mm, {input({33}, 5, dtype), input({33, 31}, 6, dtype)}, matmul_tol(dtype));      // vector · matrix
     check_parity(mm, {input({33}, 7, dtype), input({4, 33, 31}, 8, dtype)}, matmul_tol(dtype));   // vector · batch
+  }
+}
+
+TEST_CASE("linear: x Wᵀ + b by one GEMM over the broadcast bias, forward and backward") {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    INFO(dtype);
+    auto lin = [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); };
+    check_parity(lin, {input({4, 31, 17}, 21, dtype), input({9, 17}, 22, dtype), input({9}, 23, dtype)},
+                 matmul_tol(dtype, 124));
+    check_parity([](const std::vector<Tensor>& in) { return linear(in[0], in[1]); },
+                 {input({33}, 24, dtype), input({5, 33}, 25, dtype)}, matmul_tol(dtype));
   }
 }
 
