@@ -12,28 +12,11 @@ CPU PyTorch keeps no such statistic and the field is null.
 """
 import argparse
 import json
-import statistics
 import sys
-import time
 
 import torch
 
-
-def settings(args):
-    config = {"device": args.device, "lengths": args.lengths, "batch": args.batch,
-              "repeats": args.repeats, "warmup": args.warmup, "threads": args.threads}
-    if args.like:
-        with open(args.like) as f:
-            doc = json.load(f)
-        config.update(device=doc["device"], threads=doc["threads"], lengths=doc["config"]["lengths"],
-                      batch=doc["config"]["batch"], repeats=doc["config"]["repeats"],
-                      warmup=doc["config"]["warmup"])
-    return config
-
-
-def synchronize(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+from common import failure_status, settings, time_runs
 
 
 def measure(n, config, device):
@@ -47,21 +30,7 @@ def measure(n, config, device):
         layer.zero_grad(set_to_none=True)
         (layer(x) * projection).sum().backward()
 
-    for _ in range(config["warmup"]):
-        step()
-    times, peak = [], None
-    for _ in range(config["repeats"]):
-        layer.zero_grad(set_to_none=True)
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        synchronize(device)
-        start = time.perf_counter()
-        step()
-        synchronize(device)
-        times.append((time.perf_counter() - start) * 1e3)
-        if device.type == "cuda":
-            peak = max(peak or 0, torch.cuda.max_memory_allocated(device))
-    ms = statistics.median(times)
+    ms, times, peak = time_runs(step, config, device)
     elements = n * config["batch"]
     return {"type": "full", "n": n, "batch": config["batch"], "status": "ok", "ms": ms, "ms_runs": times,
             "us_per_element": ms * 1000 / elements, "peak_bytes": peak,
@@ -80,7 +49,7 @@ def main():
     parser.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
     parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args()
-    config = settings(args)
+    config = settings(args, "lengths")
     torch.set_num_threads(config["threads"])
     device = torch.device(config["device"])
 
@@ -88,10 +57,8 @@ def main():
     for n in config["lengths"]:
         try:
             row = measure(n, config, device)
-        except (RuntimeError, MemoryError) as e:  # PyTorch reports running out of memory as RuntimeError
-            message = str(e).splitlines()[0] if str(e) else type(e).__name__
-            status = "out of memory" if isinstance(e, MemoryError) or "out of memory" in message else "failed: " + message
-            row = {"type": "full", "n": n, "batch": config["batch"], "status": status, "ms": None}
+        except (RuntimeError, MemoryError) as e:
+            row = {"type": "full", "n": n, "batch": config["batch"], "status": failure_status(e), "ms": None}
         if device.type == "cuda":
             torch.cuda.empty_cache()
         print(json.dumps(row), flush=True)

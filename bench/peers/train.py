@@ -13,12 +13,12 @@ FILE` wrote (device, copy lengths, batch, repeats, warmup, threads). Prints one 
 import argparse
 import json
 import math
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
+
+from common import failure_status, settings, time_runs
 
 VOCABULARY, SEPARATOR, MASK, SYMBOLS = 12, 0, 11, 10
 D_MODEL, HEADS, D_FF, LAYERS, DROPOUT, LR = 192, 6, 768, 4, 0.1, 1e-3
@@ -62,23 +62,6 @@ class CopyModel(torch.nn.Module):
         return F.cross_entropy(logits.reshape(-1, VOCABULARY), target.reshape(-1))
 
 
-def settings(args):
-    config = {"device": args.device, "copy_lengths": args.copy_lengths, "batch": args.batch,
-              "repeats": args.repeats, "warmup": args.warmup, "threads": args.threads}
-    if args.like:
-        with open(args.like) as f:
-            doc = json.load(f)
-        config.update(device=doc["device"], threads=doc["threads"], copy_lengths=doc["config"]["copy_lengths"],
-                      batch=doc["config"]["batch"], repeats=doc["config"]["repeats"],
-                      warmup=doc["config"]["warmup"])
-    return config
-
-
-def synchronize(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def measure(length, config, device):
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(0)
@@ -96,20 +79,7 @@ def measure(length, config, device):
         loss.backward()
         optimizer.step()
 
-    for _ in range(config["warmup"]):
-        step()
-    times, peak = [], None
-    for _ in range(config["repeats"]):
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        synchronize(device)
-        start = time.perf_counter()
-        step()
-        synchronize(device)
-        times.append((time.perf_counter() - start) * 1e3)
-        if device.type == "cuda":
-            peak = max(peak or 0, torch.cuda.max_memory_allocated(device))
-    ms = statistics.median(times)
+    ms, times, peak = time_runs(step, config, device)
     return {"type": "full", "copy_length": length, "n": n, "batch": config["batch"], "status": "ok", "ms": ms,
             "ms_runs": times, "tokens_per_s": config["batch"] * n / (ms * 1e-3), "peak_bytes": peak,
             "loss": loss.item()}
@@ -126,7 +96,7 @@ def main():
     parser.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
     parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args()
-    config = settings(args)
+    config = settings(args, "copy_lengths")
     torch.set_num_threads(config["threads"])
     device = torch.device(config["device"])
 
@@ -135,10 +105,8 @@ def main():
         try:
             row = measure(length, config, device)
         except (RuntimeError, MemoryError) as e:
-            message = str(e).splitlines()[0] if str(e) else type(e).__name__
-            status = "out of memory" if isinstance(e, MemoryError) or "out of memory" in message else "failed: " + message
             row = {"type": "full", "copy_length": length, "n": 2 * length + 2, "batch": config["batch"],
-                   "status": status, "ms": None}
+                   "status": failure_status(e), "ms": None}
         print(json.dumps(row), flush=True)
         rows.append(row)
     if args.json:

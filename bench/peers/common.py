@@ -1,0 +1,54 @@
+"""What the PyTorch peers share: settings read back from Tapestry's JSON, the timing loop and the
+status of a failed row, so that both peers measure the same way Tapestry's benchmarks do."""
+
+import json
+import statistics
+import time
+
+import torch
+
+
+def settings(args, sizes):
+    """The run's settings: the flags, or, with --like, those of a Tapestry benchmark JSON file.
+    `sizes` names the list of sizes ("lengths" or "copy_lengths")."""
+    config = {"device": args.device, sizes: getattr(args, sizes), "batch": args.batch,
+              "repeats": args.repeats, "warmup": args.warmup, "threads": args.threads}
+    if args.like:
+        with open(args.like) as f:
+            doc = json.load(f)
+        config.update(device=doc["device"], threads=doc["threads"], batch=doc["config"]["batch"],
+                      repeats=doc["config"]["repeats"], warmup=doc["config"]["warmup"])
+        config[sizes] = doc["config"][sizes]
+    return config
+
+
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_runs(step, config, device):
+    """`warmup` untimed runs of step(), then `repeats` timed ones, each bracketed by a device
+    synchronisation. Returns the median ms, every run's ms and
+    the peak of allocated GPU memory over the timed runs (None on the CPU, where PyTorch keeps none)."""
+    for _ in range(config["warmup"]):
+        step()
+    times, peak = [], None
+    for _ in range(config["repeats"]):
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        synchronize(device)
+        start = time.perf_counter()
+        step()
+        synchronize(device)
+        times.append((time.perf_counter() - start) * 1e3)
+        if device.type == "cuda":
+            peak = max(peak or 0, torch.cuda.max_memory_allocated(device))
+    return statistics.median(times), times, peak
+
+
+def failure_status(e):
+    """A failed row's status, worded as Tapestry's: PyTorch reports running out of memory as a
+    RuntimeError."""
+    message = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return "out of memory" if isinstance(e, MemoryError) or "out of memory" in message else "failed: " + message
