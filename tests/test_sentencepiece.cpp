@@ -1,0 +1,180 @@
+#include "tests/testing.h"
+
+#include <fstream>
+
+#include "data/sentencepiece.h"
+
+using namespace tapestry;
+using namespace tapestry::testing;
+using data::SentencePiece;
+using data::SentencePieceOptions;
+using data::SubwordModel;
+
+namespace {
+
+// `count` sentences of 3 to 10 words from a small vocabulary, lower case, single spaces.
+std::vector<std::string> sentences(int64_t count, uint64_t seed) {
+  static const std::vector<std::string> words = {
+      "the", "a", "cat", "dog", "sat", "on", "mat", "ran", "fast", "slowly", "big", "small", "red", "blue",
+      "house", "tree", "over", "under", "quickly", "jumped", "garden", "river", "walked", "towards", "old"};
+  Generator gen(seed);
+  const std::vector<int64_t> sizes = randint(3, 11, {count}, gen).to_vector<int64_t>();
+  const std::vector<int64_t> picks =
+      randint(0, static_cast<int64_t>(words.size()), {count * 10}, gen).to_vector<int64_t>();
+  std::vector<std::string> lines;
+  for (int64_t i = 0; i < count; ++i) {
+    std::string line;
+    for (int64_t w = 0; w < sizes[i]; ++w) line += (w ? " " : "") + words[picks[i * 10 + w]];
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+void write_file(const std::string& path, const std::string& contents) {
+  std::ofstream out(path, std::ios::binary);
+  out << contents;
+  REQUIRE(out.good());
+}
+
+std::string write_lines(const std::string& path, const std::vector<std::string>& lines) {
+  std::string text;
+  for (const auto& line : lines) text += line + "\n";
+  write_file(path, text);
+  return path;
+}
+
+SentencePieceOptions small(SubwordModel model) {
+  SentencePieceOptions options;
+  options.vocab_size = 40;
+  options.model = model;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("data: SentencePiece trains, encodes and decodes round trip, with fixed special ids") {
+  TempDir dir;
+  const std::vector<std::string> lines = sentences(300, 1);
+  const std::string text = write_lines(dir.file("text.txt"), lines);
+  for (const SubwordModel model : {SubwordModel::Unigram, SubwordModel::Bpe}) {
+    CAPTURE(static_cast<int>(model));
+    const SentencePiece sp = SentencePiece::train({text}, small(model));
+    CHECK(sp.vocab_size() == 40);
+    CHECK(sp.id_to_piece(SentencePiece::kPadId) == "<pad>");
+    CHECK(sp.id_to_piece(SentencePiece::kUnkId) == "<unk>");
+    CHECK(sp.id_to_piece(SentencePiece::kBosId) == "<s>");
+    CHECK(sp.id_to_piece(SentencePiece::kEosId) == "</s>");
+    for (int64_t id = 0; id < sp.vocab_size(); ++id) CHECK(sp.piece_to_id(sp.id_to_piece(id)) == id);
+    CHECK(sp.piece_to_id("no-such-piece") == SentencePiece::kUnkId);
+
+    int64_t pieces = 0, characters = 0;
+    for (const auto& line : lines) {
+      const std::vector<int64_t> ids = sp.encode(line);
+      for (const int64_t id : ids) {
+        CHECK(id >= 4);  // the training text has no unknown characters
+        CHECK(id < 40);
+      }
+      CHECK(sp.decode(ids) == line);
+      pieces += static_cast<int64_t>(ids.size());
+      characters += static_cast<int64_t>(line.size());
+    }
+    CHECK(pieces * 10 < characters * 9);  // some pieces are longer than one character
+
+    // An unseen character becomes <unk>; special ids decode to nothing.
+    const std::vector<int64_t> unknown = sp.encode("cat Z");
+    CHECK(std::find(unknown.begin(), unknown.end(), SentencePiece::kUnkId) != unknown.end());
+    std::vector<int64_t> framed = sp.encode("the cat");
+    framed.insert(framed.begin(), SentencePiece::kBosId);
+    framed.push_back(SentencePiece::kEosId);
+    framed.push_back(SentencePiece::kPadId);
+    CHECK(sp.decode(framed) == "the cat");
+    CHECK(sp.encode("").empty());
+  }
+}
+
+TEST_CASE("data: a saved SentencePiece model loads and encodes the same") {
+  TempDir dir;
+  const std::vector<std::string> lines = sentences(200, 2);
+  const std::string text = write_lines(dir.file("text.txt"), lines);
+  const SentencePiece sp = SentencePiece::train({text}, small(SubwordModel::Unigram));
+  sp.save(dir.file("spm.model"));
+  sp.save(dir.file("spm.model"));  // replaces the file
+  CHECK(dir.list() == std::vector<std::string>{"spm.model", "text.txt"});  // no temporary left behind
+  SentencePiece loaded = SentencePiece::load(dir.file("spm.model"));
+  CHECK(loaded.vocab_size() == sp.vocab_size());
+  for (const auto& line : sentences(50, 3)) CHECK(loaded.encode(line) == sp.encode(line));
+
+  // Training is deterministic: the same text and options give the same model.
+  const SentencePiece again = SentencePiece::train({text}, small(SubwordModel::Unigram));
+  for (const auto& line : lines) CHECK(again.encode(line) == sp.encode(line));
+
+  const SentencePiece moved = std::move(loaded);
+  CHECK(moved.vocab_size() == 40);
+  check_error([&] { loaded.vocab_size(); }, {"SentencePiece", "moved-from"});
+}
+
+TEST_CASE("data: SentencePiece failures become errors that name the file") {
+  TempDir dir;
+  const std::string text = write_lines(dir.file("text.txt"), sentences(200, 4));
+  const std::string missing = dir.file("missing.txt");
+
+  check_error([&] { SentencePiece::train({missing}, small(SubwordModel::Unigram)); },
+              {"SentencePiece::train", missing, "does not exist"});
+  check_error([&] { SentencePiece::train({text, missing}, small(SubwordModel::Bpe)); },
+              {"SentencePiece::train", missing});
+  check_error([&] { SentencePiece::train({dir.file("")}, small(SubwordModel::Unigram)); },
+              {"SentencePiece::train", dir.file(""), "not a regular file"});
+  write_file(dir.file("empty.txt"), "");
+  check_error([&] { SentencePiece::train({dir.file("empty.txt")}, small(SubwordModel::Unigram)); },
+              {"SentencePiece::train", dir.file("empty.txt")});
+
+  // A vocabulary larger than the text can fill, and one smaller than its alphabet.
+  SentencePieceOptions options = small(SubwordModel::Unigram);
+  options.vocab_size = 5000;
+  check_error([&] { SentencePiece::train({text}, options); },
+              {"SentencePiece::train", text, "Vocabulary size too high"});
+  options.model = SubwordModel::Bpe;
+  check_error([&] { SentencePiece::train({text}, options); },
+              {"SentencePiece::train", text, "Vocabulary size too high"});
+  options.vocab_size = 10;
+  check_error([&] { SentencePiece::train({text}, options); },
+              {"SentencePiece::train", text, "smaller than required_chars"});
+
+  // Arguments checked before SentencePiece runs.
+  check_error([&] { SentencePiece::train({}, small(SubwordModel::Unigram)); },
+              {"SentencePiece::train", "no text files"});
+  check_error([&] { SentencePiece::train({dir.file("a,b.txt")}, small(SubwordModel::Unigram)); },
+              {"SentencePiece::train", "a,b.txt", "comma"});
+  options = small(SubwordModel::Unigram);
+  options.vocab_size = 4;
+  check_error([&] { SentencePiece::train({text}, options); }, {"SentencePiece::train", "vocab_size", "got 4"});
+  options = small(SubwordModel::Unigram);
+  options.character_coverage = 1.5;
+  check_error([&] { SentencePiece::train({text}, options); }, {"SentencePiece::train", "character_coverage", "1.5"});
+  options = small(SubwordModel::Unigram);
+  options.threads = 0;
+  check_error([&] { SentencePiece::train({text}, options); }, {"SentencePiece::train", "threads", "got 0"});
+
+  // Model files that are missing, empty, truncated or not models at all.
+  check_error([&] { SentencePiece::load(dir.file("none.model")); },
+              {"SentencePiece::load", dir.file("none.model"), "does not exist"});
+  write_file(dir.file("empty.model"), "");
+  check_error([&] { SentencePiece::load(dir.file("empty.model")); }, {"SentencePiece::load", dir.file("empty.model")});
+  write_file(dir.file("text.model"), "this is not a model\n");
+  check_error([&] { SentencePiece::load(dir.file("text.model")); }, {"SentencePiece::load", dir.file("text.model")});
+  const SentencePiece sp = SentencePiece::train({text}, small(SubwordModel::Unigram));
+  sp.save(dir.file("good.model"));
+  std::ifstream in(dir.file("good.model"), std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  write_file(dir.file("cut.model"), bytes.substr(0, bytes.size() / 2));
+  check_error([&] { SentencePiece::load(dir.file("cut.model")); }, {"SentencePiece::load", dir.file("cut.model")});
+  check_error([&] { SentencePiece::load(dir.file("")); }, {"SentencePiece::load", "not a regular file"});
+
+  check_error([&] { sp.save(dir.file("no/such/dir/spm.model")); }, {"SentencePiece::save", "no/such/dir/spm.model"});
+  check_error([&] { sp.decode({5, 40}); }, {"SentencePiece::decode", "id 40 (position 1)", "[0, 40)"});
+  check_error([&] { sp.decode({-1}); }, {"SentencePiece::decode", "id -1"});
+  check_error([&] { sp.id_to_piece(40); }, {"SentencePiece::id_to_piece", "id 40"});
+  check_error([&] { data::parse_subword_model("wordpiece"); }, {"parse_subword_model", "wordpiece"});
+  CHECK(data::parse_subword_model("bpe") == SubwordModel::Bpe);
+  CHECK(data::parse_subword_model("unigram") == SubwordModel::Unigram);
+}
