@@ -60,10 +60,14 @@ ClusterFormerOutput ClusterFormerEncoderLayer::forward(const Tensor& x, const Te
   return out;
 }
 
-ClusterFormerEncoder::ClusterFormerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen)
-    : Module("ClusterFormerEncoder") {
+ClusterFormerEncoder::ClusterFormerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen,
+                                           const ClusteringLossWeights& weights)
+    : Encoder("ClusterFormerEncoder"), attention_(options.attention), weights_(weights) {
   check_options("ClusterFormerEncoder", options, num_layers);
   check_neural("ClusterFormerEncoder", options);
+  TP_CHECK(std::isfinite(weights.mu) && weights.mu >= 0 && std::isfinite(weights.nu) && weights.nu >= 0,
+           "ClusterFormerEncoder", "the clustering loss weights µ, ν must be finite and non-negative (eq. 17), got ",
+           weights.mu, " and ", weights.nu);
   // §3.1: "C is initialized randomly in the first layer".
   centroids = register_parameter(
       "centroids", randn({options.attention.clusters, options.d_model}, gen) / std::sqrt(double(options.d_model)));
@@ -85,6 +89,17 @@ ClusterFormerOutput ClusterFormerEncoder::forward(const Tensor& x, const Tensor&
   }
   if (norm) out.output = norm->forward(out.output);
   return out;
+}
+
+EncoderOutput ClusterFormerEncoder::encode(const Tensor& x, const Tensor& lengths, Generator& gen) {
+  const ClusterFormerOutput out = forward(x, lengths, gen);
+  // eq. 17 without the task term: µ L1 + ν L2
+  return {out.output, out.clustering_loss * weights_.mu + out.sorting_loss * weights_.nu};
+}
+
+void ClusterFormerEncoder::set_attention(const attention::AttentionConfig& config) {
+  TP_CHECK(config == attention_, name(), "a ClusterFormer encoder runs only with the attention it was built with (",
+           attention_.to_string(), "), got ", config.to_string());
 }
 
 ClusterFormerLoss::ClusterFormerLoss(const ClusteringLossWeights& w) : Module("ClusterFormerLoss"), weights_(w) {

@@ -45,21 +45,26 @@ class ClusterFormerEncoderLayer : public Module {
 
 // num_layers ClusterFormer layers ("layers.0", ...), the initial centroids ("centroids", (C, D),
 // N(0, 1/D) so that the first similarities are O(1)), and for pre-norm a final LayerNorm ("norm").
-class ClusterFormerEncoder : public Module {
+// As an Encoder, encode() returns the output and the auxiliary loss µ·L1 + ν·L2 of eq. 17 with the
+// `weights` given here (µ, ν ≥ 0; λ is ignored: the task loss is added with weight 1).
+class ClusterFormerEncoder : public Encoder {
  public:
-  ClusterFormerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen);
+  ClusterFormerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen,
+                       const ClusteringLossWeights& weights = {});
   ClusterFormerOutput forward(const Tensor& x, const Tensor& lengths, Generator& gen,
                               attention::Causal causal = attention::Causal::No);
+  EncoderOutput encode(const Tensor& x, const Tensor& lengths, Generator& gen) override;
+  // Accepts only the neural-clustering config the encoder was built with: its weights (W_C, the
+  // centroids) belong to it, and another attention would drop them.
+  void set_attention(const attention::AttentionConfig& config) override;
 
   Tensor centroids;
   std::shared_ptr<ModuleList<ClusterFormerEncoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;  // null for post-norm
-};
 
-struct ClusteringLossWeights {
-  double mu = 1e-3;     // µ, on the clustering loss L1
-  double nu = 1e-3;     // ν, on the centroid sorting loss L2
-  double lambda = 1.0;  // λ, on the task loss
+ private:
+  attention::AttentionConfig attention_;
+  ClusteringLossWeights weights_;
 };
 
 // The joint objective of appendix C, eq. 17: µ·L1 + ν·L2 + λ·task_loss, with µ, ν, λ ≥ 0 (checked

@@ -136,7 +136,7 @@ Tensor TransformerDecoderLayer::forward(const Tensor& x, const Tensor& memory, c
 // ---- stacks ----
 
 TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen)
-    : Module("TransformerEncoder") {
+    : Encoder("TransformerEncoder") {
   check_options("TransformerEncoder", options, num_layers);
   layers = register_module("layers", std::make_shared<ModuleList<TransformerEncoderLayer>>());
   for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerEncoderLayer>(options, gen));
@@ -150,6 +150,10 @@ Tensor TransformerEncoder::forward(const Tensor& x, const Tensor& lengths, Gener
   Tensor h = x;
   for (const auto& layer : *layers) h = layer->forward(h, lengths, gen);
   return norm ? norm->forward(h) : h;
+}
+
+EncoderOutput TransformerEncoder::encode(const Tensor& x, const Tensor& lengths, Generator& gen) {
+  return {forward(x, lengths, gen), Tensor()};
 }
 
 void TransformerEncoder::set_attention(const AttentionConfig& config) {

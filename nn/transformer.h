@@ -22,6 +22,7 @@
 #include "core/random.h"
 #include "nn/layers.h"
 #include "nn/module.h"
+#include "nn/encoder.h"
 #include "nn/multihead_attention.h"
 
 namespace tapestry::nn {
@@ -97,13 +98,15 @@ class TransformerDecoderLayer : public Module {
 };
 
 // num_layers encoder layers ("layers.0", ...) and, for pre-norm, a final LayerNorm ("norm").
-class TransformerEncoder : public Module {
+class TransformerEncoder : public Encoder {
  public:
   TransformerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen);
   Tensor forward(const Tensor& x, const Tensor& lengths, Generator& gen);
+  // forward(x, lengths, gen) with no auxiliary loss.
+  EncoderOutput encode(const Tensor& x, const Tensor& lengths, Generator& gen) override;
   // Every layer's self-attention, e.g. to evaluate a model trained with full attention with
   // improved-clustered attention.
-  void set_attention(const attention::AttentionConfig& config);
+  void set_attention(const attention::AttentionConfig& config) override;
   void set_attention(const std::string& config);  // parsed by AttentionConfig::parse
 
   std::shared_ptr<ModuleList<TransformerEncoderLayer>> layers;

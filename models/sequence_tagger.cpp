@@ -1,0 +1,31 @@
+#include "models/sequence_tagger.h"
+
+#include "core/error.h"
+
+namespace tapestry::models {
+
+SequenceTagger::SequenceTagger(const SequenceTaggerOptions& o, Generator& gen)
+    : Module("SequenceTagger"), options_(o) {
+  TP_CHECK(o.vocabulary >= 1 && o.labels >= 1, name(), "vocabulary and labels must be at least 1, got ", o.vocabulary,
+           " and ", o.labels);
+  TP_CHECK(o.heads >= 1 && o.head_dim >= 1 && o.head_dim <= (int64_t(1) << 20) / o.heads, name(),
+           "heads and head_dim must be at least 1 and their product at most 2^20, got ", o.heads, " and ", o.head_dim);
+  nn::TransformerLayerOptions layer;
+  layer.d_model = o.heads * o.head_dim;
+  layer.heads = o.heads;
+  layer.d_ff = o.ff;
+  layer.dropout = o.dropout;
+  layer.attention = o.attention;
+  embedding = register_module("embedding", std::make_shared<nn::Embedding>(o.vocabulary, layer.d_model, gen));
+  positions = register_module("positions", std::make_shared<nn::SinusoidalPositionalEncoding>(layer.d_model));
+  encoder = register_module("encoder", nn::make_encoder(layer, o.layers, gen, o.clustering));
+  output = register_module("output", std::make_shared<nn::Linear>(layer.d_model, o.labels, gen));
+}
+
+SequenceTagger::Output SequenceTagger::forward(const Tensor& tokens, const Tensor& lengths, Generator& gen) {
+  const Tensor x = positions->forward(embedding->forward(tokens));  // (B, N, D)
+  const nn::EncoderOutput encoded = encoder->encode(x, lengths, gen);
+  return {output->forward(encoded.output), encoded.aux_loss};
+}
+
+}  // namespace tapestry::models
