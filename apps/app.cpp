@@ -1,12 +1,7 @@
 #include "apps/app.h"
 
-#include <omp.h>
-#include <unistd.h>
-
-#include <cmath>
-#include <iostream>
-
 #include "core/error.h"
+#include "train/trainer.h"
 
 namespace tapestry::app {
 
@@ -25,98 +20,34 @@ void DeviceOption::add_to(CLI::App& app) {
           "", "a device"));
 }
 
-Device DeviceOption::resolve() const {
-  const Device device = Device::parse(text);
-  if (device.is_cuda()) {
-    TP_CHECK(cuda::is_available(), "--device", "'", text, "' asks for a GPU: ", cuda::unavailable_reason());
-    TP_CHECK(device.index < cuda::device_count(), "--device", "'", text, "': only ", cuda::device_count(),
-             " CUDA device(s) present");
+Device DeviceOption::resolve() const { return train::resolve_device(text); }
+
+CommandLine::CommandLine(const std::string& description) : app_(description) { app_.require_subcommand(1); }
+
+CLI::App* CommandLine::add(const std::string& name, const std::string& description, const Setup& setup,
+                           CLI::App* parent) {
+  CLI::App* command = (parent ? parent : &app_)->add_subcommand(name, description);
+  commands_.emplace_back(command, setup(*command));
+  return command;
+}
+
+CLI::App* CommandLine::add_group(const std::string& name, const std::string& description) {
+  CLI::App* group = app_.add_subcommand(name, description);
+  group->require_subcommand(1);
+  return group;
+}
+
+int CommandLine::main(int argc, char** argv) {
+  try {
+    app_.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help prints and succeeds; anything else is a bad command line, whatever CLI11's own code.
+    const int code = app_.exit(e);
+    return code == 0 ? 0 : kExitUsage;
   }
-  return device;
-}
-
-ScopedThreads::ScopedThreads(int threads) : previous_(omp_get_max_threads()) {
-  TP_CHECK(threads >= 0, "--threads", "must be >= 0 (0: OpenMP's default), got ", threads);
-  if (threads > 0) omp_set_num_threads(threads);
-}
-
-ScopedThreads::~ScopedThreads() { omp_set_num_threads(previous_); }
-
-namespace {
-
-std::string clock(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const int64_t s = static_cast<int64_t>(seconds + 0.5);
-  char buffer[32];
-  if (s >= 3600) std::snprintf(buffer, sizeof buffer, "%lld:%02lld:%02lld", (long long)(s / 3600), (long long)(s / 60 % 60), (long long)(s % 60));
-  else std::snprintf(buffer, sizeof buffer, "%lld:%02lld", (long long)(s / 60), (long long)(s % 60));
-  return buffer;
-}
-
-std::string rate(double per_second) {
-  char buffer[32];
-  if (per_second >= 1e6) std::snprintf(buffer, sizeof buffer, "%.1fM", per_second / 1e6);
-  else if (per_second >= 1e3) std::snprintf(buffer, sizeof buffer, "%.1fk", per_second / 1e3);
-  else std::snprintf(buffer, sizeof buffer, "%.1f", per_second);
-  return buffer;
-}
-
-}  // namespace
-
-Progress::Progress(std::string label, int64_t total, double interval_seconds)
-    : label_(std::move(label)),
-      total_(total),
-      interval_(interval_seconds),
-      tty_(isatty(STDERR_FILENO) != 0),
-      start_(std::chrono::steady_clock::now()),
-      last_print_(start_) {}
-
-double Progress::seconds() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-}
-
-void Progress::update(int64_t step, const std::vector<std::pair<std::string, double>>& metrics, double items) {
-  items_ += items;
-  const auto now = std::chrono::steady_clock::now();
-  const bool last = step >= total_;
-  const double since = std::chrono::duration<double>(now - last_print_).count();
-  if (!last && since < (tty_ ? 0.1 : interval_)) return;
-  last_print_ = now;
-  const double elapsed = seconds();
-  std::string line = label_ + " " + std::to_string(step) + "/" + std::to_string(total_);
-  if (tty_) {
-    const int width = 20, filled = static_cast<int>(width * std::min<double>(1.0, double(step) / std::max<int64_t>(total_, 1)));
-    line = label_ + " [" + std::string(filled, '#') + std::string(width - filled, ' ') + "] " + std::to_string(step) +
-           "/" + std::to_string(total_);
-  }
-  char value[32];
-  for (const auto& [name, v] : metrics) {
-    std::snprintf(value, sizeof value, "%.4g", v);
-    line += "  " + name + " " + value;
-  }
-  if (items_ > 0) line += "  " + rate(items_ / std::max(elapsed, 1e-9)) + " tok/s";
-  line += "  " + clock(elapsed) + " elapsed";
-  if (!last && step > 0) line += ", ETA " + clock(elapsed / step * (total_ - step));
-  if (tty_) std::cerr << "\r\033[K" << line << std::flush;
-  else std::cerr << line << "\n";
-  printed_ = true;
-}
-
-void Progress::finish() {
-  if (tty_ && printed_) std::cerr << "\n";
-  printed_ = false;
-}
-
-MetricsLog::MetricsLog(const std::string& path) {
-  if (path.empty()) return;
-  out_.open(path, std::ios::app);
-  TP_CHECK(out_.good(), "--log", "cannot open '", path, "' for writing");
-}
-
-void MetricsLog::write(const nlohmann::json& record) {
-  if (!out_.is_open()) return;
-  out_ << record.dump() << "\n";
-  out_.flush();
+  for (const auto& [command, run] : commands_)
+    if (command->parsed()) return run();
+  return 0;
 }
 
 }  // namespace tapestry::app

@@ -1,5 +1,6 @@
-// Pieces every `tapestry` app shares: device and seed options, progress on long work, a JSON-lines
-// metrics log, and exit codes.
+// The `tapestry` command line: how a subcommand is registered, exit codes, and the --device option
+// of the programs that are not training runs (benchmarks). Training apps take their flags from an
+// option table (apps/options.h) and run on the Trainer (train/trainer.h).
 //
 // Exit codes: 0 success; 1 an error while running (a tapestry::Error: bad data, a corrupt
 // checkpoint, ...); 2 a bad command line (unknown flag, malformed value).
@@ -8,9 +9,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <chrono>
 #include <cstdio>
-#include <fstream>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,53 +31,6 @@ struct DeviceOption {
   Device resolve() const;
 };
 
-// The number of CPU threads (OpenMP) for a scope, restored at its end; 0 keeps OpenMP's default
-// (OMP_NUM_THREADS, else one per core). On a machine that other work keeps busy, fewer threads than
-// cores can be much faster: every parallel region waits for its slowest thread.
-class ScopedThreads {
- public:
-  explicit ScopedThreads(int threads);
-  ~ScopedThreads();
-  ScopedThreads(const ScopedThreads&) = delete;
-  ScopedThreads& operator=(const ScopedThreads&) = delete;
-
- private:
-  int previous_;
-};
-
-// Progress of a loop of `total` steps, on stderr. On a terminal one line is redrawn in place
-// (step, the given metrics, throughput, ETA); otherwise a plain line is printed every
-// `interval` seconds and at the end, so logs stay readable.
-class Progress {
- public:
-  Progress(std::string label, int64_t total, double interval_seconds = 10.0);
-  // Reports step `step` (1-based) with metrics such as {"loss", 0.5}; `items` is what the step
-  // processed (tokens), for the rate.
-  void update(int64_t step, const std::vector<std::pair<std::string, double>>& metrics, double items = 0);
-  // Ends the line (on a terminal).
-  void finish();
-  double seconds() const;
-
- private:
-  std::string label_;
-  int64_t total_;
-  double interval_;
-  bool tty_;
-  std::chrono::steady_clock::time_point start_, last_print_;
-  double items_ = 0;
-  bool printed_ = false;
-};
-
-// One JSON object per line, flushed at once; a no-op without a path.
-class MetricsLog {
- public:
-  explicit MetricsLog(const std::string& path);
-  void write(const nlohmann::json& record);
-
- private:
-  std::ofstream out_;
-};
-
 // Runs an app's body, turning exceptions into a message on stderr and an exit code.
 template <class Body>
 int run_reporting_errors(const char* app, Body&& body) {
@@ -88,5 +41,33 @@ int run_reporting_errors(const char* app, Body&& body) {
     return kExitError;
   }
 }
+
+// The command line: subcommands, each run once the whole command line has parsed, so that a parse
+// error never leaves work half done.
+//
+//   CommandLine cli("Tapestry: ...");
+//   cli.add("copy-task", "Train ...", [](CLI::App& cmd) {
+//     ...register cmd's flags...
+//     return [=] { ...; return 0; };   // runs after parsing; returns the exit code
+//   });
+//   return cli.main(argc, argv);
+class CommandLine {
+ public:
+  using Run = std::function<int()>;
+  using Setup = std::function<Run(CLI::App& command)>;
+
+  explicit CommandLine(const std::string& description);
+  // A subcommand of `parent` (the top level when null); returns it.
+  CLI::App* add(const std::string& name, const std::string& description, const Setup& setup, CLI::App* parent = nullptr);
+  // A subcommand that only groups others (`tapestry bench attention`).
+  CLI::App* add_group(const std::string& name, const std::string& description);
+  // Parses, runs the chosen subcommand and returns the process's exit code: --help 0, a bad command
+  // line kExitUsage, otherwise the subcommand's.
+  int main(int argc, char** argv);
+
+ private:
+  CLI::App app_;
+  std::vector<std::pair<CLI::App*, Run>> commands_;
+};
 
 }  // namespace tapestry::app

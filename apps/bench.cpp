@@ -24,12 +24,11 @@
 
 namespace tapestry::app {
 
-void add_bench(CLI::App& app) {
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks: attention layers, ops, training steps (table + --json)");
-  bench->require_subcommand(1);
-  bench::add_attention(*bench);
-  bench::add_ops(*bench);
-  bench::add_train(*bench);
+void add_bench(CommandLine& cli) {
+  CLI::App* bench = cli.add_group("bench", "Benchmarks: attention layers, ops, training steps (table + --json)");
+  bench::add_attention(cli, bench);
+  bench::add_ops(cli, bench);
+  bench::add_train(cli, bench);
 }
 
 }  // namespace tapestry::app

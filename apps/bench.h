@@ -29,7 +29,7 @@
 namespace tapestry::app {
 
 // Registers `bench` and its subcommands on the tapestry command line.
-void add_bench(CLI::App& app);
+void add_bench(CommandLine& cli);
 
 }  // namespace tapestry::app
 
@@ -46,9 +46,9 @@ struct CommonOptions {
 void add_common_options(CLI::App& command, CommonOptions& options);
 
 // The subcommands (apps/bench_attention.cpp, bench_ops.cpp, bench_train.cpp).
-void add_attention(CLI::App& bench);
-void add_ops(CLI::App& bench);
-void add_train(CLI::App& bench);
+void add_attention(CommandLine& cli, CLI::App* bench);
+void add_ops(CommandLine& cli, CLI::App* bench);
+void add_train(CommandLine& cli, CLI::App* bench);
 
 // Waits until the work queued on `device` has finished (a no-op on the CPU).
 void synchronize(Device device);

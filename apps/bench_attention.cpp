@@ -225,22 +225,20 @@ int run(const AttentionOptions& options) {
 
 }  // namespace
 
-void add_attention(CLI::App& bench) {
-  auto options = std::make_shared<AttentionOptions>();
-  CLI::App* command = bench.add_subcommand(
-      "attention", "One self-attention layer, forward + backward, per attention and length (clustered-attention paper §C.1)");
-  add_common_options(*command, options->common);
-  command->add_option("--lengths", options->lengths, "Sequence lengths N (default 512..8192 on CPU, 512..32768 on GPU)")
-      ->delimiter(',')
-      ->check(CLI::PositiveNumber);
-  command->add_option("--types", options->types, "Attentions, comma-separated; options as in clustered:clusters=50")
-      ->check(check_types)
-      ->capture_default_str();
-  command->add_option("--batch", options->batch, "Sequences per batch")->check(CLI::PositiveNumber)->capture_default_str();
-  command->callback([options] {
-    const int code = run_reporting_errors("bench attention", [&] { return run(*options); });
-    if (code != 0) throw CLI::RuntimeError(code);
-  });
+void add_attention(CommandLine& cli, CLI::App* bench) {
+  const auto setup = [](CLI::App& command) {
+    auto options = std::make_shared<AttentionOptions>();
+    add_common_options(command, options->common);
+    command.add_option("--lengths", options->lengths, "Sequence lengths N (default 512..8192 on CPU, 512..32768 on GPU)")
+        ->delimiter(',')
+        ->check(CLI::PositiveNumber);
+    command.add_option("--types", options->types, "Attentions, comma-separated; options as in clustered:clusters=50")
+        ->check(check_types)
+        ->capture_default_str();
+    command.add_option("--batch", options->batch, "Sequences per batch")->check(CLI::PositiveNumber)->capture_default_str();
+    return [options] { return run_reporting_errors("bench attention", [&] { return run(*options); }); };
+  };
+  cli.add("attention", "One self-attention layer, forward + backward, per attention and length (clustered-attention paper §C.1)", setup, bench);
 }
 
 }  // namespace tapestry::app::bench

@@ -292,21 +292,20 @@ int run(const OpsOptions& o) {
 
 }  // namespace
 
-void add_ops(CLI::App& bench) {
-  auto options = std::make_shared<OpsOptions>();
-  CLI::App* command = bench.add_subcommand("ops", "Op micro-benchmark: GB/s of memory-bound ops, GFLOP/s of matmul");
-  add_common_options(*command, options->common);
-  command->add_option("--elements", options->elements,
-                      "Elements per tensor of the memory-bound ops (default 2^24 on CPU, 2^27 on GPU)")
-      ->check(CLI::PositiveNumber);
-  command->add_option("--matmul", options->matmul,
-                      "Matmul shapes MxKxN or BxMxKxN, comma-separated (default: square, feed-forward and "
-                      "attention shapes)")
-      ->check(check_shapes);
-  command->callback([options] {
-    const int code = run_reporting_errors("bench ops", [&] { return run(*options); });
-    if (code != 0) throw CLI::RuntimeError(code);
-  });
+void add_ops(CommandLine& cli, CLI::App* bench) {
+  const auto setup = [](CLI::App& command) {
+    auto options = std::make_shared<OpsOptions>();
+    add_common_options(command, options->common);
+    command.add_option("--elements", options->elements,
+                        "Elements per tensor of the memory-bound ops (default 2^24 on CPU, 2^27 on GPU)")
+        ->check(CLI::PositiveNumber);
+    command.add_option("--matmul", options->matmul,
+                        "Matmul shapes MxKxN or BxMxKxN, comma-separated (default: square, feed-forward and "
+                        "attention shapes)")
+        ->check(check_shapes);
+    return [options] { return run_reporting_errors("bench ops", [&] { return run(*options); }); };
+  };
+  cli.add("ops", "Op micro-benchmark: GB/s of memory-bound ops, GFLOP/s of matmul", setup, bench);
 }
 
 }  // namespace tapestry::app::bench

@@ -4,7 +4,7 @@
 // feed-forward 768 and dropout 0.1, a linear head, cross-entropy over every position, RAdam.
 // Sequence length N = 2L + 2, batch 32, per attention (full and improved-clustered with 15 clusters
 // and k = 32 by default; neural-clustering builds the ClusterFormer encoder and adds its losses,
-// eq. 17). The model is built here from the nn API; bench/peers/train.py is the same in PyTorch.
+// eq. 17). The model is models::SequenceTagger; bench/peers/train.py is the same in PyTorch.
 //
 // Shape letters: B batch, N sequence length, D model width, V vocabulary.
 #include <iostream>
@@ -13,6 +13,7 @@
 
 #include "apps/bench.h"
 #include "data/copy_task.h"
+#include "models/sequence_tagger.h"
 #include "tapestry.h"
 
 namespace tapestry::app::bench {
@@ -20,47 +21,23 @@ namespace {
 
 constexpr int64_t kHeads = 6;
 constexpr int64_t kHeadDim = 32;
-constexpr int64_t kModel = kHeads * kHeadDim;  // D
 constexpr int64_t kFeedForward = 768;
 constexpr int64_t kLayers = 4;
 constexpr double kDropout = 0.1;
 constexpr double kLearningRate = 1e-3;
 
-class CopyModel : public nn::Module {
- public:
-  CopyModel(const attention::AttentionConfig& attention, Generator& gen) : Module("CopyModel") {
-    nn::TransformerLayerOptions options;
-    options.d_model = kModel;
-    options.heads = kHeads;
-    options.d_ff = kFeedForward;
-    options.dropout = kDropout;
-    options.attention = attention;
-    embedding = register_module("embedding", std::make_shared<nn::Embedding>(data::CopyTask::kVocabulary, kModel, gen));
-    positions = register_module("positions", std::make_shared<nn::SinusoidalPositionalEncoding>(kModel));
-    if (attention.type == attention::AttentionType::NeuralClustering)
-      clusterformer = register_module("encoder", std::make_shared<nn::ClusterFormerEncoder>(options, kLayers, gen));
-    else
-      encoder = register_module("encoder", std::make_shared<nn::TransformerEncoder>(options, kLayers, gen));
-    head = register_module("head", std::make_shared<nn::Linear>(kModel, data::CopyTask::kVocabulary, gen));
-  }
-
-  // The mean cross-entropy of the predictions for input (B, N) against target (B, N); with the
-  // ClusterFormer encoder, eq. 17's weighted sum with its clustering and sorting losses.
-  Tensor loss(const Tensor& input, const Tensor& target, Generator& gen) {
-    const Tensor x = positions->forward(embedding->forward(input));  // (B, N, D)
-    if (clusterformer) {
-      const nn::ClusterFormerOutput out = clusterformer->forward(x, Tensor(), gen);
-      return nn::ClusterFormerLoss().forward(cross_entropy(head->forward(out.output), target), out);
-    }
-    return cross_entropy(head->forward(encoder->forward(x, Tensor(), gen)), target);  // logits (B, N, V)
-  }
-
-  std::shared_ptr<nn::Embedding> embedding;
-  std::shared_ptr<nn::SinusoidalPositionalEncoding> positions;
-  std::shared_ptr<nn::TransformerEncoder> encoder;         // or
-  std::shared_ptr<nn::ClusterFormerEncoder> clusterformer;
-  std::shared_ptr<nn::Linear> head;
-};
+// The copy task's model at the paper's size (models/sequence_tagger.h).
+models::SequenceTagger copy_model(const attention::AttentionConfig& attention, Generator& gen) {
+  models::SequenceTaggerOptions m;
+  m.vocabulary = m.labels = data::CopyTask::kVocabulary;
+  m.layers = kLayers;
+  m.heads = kHeads;
+  m.head_dim = kHeadDim;
+  m.ff = kFeedForward;
+  m.dropout = kDropout;
+  m.attention = attention;
+  return models::SequenceTagger(m, gen);
+}
 
 struct TrainOptions {
   CommonOptions common;
@@ -81,7 +58,7 @@ nlohmann::json measure(const std::string& type, int64_t copy_length, const Train
     const attention::AttentionConfig config = attention::AttentionConfig::parse(type);
     row["attention"] = config.to_string();
     Generator gen(o.common.seed);
-    CopyModel model(config, gen);
+    models::SequenceTagger model = copy_model(config, gen);
     model.to(device);
     optim::RAdam optimizer(model.parameters(), {kLearningRate});
     const data::CopyTaskBatch batch = task.sample(o.batch, gen);
@@ -92,7 +69,8 @@ nlohmann::json measure(const std::string& type, int64_t copy_length, const Train
         device, o.common.warmup, o.common.repeats,
         [&] {
           optimizer.zero_grad();
-          loss = model.loss(input, target, gen);
+          const auto out = model.forward(input, Tensor(), gen);  // logits (B, N, V)
+          loss = out.objective(cross_entropy(out.logits, target));
           loss.backward();
           optimizer.step();
           peak = std::max(peak, allocator.stats().peak);
@@ -154,7 +132,7 @@ int run(const TrainOptions& o) {
   table.print(std::cout);
   if (!o.common.json.empty()) {
     const nlohmann::json config = {{"vocabulary", data::CopyTask::kVocabulary},
-                                   {"d_model", kModel},
+                                   {"d_model", kHeads * kHeadDim},
                                    {"heads", kHeads},
                                    {"head_dim", kHeadDim},
                                    {"d_ff", kFeedForward},
@@ -175,23 +153,21 @@ int run(const TrainOptions& o) {
 
 }  // namespace
 
-void add_train(CLI::App& bench) {
-  auto options = std::make_shared<TrainOptions>();
-  CLI::App* command =
-      bench.add_subcommand("train", "Time per training step (forward, backward, RAdam) of the copy-task model");
-  add_common_options(*command, options->common);
-  command->add_option("--copy-lengths", options->copy_lengths, "Copy lengths L (sequences of N = 2L + 2)")
-      ->delimiter(',')
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  command->add_option("--types", options->types, "Attentions, comma-separated; options as in clustered:clusters=50")
-      ->check(check_types)
-      ->capture_default_str();
-  command->add_option("--batch", options->batch, "Sequences per batch")->check(CLI::PositiveNumber)->capture_default_str();
-  command->callback([options] {
-    const int code = run_reporting_errors("bench train", [&] { return run(*options); });
-    if (code != 0) throw CLI::RuntimeError(code);
-  });
+void add_train(CommandLine& cli, CLI::App* bench) {
+  const auto setup = [](CLI::App& command) {
+    auto options = std::make_shared<TrainOptions>();
+    add_common_options(command, options->common);
+    command.add_option("--copy-lengths", options->copy_lengths, "Copy lengths L (sequences of N = 2L + 2)")
+        ->delimiter(',')
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    command.add_option("--types", options->types, "Attentions, comma-separated; options as in clustered:clusters=50")
+        ->check(check_types)
+        ->capture_default_str();
+    command.add_option("--batch", options->batch, "Sequences per batch")->check(CLI::PositiveNumber)->capture_default_str();
+    return [options] { return run_reporting_errors("bench train", [&] { return run(*options); }); };
+  };
+  cli.add("train", "Time per training step (forward, backward, RAdam) of the copy-task model", setup, bench);
 }
 
 }  // namespace tapestry::app::bench

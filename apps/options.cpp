@@ -1,0 +1,73 @@
+#include "apps/options.h"
+
+#include <cstdio>
+
+namespace tapestry::app {
+
+Check<double> in_range(double low, double high, Bounds bounds) {
+  const bool low_open = bounds == Bounds::LowOpen, high_open = bounds == Bounds::HighOpen;
+  std::ostringstream range;
+  range << (low_open ? "(" : "[") << low << ", ";
+  if (std::isinf(high)) range << "inf";
+  else range << high;
+  range << (high_open || std::isinf(high) ? ")" : "]");
+  const std::string text = range.str();
+  return {[=](const double& v) {
+            const bool ok = std::isfinite(v) && (low_open ? v > low : v >= low) && (high_open ? v < high : v <= high);
+            std::ostringstream out;
+            if (!ok) out << "must lie in " << text << ", got " << v;
+            return out.str();
+          },
+          "in " + text};
+}
+
+Check<int64_t> between(int64_t low, int64_t high) {
+  const std::string text = "[" + std::to_string(low) + ", " + std::to_string(high) + "]";
+  return {[=](const int64_t& v) {
+            return v >= low && v <= high ? std::string() : "must lie in " + text + ", got " + std::to_string(v);
+          },
+          "in " + text};
+}
+
+Check<std::string> parsed_by(const std::function<void(const std::string&)>& parse, std::string allowed) {
+  return {[parse](const std::string& text) {
+            try {
+              parse(text);
+              return std::string();
+            } catch (const Error& e) {
+              return std::string(e.what());
+            }
+          },
+          std::move(allowed)};
+}
+
+Attentions attentions(const std::string& train, const std::string& eval) {
+  using attention::AttentionConfig;
+  using attention::AttentionType;
+  const auto parse = [](const char* flag, const std::string& text) {
+    try {
+      return AttentionConfig::parse(text);
+    } catch (const Error& e) {
+      fail(flag, e.what());
+    }
+  };
+  Attentions a;
+  a.train = parse("--attention", train);
+  a.eval = eval.empty() ? a.train : parse("--eval-attention", eval);
+  const bool neural_train = a.train.type == AttentionType::NeuralClustering;
+  const bool neural_eval = a.eval.type == AttentionType::NeuralClustering;
+  TP_CHECK(!neural_train || a.eval == a.train, "--eval-attention", "a model trained with ", a.train.to_string(),
+           " (a ClusterFormer) can only be evaluated with the same attention, got ", a.eval.to_string());
+  TP_CHECK(neural_train || !neural_eval, "--eval-attention", "neural-clustering needs a model trained with it (a ",
+           "ClusterFormer has weights a Transformer lacks); this model is trained with ", a.train.to_string());
+  return a;
+}
+
+std::string summary_line(const std::string& headline, const train::Report& r) {
+  char tail[160];
+  std::snprintf(tail, sizeof tail, "; %.1f s, %.0f %s/s on %s", r.seconds, r.items_per_second, r.unit.c_str(),
+                r.device.c_str());
+  return headline + ": " + r.metrics_text() + tail;
+}
+
+}  // namespace tapestry::app

@@ -1,0 +1,286 @@
+// One option table per app: every flag once, with the field it sets, its help, its check and
+// whether checkpoints record it. From the table come
+//   - the command line: the flags, --preset, and each flag's preset values in --help;
+//   - the options' checks (check(o)): run after parsing (a failure is a bad command line, exit 2)
+//     and by the app for options built in code;
+//   - the settings a checkpoint records and a resumed run must match (settings(o, Recorded::Model)).
+//
+//   OptionTable<CopyTaskOptions> table({{"paper", paper()}, {"smoke", smoke()}});
+//   table.add("--layers", &CopyTaskOptions::layers, "encoder layers", at_least(1), Recorded::Model);
+//   add_train_options(table, &CopyTaskOptions::train);   // --optimizer, --steps, --save, ... once for all apps
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "apps/app.h"
+#include "core/error.h"
+#include "nn/attention/config.h"
+#include "train/trainer.h"
+
+namespace tapestry::app {
+
+// Which checkpoint settings a flag belongs to (train/run_state.h).
+enum class Recorded { No, Model, Training };
+
+// A check of one value: the problem with it ("" when there is none) and, for --help, what is allowed.
+template <class T>
+struct Check {
+  std::function<std::string(const T&)> problem;
+  std::string allowed;
+};
+
+template <class T>
+Check<T> at_least(T low) {
+  std::ostringstream allowed;
+  allowed << "at least " << low;
+  return {[low](const T& v) {
+            std::ostringstream out;
+            if (!(v >= low)) out << "must be at least " << low << ", got " << v;
+            return out.str();
+          },
+          allowed.str()};
+}
+
+// low ≤ v ≤ high (low < v with LowOpen, v < high with HighOpen), v finite.
+enum class Bounds { Closed, LowOpen, HighOpen };
+Check<double> in_range(double low, double high, Bounds bounds = Bounds::Closed);
+// An integer in [low, high].
+Check<int64_t> between(int64_t low, int64_t high);
+// A text that `parse` accepts (a config string); the problem is the parser's message.
+Check<std::string> parsed_by(const std::function<void(const std::string&)>& parse, std::string allowed);
+
+template <class Options>
+class OptionTable {
+ public:
+  // The presets, the first the default; with more than one, --preset NAME chooses.
+  explicit OptionTable(std::vector<std::pair<std::string, Options>> presets) : presets_(std::move(presets)) {}
+
+  // An option that sets o.*field.
+  template <class T>
+  void add(const std::string& flag, T Options::*field, const std::string& help, Check<T> check = {},
+           Recorded recorded = Recorded::No) {
+    add_entry<T>(flag, [field](Options& o) -> T& { return o.*field; }, help, std::move(check), recorded);
+  }
+  // An option that sets (o.*group).*field, for the options every app shares (train::TrainOptions).
+  template <class Group, class T>
+  void add(const std::string& flag, Group Options::*group, T Group::*field, const std::string& help,
+           Check<T> check = {}, Recorded recorded = Recorded::No) {
+    add_entry<T>(flag, [group, field](Options& o) -> T& { return (o.*group).*field; }, help, std::move(check),
+                 recorded);
+  }
+
+  // Registers --preset and every option on `cmd`; a repeated flag's last value wins.
+  void add_to(CLI::App& cmd) {
+    cmd.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    if (presets_.size() > 1) {
+      std::vector<std::string> names;
+      std::string list;
+      for (const auto& [name, options] : presets_) names.push_back(name), list += (list.empty() ? "" : "|") + name;
+      cmd.add_option("--preset", preset_, "the values of the flags not given [default: " + names[0] + "]")
+          ->type_name(list)
+          ->check(CLI::IsMember(names));
+    }
+    for (Entry& e : entries_) e.register_on(cmd);
+  }
+
+  // After parsing: the chosen preset with every given flag applied.
+  Options parsed() const {
+    Options o = preset(preset_.empty() ? presets_[0].first : preset_);
+    for (const Entry& e : entries_) e.apply(o);
+    return o;
+  }
+  const Options& preset(const std::string& name) const {
+    for (const auto& [n, options] : presets_)
+      if (n == name) return options;
+    fail("--preset", "unknown preset '", name, "'");
+  }
+
+  // Throws Error naming the first flag whose value fails its check.
+  void check(const Options& o) const {
+    for (const Entry& e : entries_) e.check(o);
+  }
+
+  // The run as checkpoints record it: `task` and the model and training settings of `o`.
+  train::RunIdentity identity(const std::string& task, const Options& o) const {
+    return {task, settings(o, Recorded::Model), settings(o, Recorded::Training)};
+  }
+
+  // {flag without dashes: value} of the flags recorded as `which`.
+  nlohmann::json settings(const Options& o, Recorded which) const {
+    nlohmann::json out = nlohmann::json::object();
+    for (const Entry& e : entries_)
+      if (e.recorded == which) out[e.flag.substr(2)] = e.value(o);
+    return out;
+  }
+
+ private:
+  struct Entry {
+    std::string flag;
+    Recorded recorded;
+    std::function<void(CLI::App&)> register_on;
+    std::function<void(Options&)> apply;  // the parsed value, when the flag was given
+    std::function<void(const Options&)> check;
+    std::function<nlohmann::json(const Options&)> value;
+  };
+
+  template <class T>
+  static std::string text(const T& value) {
+    std::ostringstream out;
+    out << std::boolalpha << value;
+    return out.str();
+  }
+
+  template <class T>
+  void add_entry(const std::string& flag, std::function<T&(Options&)> field, const std::string& help, Check<T> check,
+                 Recorded recorded) {
+    const auto get = [field](const Options& o) -> const T& { return field(const_cast<Options&>(o)); };
+    // " [paper: 4, smoke: 2]" when the presets differ, " [default: 4]" when they agree.
+    std::string defaults;
+    for (const auto& [name, options] : presets_) defaults += (defaults.empty() ? "" : ", ") + name + ": " + text(get(options));
+    bool same = true;
+    for (const auto& [name, options] : presets_) same = same && text(get(options)) == text(get(presets_[0].second));
+    if (same) defaults = text(get(presets_[0].second)).empty() ? "" : "default: " + text(get(presets_[0].second));
+    const std::string full_help =
+        help + (check.allowed.empty() ? "" : " (" + check.allowed + ")") + (defaults.empty() ? "" : " [" + defaults + "]");
+
+    auto given = std::make_shared<T>();
+    auto option = std::make_shared<CLI::Option*>(nullptr);
+    Entry e;
+    e.flag = flag;
+    e.recorded = recorded;
+    e.register_on = [=](CLI::App& cmd) {
+      if constexpr (std::is_same_v<T, bool>) *option = cmd.add_flag(flag, *given, full_help);
+      else *option = cmd.add_option(flag, *given, full_help);
+    };
+    e.apply = [=](Options& o) {
+      if (*option && (*option)->count() > 0) field(o) = *given;
+    };
+    e.check = [=](const Options& o) {
+      if (!check.problem) return;
+      const std::string problem = check.problem(get(o));
+      TP_CHECK(problem.empty(), flag, problem);
+    };
+    e.value = [=](const Options& o) { return nlohmann::json(get(o)); };
+    entries_.push_back(std::move(e));
+  }
+
+  std::vector<std::pair<std::string, Options>> presets_;
+  std::string preset_;
+  std::vector<Entry> entries_;
+};
+
+// The flags of train::TrainOptions, the same in every training app: --optimizer, --schedule and
+// --clip, --seed (recorded as training settings), --steps, --eval-every, --patience, --device,
+// --threads, --log, --save, --save-every, --save-best, --resume, --eval-only. Their checks are
+// train::check_options's.
+template <class Options>
+void add_train_options(OptionTable<Options>& t, train::TrainOptions Options::*g) {
+  using T = train::TrainOptions;
+  t.add("--optimizer", g, &T::optimizer,
+        "optimizer config: sgd|adam|adamw|radam with settings, e.g. radam:lr=2e-4 or adam:lr=1e-3,beta2=0.98",
+        {}, Recorded::Training);
+  t.add("--schedule", g, &T::schedule,
+        "learning-rate schedule: constant, inverse-sqrt:warmup=W, cosine:total=T,min_lr=M,warmup=W, "
+        "plateau:factor=F,patience=P (on the best metric)",
+        {}, Recorded::Training);
+  t.add("--clip", g, &T::clip, "max global gradient norm, 0: no clipping", {}, Recorded::Training);
+  t.add("--seed", g, &T::seed, "seed of the initial values, the data and the held-out set", {}, Recorded::Training);
+  t.add("--steps", g, &T::steps, "optimizer steps (a resumed run trains up to this step)");
+  t.add("--eval-every", g, &T::eval_every, "evaluate every N steps (0: only at the end)");
+  t.add("--patience", g, &T::patience, "stop after N evaluations without a better best metric (0: never)");
+  t.add("--device", g, &T::device, "auto, cpu, cuda or cuda:N (auto: the GPU when present)");
+  t.add("--threads", g, &T::threads,
+        "CPU threads, 0: OpenMP's default (OMP_NUM_THREADS, else one per core); on a busy machine 1 can be much faster");
+  t.add("--log", g, &T::log, "append JSON lines to FILE: each evaluation and the result");
+  t.add("--save", g, &T::save, "write a checkpoint to FILE at the end");
+  t.add("--save-every", g, &T::save_every, "also every N steps (0: never)");
+  t.add("--save-best", g, &T::save_best, "write a checkpoint to FILE at every new best evaluation");
+  t.add("--resume", g, &T::resume, "continue the run in checkpoint FILE (same settings), exactly");
+  t.add("--eval-only", g, &T::eval_only, "evaluate the --resume checkpoint, train nothing");
+}
+
+// The attention a model trains with and the one it is evaluated with.
+struct Attentions {
+  attention::AttentionConfig train, eval;
+};
+
+// --attention and --eval-attention (empty: the training attention) parsed; throws Error naming the flag
+// for a malformed config and for the pairs that cannot work: a ClusterFormer (neural-clustering) has
+// weights a Transformer lacks, so it is evaluated only with its own attention, and only it.
+Attentions attentions(const std::string& train, const std::string& eval);
+
+// --attention and --eval-attention, for the apps whose model is chosen by an attention config;
+// --attention is a model setting of checkpoints.
+template <class Options>
+void add_attention_options(OptionTable<Options>& t, std::string Options::*train, std::string Options::*eval) {
+  const auto config = parsed_by([](const std::string& text) { attention::AttentionConfig::parse(text); },
+                                "an attention config");
+  t.add("--attention", train,
+        "attention to train with: full, clustered:clusters=C,bits=R,iterations=L, "
+        "improved-clustered:clusters=C,topk=k,bits=R,iterations=L, neural-clustering:clusters=C "
+        "(clustered types default to bits=63, iterations=10)",
+        config, Recorded::Model);
+  Check<std::string> optional_config{[config](const std::string& text) {
+                                       return text.empty() ? std::string() : config.problem(text);
+                                     },
+                                     config.allowed};
+  t.add("--eval-attention", eval, "attention to evaluate with (default: the training attention)", optional_config);
+}
+
+// "<headline>: <metrics>; <seconds> s, <rate> <unit>/s on <device>", the line a training app ends with.
+std::string summary_line(const std::string& headline, const train::Report& report);
+
+// What a training app supplies to the command line.
+template <class Options>
+struct TrainingApp {
+  std::string name, description;
+  std::shared_ptr<OptionTable<Options>> table;
+  std::function<void(const Options&)> check;            // throws Error naming the flag
+  std::function<train::Report(const Options&)> run;
+  std::function<std::string(const Options&, const train::Report&)> headline;  // "copy-task: L = 31, step 600"
+};
+
+// Registers `app`: its table's flags and --json. After parsing, app.check runs (an Error is a bad
+// command line: exit 2), then app.run (an Error is exit 1); the summary line goes to stdout, or with
+// --json one JSON object (Report::to_json) goes to stdout and the summary line to stderr.
+template <class Options>
+void add_training_app(CommandLine& cli, TrainingApp<Options> app) {
+  cli.add(app.name, app.description, [app](CLI::App& command) {
+    app.table->add_to(command);
+    auto json = std::make_shared<bool>(false);
+    command.add_flag("--json", *json, "print the result as one JSON object on stdout (progress stays on stderr)");
+    return [app, json]() {
+      const Options o = app.table->parsed();
+      try {
+        app.check(o);
+      } catch (const Error& e) {  // a combination of flags that cannot work: a bad command line
+        std::fprintf(stderr, "tapestry %s: %s\n", app.name.c_str(), e.what());
+        return kExitUsage;
+      }
+      return run_reporting_errors(app.name.c_str(), [&] {
+        const train::Report r = app.run(o);
+        const std::string summary = summary_line(app.headline(o, r), r);
+        if (*json) {
+          std::fprintf(stderr, "%s\n", summary.c_str());
+          std::printf("%s\n", r.to_json().dump().c_str());
+        } else {
+          std::printf("%s\n", summary.c_str());
+        }
+        std::fflush(stdout);
+        return 0;
+      });
+    };
+  });
+}
+
+}  // namespace tapestry::app

@@ -1,0 +1,146 @@
+#include "apps/reverse.h"
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "apps/options.h"
+#include "core/creation.h"
+#include "metrics/accuracy.h"
+#include "models/sequence_tagger.h"
+#include "ops/index.h"
+#include "ops/loss.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+
+namespace tapestry::app {
+
+namespace {
+
+constexpr const char* kTask = "reverse";
+
+OptionTable<ReverseOptions> make_table() {
+  using O = ReverseOptions;
+  OptionTable<O> t({{"default", ReverseOptions()}});
+  t.add("--length", &O::length, "sequence length N", between(1, 1 << 16), Recorded::Training);
+  t.add("--symbols", &O::symbols, "vocabulary size", between(2, 1 << 20), Recorded::Model);
+  t.add("--layers", &O::layers, "encoder layers", between(1, 1024), Recorded::Model);
+  t.add("--heads", &O::heads, "attention heads", between(1, 4096), Recorded::Model);
+  t.add("--head-dim", &O::head_dim, "width of each head", between(1, 65536), Recorded::Model);
+  t.add("--ff", &O::ff, "feed-forward width", between(1, 1 << 20), Recorded::Model);
+  add_attention_options(t, &O::attention, &O::eval_attention);
+  t.add("--batch", &O::batch, "sequences per step", between(1, 1 << 20), Recorded::Training);
+  t.add("--eval-batches", &O::eval_batches, "held-out batches per evaluation", between(1, 1 << 20));
+  add_train_options(t, &O::train);
+  return t;
+}
+
+const OptionTable<ReverseOptions>& table() {
+  static const OptionTable<ReverseOptions> t = make_table();
+  return t;
+}
+
+class ReverseRun : public train::Task {
+ public:
+  ReverseRun(const ReverseOptions& o, const Attentions& a, Generator& gen, Device device)
+      : o_(o), a_(a), device_(device), model_(tagger(o, a), gen) {
+    model_.to(device);
+    std::vector<int64_t> backwards(size_t(o.length));
+    for (int64_t i = 0; i < o.length; ++i) backwards[size_t(i)] = o.length - 1 - i;
+    backwards_ = from_vector(backwards, {o.length}, device);
+    Generator held_out(train::derived_seed(o.train.seed, 1));
+    for (int64_t i = 0; i < o.eval_batches; ++i) held_out_.push_back(sample(held_out));
+  }
+
+  nn::Module& model() override { return model_; }
+
+  train::Step step(Generator& gen) override {
+    const Tensor input = sample(gen), target = index_select(input, 1, backwards_);
+    const auto out = model_.forward(input, Tensor(), gen);
+    const Tensor loss = cross_entropy(out.logits, target);
+    return {out.objective(loss), loss.item<double>(), {}, double(input.numel())};
+  }
+
+  train::Evaluation evaluate() override {
+    model_.set_attention(a_.eval);
+    Generator gen(train::derived_seed(o_.train.seed, 2));
+    metrics::Accuracy tokens;
+    int64_t sequences = 0, whole = 0;  // sequences, and those right at every position
+    double loss = 0;
+    for (const Tensor& input : held_out_) {
+      const Tensor target = index_select(input, 1, backwards_);
+      const auto out = model_.forward(input, Tensor(), gen);
+      loss += cross_entropy(out.logits, target).item<double>();
+      const std::vector<int64_t> p = argmax(out.logits, -1).to_vector<int64_t>(), t = target.to_vector<int64_t>();
+      tokens.add(p, t);
+      for (size_t row = 0; row < p.size(); row += size_t(o_.length), ++sequences)
+        whole += std::equal(p.begin() + row, p.begin() + row + o_.length, t.begin() + row);
+    }
+    model_.set_attention(a_.train);
+    return {{{"token_accuracy", tokens.value()}, {"sequence_accuracy", double(whole) / double(sequences)},
+             {"loss", loss / double(held_out_.size())}},
+            double(tokens.total())};
+  }
+
+ private:
+  static models::SequenceTaggerOptions tagger(const ReverseOptions& o, const Attentions& a) {
+    models::SequenceTaggerOptions m;
+    m.vocabulary = m.labels = o.symbols;
+    m.layers = o.layers;
+    m.heads = o.heads;
+    m.head_dim = o.head_dim;
+    m.ff = o.ff;
+    m.attention = a.train;
+    return m;
+  }
+  Tensor sample(Generator& gen) const { return to(randint(0, o_.symbols, {o_.batch, o_.length}, gen), device_); }
+
+  ReverseOptions o_;
+  Attentions a_;
+  Device device_;
+  models::SequenceTagger model_;
+  Tensor backwards_;              // (N): N-1, ..., 0
+  std::vector<Tensor> held_out_;  // (B, N) each
+};
+
+}  // namespace
+
+ReverseOptions::ReverseOptions() {
+  train.optimizer = "adam:lr=0.003";
+  train.clip = 1.0;
+  train.steps = 300;
+  train.eval_every = 100;
+}
+
+void check_reverse_options(const ReverseOptions& o) {
+  table().check(o);
+  train::check_options(o.train);
+  attentions(o.attention, o.eval_attention);
+}
+
+train::Report run_reverse(const ReverseOptions& o) {
+  check_reverse_options(o);
+  const Attentions a = attentions(o.attention, o.eval_attention);
+  train::RunSpec spec;
+  spec.identity = table().identity(kTask, o);
+  spec.best = {"token_accuracy", train::Goal::Max};
+  spec.log_fields = {{"attention", a.train.to_string()}, {"eval_attention", a.eval.to_string()}};
+  train::Trainer trainer(spec, o.train);
+  return trainer.run([&](Generator& gen, Device device) { return std::make_unique<ReverseRun>(o, a, gen, device); });
+}
+
+void add_reverse(CommandLine& cli) {
+  TrainingApp<ReverseOptions> app;
+  app.name = kTask;
+  app.description = "Train a Transformer to reverse random sequences: the smallest app on the training harness.";
+  app.table = std::make_shared<OptionTable<ReverseOptions>>(make_table());
+  app.check = check_reverse_options;
+  app.run = run_reverse;
+  app.headline = [](const ReverseOptions& o, const train::Report& r) {
+    return std::string(kTask) + ": N = " + std::to_string(o.length) + ", step " + std::to_string(r.steps) +
+           ", " + r.fields.at("attention").get<std::string>();
+  };
+  add_training_app(cli, app);
+}
+
+}  // namespace tapestry::app

@@ -1,0 +1,53 @@
+// `tapestry reverse`, the smallest app on the training harness: it learns (far above chance), and its
+// command line is the harness's.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <tuple>
+
+#include "apps/reverse.h"
+#include "tests/testing.h"
+
+using namespace tapestry;
+using namespace tapestry::testing;
+
+TEST_CASE("reverse: learns to write 8 symbols backwards (chance: 0.1 per token)") {
+  app::ReverseOptions o;
+  o.length = 8;
+  o.train.steps = 200;
+  o.train.threads = 1;
+  o.train.progress = false;
+  const train::Report r = app::run_reverse(o);
+  CHECK(r.steps == 200);
+  CHECK(r.metric("token_accuracy") >= 0.9);
+  CHECK(r.metric("sequence_accuracy") >= 0.5);
+  CHECK(r.best_metric == "token_accuracy");
+}
+
+TEST_CASE("reverse command line: --help, --json, a bad flag") {
+  TempDir dir;
+  const auto run = [&](const std::string& args) {
+    const std::string command = std::string(TAPESTRY_CLI) + " " + args + " >" + dir.file("out") + " 2>" + dir.file("err");
+    const int status = std::system(command.c_str());
+    std::ifstream out(dir.file("out")), err(dir.file("err"));
+    std::stringstream o, e;
+    o << out.rdbuf();
+    e << err.rdbuf();
+    return std::tuple<int, std::string, std::string>{WEXITSTATUS(status), o.str(), e.str()};
+  };
+  auto [code, out, err] = run("reverse --help");
+  CHECK(code == 0);
+  CHECK(out.find("--save-best") != std::string::npos);
+  std::tie(code, out, err) = run("reverse --length 4 --layers 1 --steps 3 --batch 2 --eval-batches 1 --device cpu --json");
+  CHECK(code == 0);
+  const nlohmann::json result = nlohmann::json::parse(out);
+  CHECK(result["task"] == "reverse");
+  CHECK(result["steps"] == 3);
+  CHECK(result.contains("token_accuracy"));
+  CHECK(err.find("reverse: N = 4, step 3, full: token accuracy") != std::string::npos);
+  std::tie(code, out, err) = run("reverse --symbols 1");
+  CHECK(code == 2);
+  CHECK(err.find("--symbols") != std::string::npos);
+}

@@ -1,0 +1,123 @@
+// The copy task on the training harness reproduces, bit for bit, what the copy-task app computed
+// before it was moved onto the harness: the same evaluation losses and accuracies at every step and
+// the same checkpoint tensors (model, optimizer buffers). The expected values were recorded from the
+// app as it stood before the move (its own loop, optimizer and checkpoint code), with these options,
+// on x86-64 with OpenBLAS; a change to the harness that reorders a random draw, a reduction or an
+// update shows up here.
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "apps/copy_task.h"
+#include "tests/testing.h"
+
+using namespace tapestry;
+using namespace tapestry::testing;
+using app::CopyTaskOptions;
+
+namespace {
+
+// FNV-1a over a tensor's dtype, shape and bytes.
+uint64_t fingerprint(const Tensor& t) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto mix = [&](const void* data, size_t n) {
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ bytes[i]) * 0x100000001b3ull;
+  };
+  const int dtype = static_cast<int>(t.dtype());
+  mix(&dtype, sizeof dtype);
+  for (const int64_t d : t.shape()) mix(&d, sizeof d);
+  mix(t.raw_data(), size_t(t.numel()) * element_size(t.dtype()));
+  return h;
+}
+
+struct Golden {
+  std::vector<double> values;  // per evaluation: loss, train_loss, masked and token accuracy
+  size_t tensors = 0;          // checkpoint tensors
+  uint64_t digest = 0;         // FNV-1a over every tensor's name and fingerprint, in name order
+};
+
+Golden run(const CopyTaskOptions& options, const TempDir& dir) {
+  CopyTaskOptions o = options;
+  o.train.log = dir.file("golden.jsonl");
+  o.train.save = dir.file("golden.ckpt");
+  o.train.progress = false;
+  app::run_copy_task(o);
+  Golden g;
+  std::ifstream log(o.train.log);
+  for (std::string line; std::getline(log, line);) {
+    const nlohmann::json r = nlohmann::json::parse(line);
+    if (r["event"] != "eval") continue;
+    for (const char* key : {"loss", "train_loss", "masked_accuracy", "token_accuracy"})
+      g.values.push_back(r[key].get<double>());
+  }
+  g.digest = 0xcbf29ce484222325ull;
+  for (const auto& [name, tensor] : load_checkpoint(o.train.save).tensors) {
+    const uint64_t h = fingerprint(tensor);
+    for (const char c : name + std::string(reinterpret_cast<const char*>(&h), sizeof h))
+      g.digest = (g.digest ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+    ++g.tensors;
+  }
+  return g;
+}
+
+// Prints a run's values in the form of the tables below (for recording them anew, deliberately).
+void print(const Golden& g) {
+  std::printf("{{");
+  for (const double v : g.values) std::printf("%a, ", v);
+  std::printf("}, %zu, 0x%016" PRIx64 "ull}\n", g.tensors, g.digest);
+}
+
+void check(const Golden& got, const Golden& expected) {
+  if (std::getenv("TAPESTRY_PRINT_GOLDEN")) print(got);
+  REQUIRE(got.values.size() == expected.values.size());
+  for (size_t i = 0; i < got.values.size(); ++i) {
+    INFO("evaluation value " << i);
+    CHECK(std::memcmp(&got.values[i], &expected.values[i], sizeof(double)) == 0);
+  }
+  CHECK(got.tensors == expected.tensors);
+  CHECK(got.digest == expected.digest);
+}
+
+CopyTaskOptions small() {
+  CopyTaskOptions o = app::copy_task_preset(app::Preset::Smoke);
+  o.length = 5;
+  o.layers = 2;
+  o.heads = 2;
+  o.head_dim = 8;
+  o.ff = 16;
+  o.batch = 4;
+  o.train.steps = 6;
+  o.train.eval_every = 2;
+  o.eval_batches = 2;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("copy-task golden: improved-clustered, Adam, clipping, dropout") {
+  TempDir dir;
+  CopyTaskOptions o = small();
+  o.attention = "improved-clustered:clusters=3,topk=4";
+  o.dropout = 0.1;
+  check(run(o, dir), Golden{{0x1.3ff0f4p+1, 0x1.61bd59p+1, 0x0p+0, 0x1p-3, 0x1.2af10fp+1, 0x1.4a63fdp+1, 0x0p+0,
+                             0x1.5555555555555p-3, 0x1.1c277cp+1, 0x1.387239p+1, 0x0p+0, 0x1.5555555555555p-3},
+                            105,
+                            0xffc6bc6f9421e9acull});
+}
+
+TEST_CASE("copy-task golden: neural-clustering, RAdam, no clipping") {
+  TempDir dir;
+  CopyTaskOptions o = small();
+  o.attention = "neural-clustering:clusters=3";
+  o.train.optimizer = "radam:lr=1e-3";
+  o.train.clip = 0;
+  check(run(o, dir), Golden{{0x1.6cc256p+1, 0x1.677223p+1, 0x0p+0, 0x0p+0, 0x1.6c7ce4p+1, 0x1.68ed6fp+1, 0x0p+0,
+                             0x0p+0, 0x1.6c5d67p+1, 0x1.67f44bp+1, 0x0p+0, 0x0p+0},
+                            90,
+                            0x94b5469dfe3f46d0ull});
+}

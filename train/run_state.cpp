@@ -1,0 +1,81 @@
+#include "train/run_state.h"
+
+#include "core/error.h"
+
+namespace tapestry::train {
+
+namespace {
+
+std::string setting_text(const nlohmann::json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+// Throws Error naming the first setting of `wanted` that `saved` lacks or holds with another value.
+void check_settings(const std::string& path, const nlohmann::json& saved, const nlohmann::json& wanted,
+                    const char* what) {
+  for (const auto& [key, value] : wanted.items()) {
+    const auto it = saved.find(key);
+    const std::string flag = "--" + key;
+    TP_CHECK(it != saved.end(), "--resume", "'", path, "' does not record ", flag);
+    TP_CHECK(*it == value, "--resume", "'", path, "' holds a ", what, " with ", flag, " ", setting_text(*it),
+             ", but this command line has ", flag, " ", setting_text(value),
+             " (give the settings the checkpoint was trained with, e.g. the same --preset)");
+  }
+}
+
+}  // namespace
+
+void save_run(const std::string& path, const RunIdentity& identity, const RunState& state) {
+  Checkpoint ckpt;
+  add_tensors(ckpt, "model.", state.model->state_dict());
+  add_optimizer_state(ckpt, "optimizer", state.optimizer->state_dict());
+  add_schedule_state(ckpt, "schedule", state.schedule->state_dict());
+  add_generator_state(ckpt, "generator", *state.generator);
+  ckpt.metadata["task"] = identity.task;
+  ckpt.metadata["step"] = state.step;
+  ckpt.metadata["model"] = identity.model;
+  ckpt.metadata["training"] = identity.training;
+  ckpt.metadata["trainer"] = state.trainer;
+  ckpt.metadata["data"] = state.data;
+  save_checkpoint(path, ckpt);
+}
+
+ResumedRun::ResumedRun(const std::string& path, const RunIdentity& identity, Compare compare)
+    : path_(path), checkpoint_(load_checkpoint(path)) {
+  const nlohmann::json& task = entry("task", &nlohmann::json::is_string);
+  TP_CHECK(task == identity.task, "--resume", "'", path, "' is a ", task.get<std::string>(), " checkpoint, not a ",
+           identity.task, " one");
+  check_settings(path, entry("model", &nlohmann::json::is_object), identity.model, "model");
+  if (compare == Compare::ModelAndTraining)
+    check_settings(path, entry("training", &nlohmann::json::is_object), identity.training, "training run");
+  step_ = entry("step", &nlohmann::json::is_number_integer).get<int64_t>();
+  TP_CHECK(step_ >= 0, "--resume", "'", path, "' records a negative step ", step_);
+}
+
+const nlohmann::json& ResumedRun::entry(const char* key, bool (nlohmann::json::*valid)() const noexcept) const {
+  const auto it = checkpoint_.metadata.find(key);
+  TP_CHECK(it != checkpoint_.metadata.end() && ((*it).*valid)(), "--resume", "'", path_, "' is not a ",
+           "training checkpoint (its metadata has no valid \"", key, "\")");
+  return *it;
+}
+
+void ResumedRun::restore_model(nn::Module& model) const {
+  model.load_state_dict(tensors_with_prefix(checkpoint_, "model."));
+}
+
+void ResumedRun::restore_training(optim::Optimizer& optimizer, optim::Schedule& schedule, Generator& generator) const {
+  optimizer.load_state_dict(optimizer_state(checkpoint_, "optimizer"));
+  schedule.load_state_dict(schedule_state(checkpoint_, "schedule"));
+  generator = generator_state(checkpoint_, "generator");
+}
+
+nlohmann::json ResumedRun::trainer_state() const {
+  return checkpoint_.metadata.contains("trainer") ? entry("trainer", &nlohmann::json::is_object)
+                                                  : nlohmann::json::object();
+}
+
+nlohmann::json ResumedRun::data_state() const {
+  return checkpoint_.metadata.contains("data") ? entry("data", &nlohmann::json::is_object) : nlohmann::json::object();
+}
+
+}  // namespace tapestry::train

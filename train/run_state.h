@@ -1,0 +1,71 @@
+// A training run's checkpoint: the model, the optimizer, the schedule, the training generator, the
+// step, and what the run is (task, model and training settings), so that --resume continues it
+// exactly and --eval-only evaluates it, and a checkpoint of another model is refused by name.
+//
+// Metadata written (core/checkpoint.h for the file format):
+//   "task"      the app that wrote it ("copy-task")
+//   "step"      optimizer steps taken
+//   "model"     {setting: value}: what the model's shape depends on; must match to load the weights
+//   "training"  {setting: value}: what the training run depends on; must match to resume it
+//   "trainer"   the trainer's own state (best metric so far, evaluations since)
+//   "data"      the task's data position (epoch-based readers), a JSON object
+// plus "optimizer", "schedule" and "generator" (optim/, core/checkpoint.h), and tensors "model.*" and
+// "optimizer.*". Settings are keyed by their command-line flag without the dashes ("layers"), so a
+// mismatch names the flag to change.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "core/checkpoint.h"
+#include "nn/module.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+
+namespace tapestry::train {
+
+struct RunIdentity {
+  std::string task;
+  nlohmann::json model = nlohmann::json::object();
+  nlohmann::json training = nlohmann::json::object();
+};
+
+struct RunState {
+  const nn::Module* model = nullptr;
+  const optim::Optimizer* optimizer = nullptr;
+  const optim::Schedule* schedule = nullptr;
+  const Generator* generator = nullptr;
+  int64_t step = 0;
+  nlohmann::json trainer = nlohmann::json::object();
+  nlohmann::json data = nlohmann::json::object();
+};
+
+// Writes the run atomically (core/checkpoint.h: save_checkpoint).
+void save_run(const std::string& path, const RunIdentity& identity, const RunState& state);
+
+enum class Compare { ModelOnly, ModelAndTraining };
+
+// A loaded run checkpoint whose task and settings agree with `identity` (the training settings too
+// with ModelAndTraining). Throws Error naming the path and the first setting that differs, as
+// "--resume: 'run.ckpt' holds a model with --layers 1, but this command line has --layers 2".
+class ResumedRun {
+ public:
+  ResumedRun(const std::string& path, const RunIdentity& identity, Compare compare);
+
+  int64_t step() const { return step_; }
+  void restore_model(nn::Module& model) const;
+  // The optimizer, schedule and generator of the run (after restore_model).
+  void restore_training(optim::Optimizer& optimizer, optim::Schedule& schedule, Generator& generator) const;
+  // metadata["trainer"] / ["data"]; empty objects when the checkpoint has none.
+  nlohmann::json trainer_state() const;
+  nlohmann::json data_state() const;
+
+ private:
+  const nlohmann::json& entry(const char* key, bool (nlohmann::json::*valid)() const noexcept) const;
+  std::string path_;
+  Checkpoint checkpoint_;
+  int64_t step_ = 0;
+};
+
+}  // namespace tapestry::train

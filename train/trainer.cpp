@@ -1,0 +1,291 @@
+#include "train/trainer.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "optim/clip.h"
+#include "optim/config.h"
+#include "train/progress.h"
+
+namespace tapestry::train {
+
+namespace {
+
+constexpr int kMaxThreads = 1024;
+
+// A config flag's text parsed, with the parser's message under the flag's name.
+template <class Config>
+Config parse_flag(const char* flag, const std::string& text) {
+  try {
+    return Config::parse(text);
+  } catch (const Error& e) {
+    fail(flag, e.what());
+  }
+}
+
+double smoothed(double average, double value) { return std::isnan(average) ? value : 0.95 * average + 0.05 * value; }
+
+// The best evaluation so far and how many evaluations since it (for --patience); checkpointed.
+struct Best {
+  BestMetric metric;
+  double value = std::numeric_limits<double>::quiet_NaN();
+  int64_t step = 0;
+  int64_t since = 0;
+
+  // Whether `value` at `step` is a new best (a NaN never is).
+  bool update(double v, int64_t at) {
+    const bool better = !std::isnan(v) && (std::isnan(value) || (metric.goal == Goal::Max ? v > value : v < value));
+    if (better) value = v, step = at, since = 0;
+    else ++since;
+    return better;
+  }
+  nlohmann::json state() const {
+    nlohmann::json s = {{"metric", metric.name}, {"step", step}, {"since", since}};
+    if (!std::isnan(value)) s["value"] = value;
+    return s;
+  }
+  void load(const nlohmann::json& s) {
+    if (s.value("metric", "") != metric.name) return;  // another metric's best means nothing here
+    value = s.contains("value") ? s["value"].get<double>() : std::numeric_limits<double>::quiet_NaN();
+    step = s.value("step", int64_t(0));
+    since = s.value("since", int64_t(0));
+  }
+};
+
+}  // namespace
+
+void check_options(const TrainOptions& o) {
+  parse_flag<optim::OptimizerConfig>("--optimizer", o.optimizer);
+  parse_flag<optim::ScheduleConfig>("--schedule", o.schedule);
+  TP_CHECK(std::isfinite(o.clip) && o.clip >= 0, "--clip", "must be >= 0 (0: no clipping), got ", o.clip);
+  TP_CHECK(o.steps >= 1, "--steps", "must be at least 1, got ", o.steps);
+  TP_CHECK(o.eval_every >= 0, "--eval-every", "must be >= 0 (0: only at the end), got ", o.eval_every);
+  TP_CHECK(o.patience >= 0, "--patience", "must be >= 0 (0: never stop early), got ", o.patience);
+  TP_CHECK(o.threads >= 0 && o.threads <= kMaxThreads, "--threads", "must lie in [0, ", kMaxThreads,
+           "] (0: OpenMP's default), got ", o.threads);
+  TP_CHECK(o.save_every >= 0, "--save-every", "must be >= 0 (0: only at the end), got ", o.save_every);
+  TP_CHECK(o.save_every == 0 || !o.save.empty(), "--save-every", "needs --save FILE");
+  TP_CHECK(!o.eval_only || !o.resume.empty(), "--eval-only", "needs --resume FILE: the checkpoint to evaluate");
+  TP_CHECK(!o.eval_only || (o.save.empty() && o.save_best.empty()), "--eval-only",
+           "trains nothing, so there is nothing to --save");
+  try {
+    Device::parse(o.device);
+  } catch (const Error& e) {
+    fail("--device", e.what());
+  }
+}
+
+double metric(const Metrics& metrics, const std::string& name) {
+  for (const auto& [key, value] : metrics)
+    if (key == name) return value;
+  fail("metric", "the evaluation has no metric '", name, "'");
+}
+
+nlohmann::json Report::to_json() const {
+  nlohmann::json j = fields;
+  j["task"] = task;
+  j["steps"] = steps;
+  for (const auto& [name, value] : metrics) j[name] = value;
+  j["train_loss"] = train_loss;  // NaN (no training in this run) is written as null
+  if (!best_metric.empty()) {
+    j["best_" + best_metric] = best;
+    j["best_step"] = best_step;
+  }
+  j["stopped_early"] = stopped_early;
+  j["seconds"] = seconds;
+  j[unit + "_per_second"] = items_per_second;
+  j["device"] = device;
+  j["seed"] = seed;
+  j["parameters"] = parameters;
+  j["eval_only"] = eval_only;
+  return j;
+}
+
+std::string Report::metrics_text() const {
+  std::string out;
+  char value[32];
+  for (const auto& [name, v] : metrics) {
+    std::snprintf(value, sizeof value, "%.4g", v);
+    std::string label = name;
+    for (char& c : label)
+      if (c == '_') c = ' ';
+    out += (out.empty() ? "" : ", ") + label + " " + value;
+  }
+  return out;
+}
+
+uint64_t derived_seed(uint64_t seed, uint64_t stream) { return seed ^ (0x9E3779B97F4A7C15ull * stream); }
+
+Device resolve_device(const std::string& text) {
+  Device device;
+  try {
+    device = Device::parse(text);
+  } catch (const Error& e) {
+    fail("--device", e.what());
+  }
+  if (device.is_cuda()) {
+    TP_CHECK(cuda::is_available(), "--device", "'", text, "' asks for a GPU: ", cuda::unavailable_reason());
+    TP_CHECK(device.index < cuda::device_count(), "--device", "'", text, "': only ", cuda::device_count(),
+             " CUDA device(s) present");
+  }
+  return device;
+}
+
+ScopedThreads::ScopedThreads(int threads) : previous_(omp_get_max_threads()) {
+  TP_CHECK(threads >= 0 && threads <= kMaxThreads, "--threads", "must lie in [0, ", kMaxThreads,
+           "] (0: OpenMP's default), got ", threads);
+  if (threads > 0) omp_set_num_threads(threads);
+}
+
+ScopedThreads::~ScopedThreads() { omp_set_num_threads(previous_); }
+
+Trainer::Trainer(RunSpec spec, TrainOptions options) : spec_(std::move(spec)), options_(std::move(options)) {}
+
+Report Trainer::run(const TaskFactory& make_task) {
+  const TrainOptions& o = options_;
+  const auto start = std::chrono::steady_clock::now();
+  const auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  check_options(o);
+  const auto optimizer_config = optim::OptimizerConfig::parse(o.optimizer);
+  const auto schedule_config = optim::ScheduleConfig::parse(o.schedule);
+  const ScopedThreads threads(o.threads);
+  const Device device = resolve_device(o.device);
+  MetricsLog log(o.log);
+  std::optional<ResumedRun> resumed;
+  if (!o.resume.empty())
+    resumed.emplace(o.resume, spec_.identity, o.eval_only ? Compare::ModelOnly : Compare::ModelAndTraining);
+
+  Generator gen(o.seed);  // the model's initial values first, then every training step
+  const std::unique_ptr<Task> task = make_task(gen, device);
+  nn::Module& model = task->model();
+  const auto optimizer = optim::make_optimizer(optimizer_config, model.parameters());
+  const auto schedule = optim::make_schedule(schedule_config, *optimizer, o.steps);
+  auto* step_schedule = dynamic_cast<optim::StepSchedule*>(schedule.get());
+  auto* plateau = dynamic_cast<optim::ReduceOnPlateau*>(schedule.get());
+  Best best{spec_.best};
+  int64_t step = 0;
+  if (resumed) {
+    resumed->restore_model(model);
+    step = resumed->step();
+    if (!o.eval_only) {
+      resumed->restore_training(*optimizer, *schedule, gen);
+      best.load(resumed->trainer_state());
+      task->load_data_state(resumed->data_state());
+    }
+    resumed.reset();
+  }
+
+  Report report;
+  report.task = spec_.identity.task;
+  report.fields = spec_.log_fields;
+  report.best_metric = spec_.best.name;
+  report.unit = spec_.unit;
+  report.device = to_string(device);
+  report.seed = o.seed;
+  report.parameters = model.parameter_count();
+  report.eval_only = o.eval_only;
+
+  const auto evaluate = [&](double train_loss) {
+    Evaluation e;
+    {
+      NoGradGuard no_grad;
+      model.eval();
+      e = task->evaluate();
+      model.train();
+    }
+    nlohmann::json record = spec_.log_fields;
+    record["event"] = "eval";
+    record["step"] = step;
+    for (const auto& [name, value] : e.metrics) record[name] = value;
+    if (std::isfinite(train_loss)) record["train_loss"] = train_loss;
+    record["seconds"] = since(start);
+    log.write(record);
+    report.metrics = e.metrics;
+    return e;
+  };
+  const auto save = [&](const std::string& path) {
+    RunState state{&model, optimizer.get(), schedule.get(), &gen, step, best.state(), task->data_state()};
+    save_run(path, spec_.identity, state);
+  };
+
+  if (o.eval_only) {
+    const auto before = std::chrono::steady_clock::now();
+    const Evaluation e = evaluate(NAN);
+    report.items_per_second = e.items / std::max(since(before), 1e-9);
+  } else {
+    const int64_t first = step;
+    if (first >= o.steps)
+      std::fprintf(stderr, "tapestry %s: the checkpoint is at step %lld, --steps is %lld: nothing to train\n",
+                   report.task.c_str(), (long long)first, (long long)o.steps);
+    const std::vector<Tensor> params = model.parameters();
+    std::optional<Progress> progress;
+    if (o.progress)
+      progress.emplace(first > 0 ? report.task + " (resumed at step " + std::to_string(first) + ")" : report.task,
+                       std::max<int64_t>(o.steps - first, 0), spec_.unit);
+    const auto train_start = std::chrono::steady_clock::now();
+    double interval_loss = 0, items = 0, smooth_loss = NAN;
+    int64_t interval_steps = 0;
+    Metrics smooth;
+    while (step < o.steps) {
+      ++step;
+      optimizer->zero_grad();
+      const Step s = task->step(gen);
+      s.objective.backward();
+      TP_CHECK(std::isfinite(s.loss), "training", "the loss is ", s.loss, " at step ", step,
+               "; try a lower learning rate (--optimizer) or gradient clipping (--clip 1)");
+      if (o.clip > 0) optim::clip_grad_norm(params, o.clip);
+      optimizer->step();
+      if (step_schedule) step_schedule->step();
+
+      interval_loss += s.loss, ++interval_steps, items += s.items;
+      smooth_loss = smoothed(smooth_loss, s.loss);
+      if (smooth.size() != s.progress.size()) smooth.assign(s.progress.size(), {"", NAN});
+      for (size_t i = 0; i < s.progress.size(); ++i)
+        smooth[i] = {s.progress[i].first, smoothed(smooth[i].second, s.progress[i].second)};
+      if (progress) {
+        Metrics shown{{"loss", smooth_loss}};
+        shown.insert(shown.end(), smooth.begin(), smooth.end());
+        progress->update(step - first, shown, s.items);
+      }
+
+      if ((o.eval_every > 0 && step % o.eval_every == 0) || step == o.steps) {
+        report.train_loss = interval_loss / double(interval_steps);
+        const Evaluation e = evaluate(report.train_loss);
+        interval_loss = 0, interval_steps = 0;
+        const double value = metric(e.metrics, spec_.best.name);
+        if (best.update(value, step) && !o.save_best.empty()) save(o.save_best);
+        if (plateau) plateau->step(spec_.best.goal == Goal::Max ? -value : value);
+        if (o.patience > 0 && best.since >= o.patience && step < o.steps) {
+          report.stopped_early = true;
+          std::fprintf(stderr, "\ntapestry %s: no better %s in %lld evaluations: stopping at step %lld\n",
+                       report.task.c_str(), spec_.best.name.c_str(), (long long)best.since, (long long)step);
+          break;
+        }
+      }
+      if (o.save_every > 0 && step % o.save_every == 0 && step != o.steps) save(o.save);
+    }
+    if (progress) progress->finish();
+    report.items_per_second = items / std::max(since(train_start), 1e-9);
+    if (step == first) evaluate(NAN);  // nothing was trained in this run
+    if (!o.save.empty()) save(o.save);
+  }
+
+  report.steps = step;
+  report.best = best.value;
+  report.best_step = best.step;
+  report.seconds = since(start);
+  nlohmann::json final_record = report.to_json();
+  final_record["event"] = "final";
+  log.write(final_record);
+  return report;
+}
+
+}  // namespace tapestry::train
