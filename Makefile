@@ -1,4 +1,5 @@
-# Thin wrapper around CMake: `make run` and `make test` are the quick start (README.md).
+# Thin wrapper around CMake: `make run` and `make test` are the quick start (README.md); `make data`
+# installs the real data sets.
 BUILD      ?= build
 JOBS       ?= $(shell nproc)
 # nvcc is often installed outside PATH; CMake is pointed at it when it is there.
@@ -10,12 +11,16 @@ CMAKE_ARGS ?=
 DEVICE     ?= auto
 RUN_FLAGS  ?=
 
-.PHONY: all setup build run test test-asan test-cuda bench clean
+.PHONY: all setup data build run test test-asan test-cuda bench clean
 
 all: build
 
 setup:
 	@scripts/setup
+
+# The real data sets (docs/DATA.md), prepared once in $TAPESTRY_DATA (default ~/.cache/tapestry/data).
+data:
+	@scripts/setup-data
 
 build: setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CUDA_FLAGS) $(CMAKE_ARGS)

