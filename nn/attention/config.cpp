@@ -1,9 +1,9 @@
 #include "nn/attention/config.h"
 
 #include <algorithm>
-#include <sstream>
 #include <vector>
 
+#include "core/config_text.h"
 #include "nn/attention/clustered.h"
 #include "nn/attention/full.h"
 
@@ -52,32 +52,22 @@ const char* type_name(AttentionType type) { return info(type).name; }
 
 AttentionConfig AttentionConfig::parse(const std::string& text) {
   const std::string op = "attention config '" + text + "'";
-  const size_t colon = text.find(':');
-  const std::string name = text.substr(0, colon);
+  const ConfigText items = split_config(text, op);
   const TypeInfo* type = nullptr;
   for (const auto& t : types())
-    if (name == t.name) type = &t;
+    if (items.type == t.name) type = &t;
   if (!type) {
     std::vector<std::string> names;
     for (const auto& t : types()) names.push_back(t.name);
-    fail(op, "unknown attention type '", name, "' (known: ", join(names), ")");
+    fail(op, "unknown attention type '", items.type, "' (known: ", join(names), ")");
   }
   AttentionConfig config;
   config.type = type->type;
-  if (colon == std::string::npos) return config;
-  std::stringstream items(text.substr(colon + 1));
-  std::string item;
-  std::vector<std::string> seen;
-  while (std::getline(items, item, ',')) {
-    const size_t eq = item.find('=');
-    TP_CHECK(eq != std::string::npos && eq > 0, op, "expected key=value, got '", item, "'");
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+  for (const auto& [key, value] : items.items) {
     TP_CHECK(std::find(type->keys.begin(), type->keys.end(), key) != type->keys.end(), op, "'", key,
              "' is not a setting of ", type->name, " (settings: ", join(type->keys), ")");
-    TP_CHECK(std::find(seen.begin(), seen.end(), key) == seen.end(), op, "'", key, "' is given twice");
-    seen.push_back(key);
-    TP_CHECK(!value.empty() && value.size() < 10 && value.find_first_not_of("0123456789") == std::string::npos, op,
-             key, " must be a non-negative integer, got '", value, "'");
+    TP_CHECK(value.size() < 10 && value.find_first_not_of("0123456789") == std::string::npos, op, key,
+             " must be a non-negative integer, got '", value, "'");
     field(config, key) = std::stoll(value);
   }
   TP_CHECK(config.clusters >= 1, op, "clusters must be at least 1, got ", config.clusters);
