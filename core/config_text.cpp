@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 
 #include "core/error.h"
 
@@ -17,9 +16,11 @@ ConfigText split_config(const std::string& text, const std::string& op) {
   config.type = text.substr(0, colon);
   TP_CHECK(!config.type.empty(), op, "expected a type name before the settings, got '", text, "'");
   if (colon == std::string::npos) return config;
-  std::stringstream items(text.substr(colon + 1));
-  std::string item;
-  while (std::getline(items, item, ',')) {
+  // Every item is key=value: "full:", "clustered:clusters=5," and "a:b=1,,c=2" hold an empty one.
+  const std::string rest = text.substr(colon + 1) + ",";
+  for (size_t begin = 0, end; begin < rest.size(); begin = end + 1) {
+    end = rest.find(',', begin);
+    const std::string item = rest.substr(begin, end - begin);
     const size_t eq = item.find('=');
     TP_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < item.size(), op, "expected key=value, got '", item, "'");
     std::string key = item.substr(0, eq);

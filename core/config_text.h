@@ -17,8 +17,8 @@ struct ConfigText {
   std::vector<std::pair<std::string, std::string>> items;  // in the order given
 };
 
-// Splits `text`; throws Error naming `op` on an empty type, an item without '=' or with an empty key
-// or value, and a key given twice.
+// Splits `text`; throws Error naming `op` on an empty type, an empty item (a trailing ':' or ','), an
+// item without '=' or with an empty key or value, and a key given twice.
 ConfigText split_config(const std::string& text, const std::string& op);
 
 // `value` as a finite double (the whole text), or Error naming op and key.

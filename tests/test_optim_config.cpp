@@ -29,6 +29,10 @@ TEST_CASE("config text: the type, the items in order, and the syntax errors") {
   check_error([] { split_config("adam:lr=", "test"); }, {"test", "key=value"});
   check_error([] { split_config("adam:=3", "test"); }, {"test", "key=value"});
   check_error([] { split_config("adam:lr=1,lr=2", "test"); }, {"test", "'lr' is given twice"});
+  for (const char* text : {"full:", "clustered:clusters=5,", "adam:lr=1,,beta1=0.9", "adam:,lr=1"}) {
+    CAPTURE(text);
+    check_error([&] { split_config(text, "test"); }, {"test", "expected key=value, got ''"});
+  }
   CHECK(parse_config_number("2e-4", "test", "lr") == 2e-4);
   check_error([] { parse_config_number("2e-4x", "test", "lr"); }, {"lr", "finite number", "'2e-4x'"});
   check_error([] { parse_config_number("inf", "test", "lr"); }, {"lr", "finite number"});
