@@ -36,6 +36,7 @@
 #include "ops/softmax.h"
 #include "ops/sort.h"
 #include "optim/adam.h"
+#include "optim/checkpoint.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
 #include "optim/radam.h"

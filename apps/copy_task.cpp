@@ -22,6 +22,7 @@
 #include "ops/reduce.h"
 #include "ops/shape.h"
 #include "optim/adam.h"
+#include "optim/checkpoint.h"
 #include "optim/clip.h"
 #include "optim/radam.h"
 #include "optim/schedule.h"
