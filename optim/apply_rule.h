@@ -5,7 +5,7 @@
 
 #include "core/tensor.h"
 #include "ops/common.h"
-#include "ops/cuda/optim.h"
+#include "optim/cuda/apply_rule.h"
 #include "optim/update_rules.h"
 
 namespace tapestry::optim {
@@ -20,7 +20,7 @@ void cpu_apply_rule(const Rule& rule, int64_t n, T* theta, const T* grad, Buffer
 
 // rule over every element of `param` with its gradient and state buffers (all contiguous, of one
 // shape and of dtype T), on the parameter's device: the loop above on the CPU, one fused kernel on a
-// GPU (ops/cuda/optim.h). `op` names the optimizer in errors.
+// GPU (optim/cuda/apply_rule.h). `op` names the optimizer in errors.
 template <class T, class Rule, class... Buffers>
 void apply_rule(const char* op, const Rule& rule, const Tensor& param, const Tensor& grad,
                 const Buffers&... buffers) {
