@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "core/creation.h"
+#include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
