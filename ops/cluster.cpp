@@ -5,6 +5,7 @@
 #include "ops/common.h"
 #include "ops/cuda/cluster.h"
 #include "ops/cuda/index.h"
+#include "ops/dispatch.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -85,16 +86,13 @@ void check_ids_topk(const char* op, const Tensor& q, const Tensor& key, const Te
            ", ", to_string(topk.shape()), ", ", to_string(ids.shape()));
   TP_CHECK(topk.dtype() == DType::Int64 && ids.dtype() == DType::Int64, op,
            "topk and ids must be int64, got ", topk.dtype(), " and ", ids.dtype());
-#ifdef TAPESTRY_HAS_CUDA
-  if (q.device().is_cuda()) {  // the first offender, found on the device
+  const auto on_gpu = [&] {  // the first offender, found on the device
     const cuda::OutOfRange key = cuda::first_out_of_range(op, contiguous(topk), 0, S);
     TP_CHECK(key.position == topk.numel(), op, "top-k key index ", key.value, " is outside [0, ", S, ")");
     const cuda::OutOfRange id = cuda::first_out_of_range(op, contiguous(ids), 0, C + 1);
     TP_CHECK(id.position == ids.numel(), op, "cluster id ", id.value, " is outside [0, ", C, "]");
-    return;
-  }
-#endif
-  check_cpu(op, q);
+  };
+  if (on_cuda(op, q, on_gpu)) return;
   for (int64_t s : topk.to_vector<int64_t>())
     TP_CHECK(s >= 0 && s < S, op, "top-k key index ", s, " is outside [0, ", S, ")");
   for (int64_t c : ids.to_vector<int64_t>())
@@ -113,11 +111,10 @@ struct Rows {
   }
 };
 
-#ifdef TAPESTRY_HAS_CUDA
 // The sparse products on a GPU (ops/cuda/cluster.h): the queries grouped by cluster once, in the
 // forward, and that layout reused by the backward. Inputs are contiguous and checked.
 
-Tensor sparse_dot_on_cuda(const std::vector<Tensor>& inputs, const Tensor& q, const Tensor& key, const Tensor& topk,
+inline Tensor sparse_dot_on_cuda(const std::vector<Tensor>& inputs, const Tensor& q, const Tensor& key, const Tensor& topk,
                           const Tensor& ids) {
   const cuda::QueryLayout layout = cuda::queries_by_cluster(ids, topk.size(1));
   Tensor y = zeros({q.size(0), q.size(1), topk.size(2)}, q.options());
@@ -142,7 +139,7 @@ Tensor sparse_dot_on_cuda(const std::vector<Tensor>& inputs, const Tensor& q, co
   return y;
 }
 
-Tensor sparse_weighted_sum_on_cuda(const std::vector<Tensor>& inputs, const Tensor& w, const Tensor& value,
+inline Tensor sparse_weighted_sum_on_cuda(const std::vector<Tensor>& inputs, const Tensor& w, const Tensor& value,
                                    const Tensor& topk, const Tensor& ids) {
   const cuda::QueryLayout layout = cuda::queries_by_cluster(ids, topk.size(1));
   Tensor y = zeros({w.size(0), w.size(1), value.size(2)}, w.options());
@@ -166,7 +163,6 @@ Tensor sparse_weighted_sum_on_cuda(const std::vector<Tensor>& inputs, const Tens
          });
   return y;
 }
-#endif
 
 }  // namespace
 
@@ -185,16 +181,10 @@ HammingClusters hamming_kmeans(const Tensor& codes, const Tensor& valid, int64_t
   check_same_device(op, {&codes, &valid});
   const Tensor c = contiguous(codes), v = contiguous(valid);
   const int64_t G = codes.size(0), N = codes.size(1);
-#ifdef TAPESTRY_HAS_CUDA
-  if (codes.device().is_cuda()) {
-    const Options options{DType::Int64, codes.device()};
-    HammingClusters out{empty({G, N}, options), empty({G, clusters}, options)};
-    cuda::hamming_kmeans(c, v, clusters, bits, iterations, out.ids, out.centroids);
+  const Options options{DType::Int64, codes.device()};
+  HammingClusters out{empty({G, N}, options), empty({G, clusters}, options)};
+  if (on_cuda(op, codes, [&] { cuda::hamming_kmeans(c, v, clusters, bits, iterations, out.ids, out.centroids); }))
     return out;
-  }
-#endif
-  check_cpu(op, codes);
-  HammingClusters out{empty({G, N}, {DType::Int64}), empty({G, clusters}, {DType::Int64})};
   const int64_t* pc = c.data<int64_t>();
   const bool* pv = v.data<bool>();
   int64_t* ids = out.ids.data<int64_t>();
@@ -215,9 +205,9 @@ Tensor clustered_sparse_dot(const Tensor& q_in, const Tensor& key_in, const Tens
            to_string(q_in.shape()), " and ", to_string(key_in.shape()));
   const Tensor q = contiguous(q_in.detach()), key = contiguous(key_in.detach());
   const Tensor topk = contiguous(topk_in), ids = contiguous(ids_in);
-#ifdef TAPESTRY_HAS_CUDA
-  if (q.device().is_cuda()) return sparse_dot_on_cuda({q_in, key_in, topk_in, ids_in}, q, key, topk, ids);
-#endif
+  Tensor on_gpu;
+  if (on_cuda(op, q, [&] { on_gpu = sparse_dot_on_cuda({q_in, key_in, topk_in, ids_in}, q, key, topk, ids); }))
+    return on_gpu;
   const int64_t G = q.size(0), N = q.size(1), E = q.size(2), S = key.size(1), C = topk.size(1), k = topk.size(2);
   const Rows rows{topk.data<int64_t>(), ids.data<int64_t>(), N, S, C, k};
   Tensor y = zeros({G, N, k}, q.options());
@@ -291,9 +281,9 @@ Tensor clustered_sparse_weighted_sum(const Tensor& w_in, const Tensor& value_in,
            topk_in.size(2), " keys per cluster");
   const Tensor w = contiguous(w_in.detach()), value = contiguous(value_in.detach());
   const Tensor topk = contiguous(topk_in), ids = contiguous(ids_in);
-#ifdef TAPESTRY_HAS_CUDA
-  if (w.device().is_cuda()) return sparse_weighted_sum_on_cuda({w_in, value_in, topk_in, ids_in}, w, value, topk, ids);
-#endif
+  Tensor on_gpu;
+  if (on_cuda(op, w, [&] { on_gpu = sparse_weighted_sum_on_cuda({w_in, value_in, topk_in, ids_in}, w, value, topk, ids); }))
+    return on_gpu;
   const int64_t G = w.size(0), N = w.size(1), S = value.size(1), M = value.size(2), C = topk.size(1), k = topk.size(2);
   const Rows rows{topk.data<int64_t>(), ids.data<int64_t>(), N, S, C, k};
   Tensor y = zeros({G, N, M}, w.options());

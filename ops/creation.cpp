@@ -5,7 +5,7 @@
 #include "core/dispatch.h"
 #include "ops/cuda/creation.h"
 #include "ops/cuda/elementwise.h"
-#include "ops/shape.h"
+#include "ops/dispatch.h"
 
 namespace tapestry {
 
@@ -16,41 +16,29 @@ void check_shape(const Shape& shape, const char* op) {
     TP_CHECK(s >= 0, op, "negative size in shape ", to_string(shape));
 }
 
-// Fills a contiguous host tensor with fn(i). Tensors for a GPU are computed there by make_on_cuda,
-// element i by the same expression.
-template <class Fn>
-Tensor make_on_host(const char* op, const Shape& shape, Options options, Fn&& fn) {
+// A contiguous tensor of `shape` on options.device. On a GPU `launch(out)`, a launcher of
+// ops/cuda/creation.h, fills it; on the CPU element i is fn(i, T{}), the expression the launcher
+// computes too, so that both devices give the same values.
+template <class Launch, class Fn>
+Tensor make(const char* op, const Shape& shape, Options options, Launch&& launch, Fn&& fn) {
   check_shape(shape, op);
-  Tensor host = empty(shape, {options.dtype, Device::cpu()});
-  const int64_t n = host.numel();
+  Tensor out = empty(shape, options);
+  if (on_cuda(op, out, [&] { launch(out); })) return out;
+  const int64_t n = out.numel();
   visit_all(options.dtype, [&](auto tag) {
     using T = decltype(tag);
-    T* data = static_cast<T*>(host.raw_data());
+    T* data = static_cast<T*>(out.raw_data());
 #pragma omp parallel for if (n > 32768)
     for (int64_t i = 0; i < n; ++i) data[i] = fn(i, tag);
   });
-  return options.device.is_cpu() ? host : to(host, options.device);
-}
-
-#ifdef TAPESTRY_HAS_CUDA
-// A contiguous tensor on its GPU, filled in place by `fill(out)` (a launcher of ops/cuda/creation.h).
-template <class Fill>
-Tensor make_on_cuda(const char* op, const Shape& shape, Options options, Fill&& fill) {
-  check_shape(shape, op);
-  Tensor out = empty(shape, options);
-  fill(out);
   return out;
 }
-#endif
 
 }  // namespace
 
 Tensor full(const Shape& shape, double value, Options options) {
-#ifdef TAPESTRY_HAS_CUDA
-  if (options.device.is_cuda())
-    return make_on_cuda("full", shape, options, [&](const Tensor& out) { cuda::fill_(out, value); });
-#endif
-  return make_on_host("full", shape, options, [value](int64_t, auto tag) {
+  const auto on_gpu = [&](const Tensor& out) { cuda::fill_(out, value); };
+  return make("full", shape, options, on_gpu, [value](int64_t, auto tag) {
     return static_cast<decltype(tag)>(value);
   });
 }
@@ -66,11 +54,8 @@ Tensor arange(double start, double end, double step, Options options) {
   TP_CHECK(step != 0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step), "arange",
            "needs finite bounds and a non-zero step, got start=", start, " end=", end, " step=", step);
   const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
-#ifdef TAPESTRY_HAS_CUDA
-  if (options.device.is_cuda())
-    return make_on_cuda("arange", {n}, options, [&](const Tensor& out) { cuda::arange(out, start, step); });
-#endif
-  return make_on_host("arange", {n}, options, [=](int64_t i, auto tag) {
+  const auto on_gpu = [&](const Tensor& out) { cuda::arange(out, start, step); };
+  return make("arange", {n}, options, on_gpu, [=](int64_t i, auto tag) {
     return static_cast<decltype(tag)>(start + step * static_cast<double>(i));
   });
 }
@@ -78,11 +63,8 @@ Tensor arange(double start, double end, double step, Options options) {
 Tensor rand(const Shape& shape, Generator& gen, Options options) {
   visit_floating(options.dtype, "rand", [](auto) {});
   const uint64_t first = gen.reserve(static_cast<uint64_t>(numel(shape))), seed = gen.seed();
-#ifdef TAPESTRY_HAS_CUDA
-  if (options.device.is_cuda())
-    return make_on_cuda("rand", shape, options, [&](const Tensor& out) { cuda::rand(out, first, seed); });
-#endif
-  return make_on_host("rand", shape, options, [=](int64_t i, auto tag) {
+  const auto on_gpu = [&](const Tensor& out) { cuda::rand(out, first, seed); };
+  return make("rand", shape, options, on_gpu, [=](int64_t i, auto tag) {
     const PhiloxBlock b = philox_block(first + static_cast<uint64_t>(i), seed);
     if constexpr (std::is_same_v<decltype(tag), float>) return uniform_float(b);
     else return static_cast<decltype(tag)>(uniform_double(b));
@@ -92,11 +74,8 @@ Tensor rand(const Shape& shape, Generator& gen, Options options) {
 Tensor randn(const Shape& shape, Generator& gen, Options options) {
   visit_floating(options.dtype, "randn", [](auto) {});
   const uint64_t first = gen.reserve(static_cast<uint64_t>(numel(shape))), seed = gen.seed();
-#ifdef TAPESTRY_HAS_CUDA
-  if (options.device.is_cuda())
-    return make_on_cuda("randn", shape, options, [&](const Tensor& out) { cuda::randn(out, first, seed); });
-#endif
-  return make_on_host("randn", shape, options, [=](int64_t i, auto tag) {
+  const auto on_gpu = [&](const Tensor& out) { cuda::randn(out, first, seed); };
+  return make("randn", shape, options, on_gpu, [=](int64_t i, auto tag) {
     const PhiloxBlock b = philox_block(first + static_cast<uint64_t>(i), seed);
     if constexpr (std::is_same_v<decltype(tag), float>) return normal_float(b);
     else return static_cast<decltype(tag)>(normal_double(b));
@@ -108,11 +87,8 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen, Op
   TP_CHECK(options.dtype != DType::Bool, "randint", "cannot draw integers into a bool tensor");
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   const uint64_t first = gen.reserve(static_cast<uint64_t>(numel(shape))), seed = gen.seed();
-#ifdef TAPESTRY_HAS_CUDA
-  if (options.device.is_cuda())
-    return make_on_cuda("randint", shape, options, [&](const Tensor& out) { cuda::randint(out, low, range, first, seed); });
-#endif
-  return make_on_host("randint", shape, options, [=](int64_t i, auto tag) {
+  const auto on_gpu = [&](const Tensor& out) { cuda::randint(out, low, range, first, seed); };
+  return make("randint", shape, options, on_gpu, [=](int64_t i, auto tag) {
     const PhiloxBlock b = philox_block(first + static_cast<uint64_t>(i), seed);
     return static_cast<decltype(tag)>(low + static_cast<int64_t>(uniform_below(b, range)));
   });

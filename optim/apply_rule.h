@@ -5,6 +5,7 @@
 
 #include "core/tensor.h"
 #include "ops/common.h"
+#include "ops/dispatch.h"
 #include "optim/cuda/apply_rule.h"
 #include "optim/update_rules.h"
 
@@ -24,13 +25,7 @@ void cpu_apply_rule(const Rule& rule, int64_t n, T* theta, const T* grad, Buffer
 template <class T, class Rule, class... Buffers>
 void apply_rule(const char* op, const Rule& rule, const Tensor& param, const Tensor& grad,
                 const Buffers&... buffers) {
-#ifdef TAPESTRY_HAS_CUDA
-  if (param.device().is_cuda()) {
-    cuda::apply_rule<T>(rule, param, grad, buffers...);
-    return;
-  }
-#endif
-  check_cpu(op, param);
+  if (on_cuda(op, param, [&] { cuda::apply_rule<T>(rule, param, grad, buffers...); })) return;
   cpu_apply_rule(rule, param.numel(), param.template data<T>(), grad.template data<T>(),
                  buffers.template data<T>()...);
 }
