@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "apps/options.h"
-#include "core/creation.h"
+#include "ops/creation.h"
 #include "metrics/accuracy.h"
 #include "models/sequence_tagger.h"
 #include "ops/index.h"

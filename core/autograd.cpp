@@ -2,7 +2,10 @@
 
 #include <cmath>
 
-#include "core/creation.h"
+// The one place core calls ops: running the tape backward adds, reduces and fills gradients with
+// the ops' own kernels on every device rather than with a second copy of them here
+// (docs/ARCHITECTURE.md, "Exceptions"; scripts/check-layers.cmake lists exactly these four).
+#include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"

@@ -428,95 +428,6 @@ Header parse_header(const std::string& text, uint64_t data_start, uint64_t file_
   return header;
 }
 
-// ---- helpers for the states ----
-
-// NaN and infinities as strings (JSON has no literal for them); everything else as a number, which
-// nlohmann writes in the shortest form that reads back to the same double.
-json encode_double(double x) {
-  if (std::isnan(x)) return "nan";
-  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-  return x;
-}
-
-// A metadata object of the checkpoint, named in errors as "<what> \"<key>\"".
-class Record {
- public:
-  Record(const Checkpoint& checkpoint, const std::string& key, const char* op, const char* what)
-      : op_(op), where_(std::string(what) + " \"" + key + "\"") {
-    const json& metadata = checkpoint.metadata;
-    const auto it = metadata.is_object() ? metadata.find(key) : metadata.end();
-    if (!metadata.is_object() || it == metadata.end()) fail(op_, "the checkpoint has no ", where_);
-    if (!it->is_object()) fail(op_, "the checkpoint's ", where_, " is not an object: ", excerpt(*it));
-    object_ = &*it;
-  }
-
-  const json& get(const char* key) const {
-    const auto it = object_->find(key);
-    if (it == object_->end()) fail(op_, "the checkpoint's ", where_, " has no \"", key, "\"");
-    return *it;
-  }
-  [[noreturn]] void wrong(const char* key, const char* expected) const {
-    fail(op_, "the checkpoint's ", where_, " \"", key, "\" is not ", expected, ": ", excerpt(get(key)));
-  }
-  std::string string(const char* key) const {
-    if (!get(key).is_string()) wrong(key, "a string");
-    return get(key).get<std::string>();
-  }
-  int64_t int64(const char* key) const { return to_int64(get(key), key); }
-  uint64_t uint64(const char* key) const {
-    if (!get(key).is_number_unsigned()) wrong(key, "a non-negative integer");
-    return get(key).get<uint64_t>();
-  }
-  double real(const char* key) const {
-    const json& v = get(key);
-    if (v.is_number()) return v.get<double>();
-    if (v == "nan") return std::numeric_limits<double>::quiet_NaN();
-    if (v == "inf") return std::numeric_limits<double>::infinity();
-    if (v == "-inf") return -std::numeric_limits<double>::infinity();
-    wrong(key, "a number");
-  }
-  std::vector<int64_t> int64_list(const char* key) const {
-    if (!get(key).is_array()) wrong(key, "a list of integers");
-    std::vector<int64_t> out;
-    for (const json& v : get(key)) out.push_back(to_int64(v, key));
-    return out;
-  }
-  std::vector<std::string> string_list(const char* key) const {
-    if (!get(key).is_array()) wrong(key, "a list of strings");
-    std::vector<std::string> out;
-    for (const json& v : get(key)) {
-      if (!v.is_string()) wrong(key, "a list of strings");
-      out.push_back(v.get<std::string>());
-    }
-    return out;
-  }
-
- private:
-  int64_t to_int64(const json& v, const char* key) const {
-    if (!v.is_number_integer() ||
-        (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
-      wrong(key, "a 64-bit integer");
-    return v.get<int64_t>();
-  }
-
-  const char* op_;
-  std::string where_;
-  const json* object_ = nullptr;
-};
-
-// Refuses a metadata key (and so a tensor prefix) the checkpoint already uses.
-void claim_key(Checkpoint& checkpoint, const std::string& key, const char* op) {
-  TP_CHECK(!key.empty(), op, "needs a non-empty name");
-  if (checkpoint.metadata.is_null()) checkpoint.metadata = json::object();
-  TP_CHECK(checkpoint.metadata.is_object(), op, "the checkpoint's metadata is not a JSON object");
-  TP_CHECK(!checkpoint.metadata.contains(key), op, "the checkpoint's metadata already has \"", key, "\"");
-}
-
-void add_tensor(Checkpoint& checkpoint, const std::string& name, const Tensor& tensor, const char* op) {
-  TP_CHECK(tensor.defined(), op, "tensor '", name, "' is undefined");
-  TP_CHECK(checkpoint.tensors.emplace(name, tensor).second, op, "the checkpoint already has a tensor '", name, "'");
-}
-
 }  // namespace
 
 // ---- save ----
@@ -649,10 +560,95 @@ Checkpoint load_checkpoint(const std::string& path) {
   return checkpoint;
 }
 
+// ---- building blocks ----
+
+void claim_metadata_key(Checkpoint& checkpoint, const std::string& key, const char* op) {
+  TP_CHECK(!key.empty(), op, "needs a non-empty name");
+  if (checkpoint.metadata.is_null()) checkpoint.metadata = json::object();
+  TP_CHECK(checkpoint.metadata.is_object(), op, "the checkpoint's metadata is not a JSON object");
+  TP_CHECK(!checkpoint.metadata.contains(key), op, "the checkpoint's metadata already has \"", key, "\"");
+}
+
+void add_checkpoint_tensor(Checkpoint& checkpoint, const std::string& name, const Tensor& tensor, const char* op) {
+  TP_CHECK(tensor.defined(), op, "tensor '", name, "' is undefined");
+  TP_CHECK(checkpoint.tensors.emplace(name, tensor).second, op, "the checkpoint already has a tensor '", name, "'");
+}
+
+// nlohmann writes a number in the shortest form that reads back to the same double.
+json encode_double(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return x;
+}
+
+MetadataRecord::MetadataRecord(const Checkpoint& checkpoint, const std::string& key, const char* op, const char* what)
+    : op_(op), where_(std::string(what) + " \"" + key + "\"") {
+  const json& metadata = checkpoint.metadata;
+  const auto it = metadata.is_object() ? metadata.find(key) : metadata.end();
+  if (!metadata.is_object() || it == metadata.end()) fail(op_, "the checkpoint has no ", where_);
+  if (!it->is_object()) fail(op_, "the checkpoint's ", where_, " is not an object: ", excerpt(*it));
+  object_ = &*it;
+}
+
+const json& MetadataRecord::get(const char* key) const {
+  const auto it = object_->find(key);
+  if (it == object_->end()) fail(op_, "the checkpoint's ", where_, " has no \"", key, "\"");
+  return *it;
+}
+
+void MetadataRecord::wrong(const char* key, const char* expected) const {
+  fail(op_, "the checkpoint's ", where_, " \"", key, "\" is not ", expected, ": ", excerpt(get(key)));
+}
+
+std::string MetadataRecord::string(const char* key) const {
+  if (!get(key).is_string()) wrong(key, "a string");
+  return get(key).get<std::string>();
+}
+
+int64_t MetadataRecord::int64(const char* key) const { return to_int64(get(key), key); }
+
+uint64_t MetadataRecord::uint64(const char* key) const {
+  if (!get(key).is_number_unsigned()) wrong(key, "a non-negative integer");
+  return get(key).get<uint64_t>();
+}
+
+double MetadataRecord::real(const char* key) const {
+  const json& v = get(key);
+  if (v.is_number()) return v.get<double>();
+  if (v == "nan") return std::numeric_limits<double>::quiet_NaN();
+  if (v == "inf") return std::numeric_limits<double>::infinity();
+  if (v == "-inf") return -std::numeric_limits<double>::infinity();
+  wrong(key, "a number");
+}
+
+std::vector<int64_t> MetadataRecord::int64_list(const char* key) const {
+  if (!get(key).is_array()) wrong(key, "a list of integers");
+  std::vector<int64_t> out;
+  for (const json& v : get(key)) out.push_back(to_int64(v, key));
+  return out;
+}
+
+std::vector<std::string> MetadataRecord::string_list(const char* key) const {
+  if (!get(key).is_array()) wrong(key, "a list of strings");
+  std::vector<std::string> out;
+  for (const json& v : get(key)) {
+    if (!v.is_string()) wrong(key, "a list of strings");
+    out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+int64_t MetadataRecord::to_int64(const json& v, const char* key) const {
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
+    wrong(key, "a 64-bit integer");
+  return v.get<int64_t>();
+}
+
 // ---- helpers ----
 
 void add_tensors(Checkpoint& checkpoint, const std::string& prefix, const std::map<std::string, Tensor>& tensors) {
-  for (const auto& [name, tensor] : tensors) add_tensor(checkpoint, prefix + name, tensor, "add_tensors");
+  for (const auto& [name, tensor] : tensors) add_checkpoint_tensor(checkpoint, prefix + name, tensor, "add_tensors");
 }
 
 std::map<std::string, Tensor> tensors_with_prefix(const Checkpoint& checkpoint, const std::string& prefix) {
@@ -663,65 +659,13 @@ std::map<std::string, Tensor> tensors_with_prefix(const Checkpoint& checkpoint, 
   return out;
 }
 
-void add_optimizer_state(Checkpoint& checkpoint, const std::string& prefix, const optim::OptimizerState& state) {
-  const char* op = "add_optimizer_state";
-  claim_key(checkpoint, prefix, op);
-  json buffers = json::array();
-  for (const auto& [key, tensor] : state.buffers) {
-    TP_CHECK(tensor.defined(), op, "buffer \"", key, "\" is undefined");
-    TP_CHECK(!checkpoint.tensors.count(prefix + "." + key), op, "the checkpoint already has a tensor '",
-             prefix + "." + key, "'");
-    buffers.push_back(key);
-  }
-  for (const auto& [key, tensor] : state.buffers) add_tensor(checkpoint, prefix + "." + key, tensor, op);
-  checkpoint.metadata[prefix] = {{"optimizer", state.optimizer},
-                                 {"lr", encode_double(state.lr)},
-                                 {"steps", state.steps},
-                                 {"buffers", std::move(buffers)}};
-}
-
-optim::OptimizerState optimizer_state(const Checkpoint& checkpoint, const std::string& prefix) {
-  const char* op = "optimizer_state";
-  const Record record(checkpoint, prefix, op, "optimizer state");
-  optim::OptimizerState state;
-  state.optimizer = record.string("optimizer");
-  state.lr = record.real("lr");
-  state.steps = record.int64_list("steps");
-  for (const std::string& key : record.string_list("buffers")) {
-    const auto it = checkpoint.tensors.find(prefix + "." + key);
-    TP_CHECK(it != checkpoint.tensors.end(), op, "the checkpoint lacks tensor '", prefix + "." + key,
-             "' of optimizer state \"", prefix, "\"");
-    state.buffers[key] = it->second;
-  }
-  return state;
-}
-
-void add_schedule_state(Checkpoint& checkpoint, const std::string& prefix, const optim::ScheduleState& state) {
-  claim_key(checkpoint, prefix, "add_schedule_state");
-  checkpoint.metadata[prefix] = {{"schedule", state.schedule},         {"steps", state.steps},
-                                 {"base_lr", encode_double(state.base_lr)}, {"lr", encode_double(state.lr)},
-                                 {"best", encode_double(state.best)},       {"bad_steps", state.bad_steps}};
-}
-
-optim::ScheduleState schedule_state(const Checkpoint& checkpoint, const std::string& prefix) {
-  const Record record(checkpoint, prefix, "schedule_state", "schedule state");
-  optim::ScheduleState state;
-  state.schedule = record.string("schedule");
-  state.steps = record.int64("steps");
-  state.base_lr = record.real("base_lr");
-  state.lr = record.real("lr");
-  state.best = record.real("best");
-  state.bad_steps = record.int64("bad_steps");
-  return state;
-}
-
 void add_generator_state(Checkpoint& checkpoint, const std::string& name, const Generator& generator) {
-  claim_key(checkpoint, name, "add_generator_state");
+  claim_metadata_key(checkpoint, name, "add_generator_state");
   checkpoint.metadata[name] = {{"seed", generator.seed()}, {"offset", generator.offset()}};
 }
 
 Generator generator_state(const Checkpoint& checkpoint, const std::string& name) {
-  const Record record(checkpoint, name, "generator_state", "generator state");
+  const MetadataRecord record(checkpoint, name, "generator_state", "generator state");
   Generator generator;
   generator.set_state(record.uint64("seed"), record.uint64("offset"));
   return generator;

@@ -2,7 +2,7 @@
 //
 //   Checkpoint ckpt;
 //   add_tensors(ckpt, "model.", model_state);             // std::map<std::string, Tensor>
-//   add_optimizer_state(ckpt, "optimizer", adam.state_dict());
+//   add_optimizer_state(ckpt, "optimizer", adam.state_dict());  // optim/checkpoint.h
 //   add_schedule_state(ckpt, "schedule", schedule.state_dict());
 //   add_generator_state(ckpt, "generator", gen);
 //   ckpt.metadata["step"] = step;
@@ -64,13 +64,12 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/random.h"
 #include "core/tensor.h"
-#include "optim/optimizer.h"
-#include "optim/schedule.h"
 
 namespace tapestry {
 
@@ -102,17 +101,43 @@ void add_tensors(Checkpoint& checkpoint, const std::string& prefix, const std::m
 // The tensors whose names start with `prefix`, with the prefix removed.
 std::map<std::string, Tensor> tensors_with_prefix(const Checkpoint& checkpoint, const std::string& prefix);
 
-// The optimizer's scalars go to metadata[prefix] = {"optimizer", "lr", "steps", "buffers"}; each
-// buffer to the tensor "<prefix>.<buffer key>", e.g. "optimizer.exp_avg.3".
-void add_optimizer_state(Checkpoint& checkpoint, const std::string& prefix, const optim::OptimizerState& state);
-optim::OptimizerState optimizer_state(const Checkpoint& checkpoint, const std::string& prefix);
-
-// metadata[prefix] = {"schedule", "steps", "base_lr", "lr", "best", "bad_steps"}.
-void add_schedule_state(Checkpoint& checkpoint, const std::string& prefix, const optim::ScheduleState& state);
-optim::ScheduleState schedule_state(const Checkpoint& checkpoint, const std::string& prefix);
-
 // metadata[name] = {"seed", "offset"}; generator_state returns a Generator in that state.
 void add_generator_state(Checkpoint& checkpoint, const std::string& name, const Generator& generator);
 Generator generator_state(const Checkpoint& checkpoint, const std::string& name);
+
+// ---- Building blocks for the records of higher layers (optim/checkpoint.h, ...) ----
+//
+// The format knows nothing of optimizers or schedules; the layers that own such states write them
+// with these, so that every record is claimed, encoded and checked the same way.
+
+// Refuses (Error from `op`) an empty key, or one the checkpoint's metadata already has.
+void claim_metadata_key(Checkpoint& checkpoint, const std::string& key, const char* op);
+// Adds `tensor` as `name`; refuses (Error from `op`) an undefined tensor or a name in use.
+void add_checkpoint_tensor(Checkpoint& checkpoint, const std::string& name, const Tensor& tensor, const char* op);
+// x as JSON: a number, or for NaN and infinities (which JSON cannot hold) "nan", "inf", "-inf".
+nlohmann::json encode_double(double x);
+
+// The metadata object checkpoint.metadata[key], read field by field. Every failure throws Error
+// from `op` naming the record as "<what> \"<key>\"" and the field.
+class MetadataRecord {
+ public:
+  MetadataRecord(const Checkpoint& checkpoint, const std::string& key, const char* op, const char* what);
+
+  const nlohmann::json& get(const char* key) const;
+  std::string string(const char* key) const;
+  int64_t int64(const char* key) const;
+  uint64_t uint64(const char* key) const;
+  double real(const char* key) const;  // a number, or one encode_double wrote
+  std::vector<int64_t> int64_list(const char* key) const;
+  std::vector<std::string> string_list(const char* key) const;
+
+ private:
+  [[noreturn]] void wrong(const char* key, const char* expected) const;
+  int64_t to_int64(const nlohmann::json& v, const char* key) const;
+
+  const char* op_;
+  std::string where_;
+  const nlohmann::json* object_ = nullptr;
+};
 
 }  // namespace tapestry

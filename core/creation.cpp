@@ -1,13 +1,5 @@
 #include "core/creation.h"
 
-#include <cmath>
-#include <cstring>
-
-#include "core/dispatch.h"
-#include "ops/cuda/creation.h"
-#include "ops/cuda/elementwise.h"
-#include "ops/shape.h"
-
 namespace tapestry {
 
 namespace {
@@ -16,34 +8,6 @@ void check_shape(const Shape& shape, const char* op) {
   for (int64_t s : shape)
     TP_CHECK(s >= 0, op, "negative size in shape ", to_string(shape));
 }
-
-// Fills a contiguous host tensor with fn(i), then moves it to `device`. Tensors for a GPU take this
-// path only for values that come from the host (from_vector); the others are computed there by
-// make_on_cuda, element i by the same expression.
-template <class Fn>
-Tensor make_on_host(const char* op, const Shape& shape, Options options, Fn&& fn) {
-  check_shape(shape, op);
-  Tensor host = empty(shape, {options.dtype, Device::cpu()});
-  const int64_t n = host.numel();
-  visit_all(options.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    T* data = static_cast<T*>(host.raw_data());
-#pragma omp parallel for if (n > 32768)
-    for (int64_t i = 0; i < n; ++i) data[i] = fn(i, tag);
-  });
-  return options.device.is_cpu() ? host : to(host, options.device);
-}
-
-#ifdef TAPESTRY_HAS_CUDA
-// A contiguous tensor on its GPU, filled in place by `fill(out)` (a launcher of ops/cuda/creation.h).
-template <class Fill>
-Tensor make_on_cuda(const char* op, const Shape& shape, Options options, Fill&& fill) {
-  check_shape(shape, op);
-  Tensor out = empty(shape, options);
-  fill(out);
-  return out;
-}
-#endif
 
 }  // namespace
 
@@ -57,44 +21,23 @@ Tensor empty(const Shape& shape, Options options) {
   return Tensor(std::move(impl));
 }
 
-Tensor full(const Shape& shape, double value, Options options) {
-#ifdef TAPESTRY_HAS_CUDA
-  if (options.device.is_cuda())
-    return make_on_cuda("full", shape, options, [&](const Tensor& out) { cuda::fill_(out, value); });
-#endif
-  return make_on_host("full", shape, options, [value](int64_t, auto tag) {
-    return static_cast<decltype(tag)>(value);
-  });
-}
-
-Tensor zeros(const Shape& shape, Options options) { return full(shape, 0.0, options); }
-Tensor ones(const Shape& shape, Options options) { return full(shape, 1.0, options); }
-Tensor zeros_like(const Tensor& like) { return zeros(like.shape(), like.options()); }
-Tensor ones_like(const Tensor& like) { return ones(like.shape(), like.options()); }
-Tensor full_like(const Tensor& like, double value) { return full(like.shape(), value, like.options()); }
 Tensor empty_like(const Tensor& like) { return empty(like.shape(), like.options()); }
-Tensor scalar(double value, Options options) { return full({}, value, options); }
 
-Tensor arange(double start, double end, double step, Options options) {
-  TP_CHECK(step != 0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step), "arange",
-           "needs finite bounds and a non-zero step, got start=", start, " end=", end, " step=", step);
-  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
-#ifdef TAPESTRY_HAS_CUDA
-  if (options.device.is_cuda())
-    return make_on_cuda("arange", {n}, options, [&](const Tensor& out) { cuda::arange(out, start, step); });
-#endif
-  return make_on_host("arange", {n}, options, [=](int64_t i, auto tag) {
-    return static_cast<decltype(tag)>(start + step * static_cast<double>(i));
-  });
-}
-
+// The values are laid out on the host, then their bytes go to `device` as they are.
 template <class T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device) {
   check_shape(shape, "from_vector");
   TP_CHECK(static_cast<int64_t>(values.size()) == numel(shape), "from_vector", "got ", values.size(),
            " values for shape ", to_string(shape), " (", numel(shape), " elements)");
-  return make_on_host("from_vector", shape, {dtype_of<T>(), device},
-                      [&](int64_t i, auto tag) { return static_cast<decltype(tag)>(values[i]); });
+  Tensor host = empty(shape, {dtype_of<T>(), Device::cpu()});
+  T* data = host.data<T>();
+  const int64_t n = host.numel();
+#pragma omp parallel for if (n > 32768)
+  for (int64_t i = 0; i < n; ++i) data[i] = values[static_cast<size_t>(i)];
+  if (device.is_cpu()) return host;
+  Tensor out = empty(shape, {dtype_of<T>(), device});
+  copy_bytes(out.raw_data(), device, host.raw_data(), Device::cpu(), static_cast<size_t>(n) * sizeof(T));
+  return out;
 }
 
 template Tensor from_vector<float>(const std::vector<float>&, const Shape&, Device);
@@ -102,48 +45,5 @@ template Tensor from_vector<double>(const std::vector<double>&, const Shape&, De
 template Tensor from_vector<int32_t>(const std::vector<int32_t>&, const Shape&, Device);
 template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&, Device);
 template Tensor from_vector<bool>(const std::vector<bool>&, const Shape&, Device);
-
-Tensor rand(const Shape& shape, Generator& gen, Options options) {
-  visit_floating(options.dtype, "rand", [](auto) {});
-  const uint64_t first = gen.reserve(static_cast<uint64_t>(numel(shape))), seed = gen.seed();
-#ifdef TAPESTRY_HAS_CUDA
-  if (options.device.is_cuda())
-    return make_on_cuda("rand", shape, options, [&](const Tensor& out) { cuda::rand(out, first, seed); });
-#endif
-  return make_on_host("rand", shape, options, [=](int64_t i, auto tag) {
-    const PhiloxBlock b = philox_block(first + static_cast<uint64_t>(i), seed);
-    if constexpr (std::is_same_v<decltype(tag), float>) return uniform_float(b);
-    else return static_cast<decltype(tag)>(uniform_double(b));
-  });
-}
-
-Tensor randn(const Shape& shape, Generator& gen, Options options) {
-  visit_floating(options.dtype, "randn", [](auto) {});
-  const uint64_t first = gen.reserve(static_cast<uint64_t>(numel(shape))), seed = gen.seed();
-#ifdef TAPESTRY_HAS_CUDA
-  if (options.device.is_cuda())
-    return make_on_cuda("randn", shape, options, [&](const Tensor& out) { cuda::randn(out, first, seed); });
-#endif
-  return make_on_host("randn", shape, options, [=](int64_t i, auto tag) {
-    const PhiloxBlock b = philox_block(first + static_cast<uint64_t>(i), seed);
-    if constexpr (std::is_same_v<decltype(tag), float>) return normal_float(b);
-    else return static_cast<decltype(tag)>(normal_double(b));
-  });
-}
-
-Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen, Options options) {
-  TP_CHECK(low < high, "randint", "needs low < high, got [", low, ", ", high, ")");
-  TP_CHECK(options.dtype != DType::Bool, "randint", "cannot draw integers into a bool tensor");
-  const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
-  const uint64_t first = gen.reserve(static_cast<uint64_t>(numel(shape))), seed = gen.seed();
-#ifdef TAPESTRY_HAS_CUDA
-  if (options.device.is_cuda())
-    return make_on_cuda("randint", shape, options, [&](const Tensor& out) { cuda::randint(out, low, range, first, seed); });
-#endif
-  return make_on_host("randint", shape, options, [=](int64_t i, auto tag) {
-    const PhiloxBlock b = philox_block(first + static_cast<uint64_t>(i), seed);
-    return static_cast<decltype(tag)>(low + static_cast<int64_t>(uniform_below(b, range)));
-  });
-}
 
 }  // namespace tapestry

@@ -3,9 +3,8 @@
 #include <cstring>
 #include <iomanip>
 
-#include "core/autograd.h"
+#include "core/creation.h"
 #include "core/dispatch.h"
-#include "ops/shape.h"
 
 namespace tapestry {
 
@@ -33,9 +32,45 @@ Tensor make_view(const Tensor& base, Shape shape, Strides strides, int64_t offse
   return Tensor(std::move(impl));
 }
 
+// A plain copy, not the ops' contiguous() / to(): reading values out is core's business, below the
+// ops layer, and a copy changes no bit. A strided view on a GPU brings the span of storage it reads
+// (from its first element to its last) to the host and is gathered there.
 Tensor host_contiguous(const Tensor& tensor) {
-  NoGradGuard no_grad;
-  return contiguous(to(tensor, Device::cpu()));
+  if (tensor.device().is_cpu() && tensor.is_contiguous()) return tensor;
+  Tensor out = empty(tensor.shape(), {tensor.dtype(), Device::cpu()});
+  const int64_t n = tensor.numel();
+  if (n == 0) return out;
+  const size_t size = element_size(tensor.dtype());
+  if (tensor.is_contiguous()) {
+    copy_bytes(out.raw_data(), Device::cpu(), tensor.raw_data(), tensor.device(), static_cast<size_t>(n) * size);
+    return out;
+  }
+  const Shape& shape = tensor.shape();
+  const Strides& strides = tensor.strides();
+  int64_t span = 1;  // elements from the first to the last one the view reads; strides are never negative
+  for (size_t d = 0; d < shape.size(); ++d) span += (shape[d] - 1) * strides[d];
+  Tensor staged = tensor;
+  if (!tensor.device().is_cpu()) {
+    staged = empty({span}, {tensor.dtype(), Device::cpu()});
+    copy_bytes(staged.raw_data(), Device::cpu(), tensor.raw_data(), tensor.device(), static_cast<size_t>(span) * size);
+  }
+  visit_all(tensor.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = static_cast<const T*>(staged.raw_data());
+    T* dst = static_cast<T*>(out.raw_data());
+    std::vector<int64_t> index(shape.size(), 0);  // row-major counter over shape
+    int64_t at = 0;                                // offset of `index` in src
+    for (int64_t i = 0; i < n; ++i) {
+      dst[i] = src[at];
+      for (size_t d = shape.size(); d-- > 0;) {
+        at += strides[d];
+        if (++index[d] < shape[d]) break;
+        at -= strides[d] * shape[d];
+        index[d] = 0;
+      }
+    }
+  });
+  return out;
 }
 
 template <class T>

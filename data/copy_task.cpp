@@ -1,6 +1,6 @@
 #include "data/copy_task.h"
 
-#include "core/creation.h"
+#include "ops/creation.h"
 
 namespace tapestry::data {
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "core/creation.h"
+#include "ops/creation.h"
 #include "nn/attention/neural_clustering.h"
 #include "ops/elementwise.h"
 

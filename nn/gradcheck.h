@@ -1,11 +1,11 @@
 // gradcheck for modules: the gradients of a forward with respect to its inputs AND the module's
-// parameters, against central finite differences (core/gradcheck.h).
+// parameters, against central finite differences (ops/gradcheck.h).
 #pragma once
 
 #include <functional>
 #include <vector>
 
-#include "core/gradcheck.h"
+#include "ops/gradcheck.h"
 #include "nn/module.h"
 
 namespace tapestry::nn {

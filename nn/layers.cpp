@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/creation.h"
+#include "ops/creation.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"

@@ -2,6 +2,7 @@
 
 #include "ops/common.h"
 #include "ops/cuda/bits.h"
+#include "ops/dispatch.h"
 #include "ops/loops.h"
 #include "ops/shape.h"
 
@@ -18,13 +19,7 @@ Tensor pack_sign_bits_kernel(const Tensor& x_in) {
   const Tensor x = contiguous(x_in.detach());
   const int64_t bits = x.shape().back();
   Tensor codes = empty(Shape(x.shape().begin(), x.shape().end() - 1), {DType::Int64, x.device()});
-#ifdef TAPESTRY_HAS_CUDA
-  if (x.device().is_cuda()) {
-    cuda::pack_sign_bits(codes, x);
-    return codes;
-  }
-#endif
-  check_cpu("pack_sign_bits", x);
+  if (on_cuda("pack_sign_bits", x, [&] { cuda::pack_sign_bits(codes, x); })) return codes;
   const int64_t rows = codes.numel();
   visit_floating(x.dtype(), "pack_sign_bits", [&](auto tag) {
     using T = decltype(tag);
@@ -42,13 +37,7 @@ Tensor pack_sign_bits_kernel(const Tensor& x_in) {
 
 Tensor hamming_kernel(const Tensor& a, const Tensor& b, const Shape& shape) {
   Tensor y = empty(shape, {DType::Int64, a.device()});
-#ifdef TAPESTRY_HAS_CUDA
-  if (a.device().is_cuda()) {
-    cuda::hamming_distance(y, a, b);
-    return y;
-  }
-#endif
-  check_cpu("hamming_distance", a);
+  if (on_cuda("hamming_distance", a, [&] { cuda::hamming_distance(y, a, b); })) return y;
   cpu_map<int64_t, int64_t, int64_t>(y, [](int64_t u, int64_t v) {
     return static_cast<int64_t>(__builtin_popcountll(static_cast<unsigned long long>(u ^ v)));
   }, a, b);

@@ -5,6 +5,7 @@
 #include "ops/common.h"
 #include "ops/cuda/cluster.h"
 #include "ops/cuda/index.h"
+#include "ops/dispatch.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -85,16 +86,13 @@ void check_ids_topk(const char* op, const Tensor& q, const Tensor& key, const Te
            ", ", to_string(topk.shape()), ", ", to_string(ids.shape()));
   TP_CHECK(topk.dtype() == DType::Int64 && ids.dtype() == DType::Int64, op,
            "topk and ids must be int64, got ", topk.dtype(), " and ", ids.dtype());
-#ifdef TAPESTRY_HAS_CUDA
-  if (q.device().is_cuda()) {  // the first offender, found on the device
+  const auto on_gpu = [&] {  // the first offender, found on the device
     const cuda::OutOfRange key = cuda::first_out_of_range(op, contiguous(topk), 0, S);
     TP_CHECK(key.position == topk.numel(), op, "top-k key index ", key.value, " is outside [0, ", S, ")");
     const cuda::OutOfRange id = cuda::first_out_of_range(op, contiguous(ids), 0, C + 1);
     TP_CHECK(id.position == ids.numel(), op, "cluster id ", id.value, " is outside [0, ", C, "]");
-    return;
-  }
-#endif
-  check_cpu(op, q);
+  };
+  if (on_cuda(op, q, on_gpu)) return;
   for (int64_t s : topk.to_vector<int64_t>())
     TP_CHECK(s >= 0 && s < S, op, "top-k key index ", s, " is outside [0, ", S, ")");
   for (int64_t c : ids.to_vector<int64_t>())
@@ -113,61 +111,6 @@ struct Rows {
   }
 };
 
-#ifdef TAPESTRY_HAS_CUDA
-// The sparse products on a GPU (ops/cuda/cluster.h): the queries grouped by cluster once, in the
-// forward, and that layout reused by the backward. Inputs are contiguous and checked.
-
-Tensor sparse_dot_on_cuda(const std::vector<Tensor>& inputs, const Tensor& q, const Tensor& key, const Tensor& topk,
-                          const Tensor& ids) {
-  const cuda::QueryLayout layout = cuda::queries_by_cluster(ids, topk.size(1));
-  Tensor y = zeros({q.size(0), q.size(1), topk.size(2)}, q.options());
-  cuda::gather_dot(y, q, key, topk, layout);
-  // dq[g, i] += Σ_t dy[g, i, t] · key[g, s_t];   dkey[g, s_t] += Σ_{i,t} dy[g, i, t] · q[g, i]
-  record("clustered_sparse_dot", inputs, {y},
-         [qs = Saved(q), ks = Saved(key), ts = Saved(topk), is = Saved(ids), layout](
-             const std::vector<Tensor>& grads_out, Gradients& g) {
-           is.get();  // refuses ids changed in place since the layout was built from them
-           const Tensor dy = contiguous(grads_out[0]);
-           if (g.needs(0)) {
-             const Tensor dq = zeros(qs.get().shape(), qs.get().options());
-             cuda::weighted_rows(dq, dy, ks.get(), ts.get(), layout);
-             g.accumulate(0, dq);
-           }
-           if (g.needs(1)) {
-             const Tensor dkey = zeros(ks.get().shape(), ks.get().options());
-             cuda::scatter_outer(dkey, dy, qs.get(), ts.get(), layout);
-             g.accumulate(1, dkey);
-           }
-         });
-  return y;
-}
-
-Tensor sparse_weighted_sum_on_cuda(const std::vector<Tensor>& inputs, const Tensor& w, const Tensor& value,
-                                   const Tensor& topk, const Tensor& ids) {
-  const cuda::QueryLayout layout = cuda::queries_by_cluster(ids, topk.size(1));
-  Tensor y = zeros({w.size(0), w.size(1), value.size(2)}, w.options());
-  cuda::weighted_rows(y, w, value, topk, layout);
-  // dw[g, i, t] += dy[g, i] · value[g, s_t];   dvalue[g, s_t] += Σ_{i,t} w[g, i, t] · dy[g, i]
-  record("clustered_sparse_weighted_sum", inputs, {y},
-         [ws = Saved(w), vs = Saved(value), ts = Saved(topk), is = Saved(ids), layout](
-             const std::vector<Tensor>& grads_out, Gradients& g) {
-           is.get();  // refuses ids changed in place since the layout was built from them
-           const Tensor dy = contiguous(grads_out[0]);
-           if (g.needs(0)) {
-             const Tensor dw = zeros(ws.get().shape(), ws.get().options());
-             cuda::gather_dot(dw, dy, vs.get(), ts.get(), layout);
-             g.accumulate(0, dw);
-           }
-           if (g.needs(1)) {
-             const Tensor dvalue = zeros(vs.get().shape(), vs.get().options());
-             cuda::scatter_outer(dvalue, ws.get(), dy, ts.get(), layout);
-             g.accumulate(1, dvalue);
-           }
-         });
-  return y;
-}
-#endif
-
 }  // namespace
 
 HammingClusters hamming_kmeans(const Tensor& codes, const Tensor& valid, int64_t clusters,
@@ -185,16 +128,10 @@ HammingClusters hamming_kmeans(const Tensor& codes, const Tensor& valid, int64_t
   check_same_device(op, {&codes, &valid});
   const Tensor c = contiguous(codes), v = contiguous(valid);
   const int64_t G = codes.size(0), N = codes.size(1);
-#ifdef TAPESTRY_HAS_CUDA
-  if (codes.device().is_cuda()) {
-    const Options options{DType::Int64, codes.device()};
-    HammingClusters out{empty({G, N}, options), empty({G, clusters}, options)};
-    cuda::hamming_kmeans(c, v, clusters, bits, iterations, out.ids, out.centroids);
+  const Options options{DType::Int64, codes.device()};
+  HammingClusters out{empty({G, N}, options), empty({G, clusters}, options)};
+  if (on_cuda(op, codes, [&] { cuda::hamming_kmeans(c, v, clusters, bits, iterations, out.ids, out.centroids); }))
     return out;
-  }
-#endif
-  check_cpu(op, codes);
-  HammingClusters out{empty({G, N}, {DType::Int64}), empty({G, clusters}, {DType::Int64})};
   const int64_t* pc = c.data<int64_t>();
   const bool* pv = v.data<bool>();
   int64_t* ids = out.ids.data<int64_t>();
@@ -215,66 +152,79 @@ Tensor clustered_sparse_dot(const Tensor& q_in, const Tensor& key_in, const Tens
            to_string(q_in.shape()), " and ", to_string(key_in.shape()));
   const Tensor q = contiguous(q_in.detach()), key = contiguous(key_in.detach());
   const Tensor topk = contiguous(topk_in), ids = contiguous(ids_in);
-#ifdef TAPESTRY_HAS_CUDA
-  if (q.device().is_cuda()) return sparse_dot_on_cuda({q_in, key_in, topk_in, ids_in}, q, key, topk, ids);
-#endif
   const int64_t G = q.size(0), N = q.size(1), E = q.size(2), S = key.size(1), C = topk.size(1), k = topk.size(2);
-  const Rows rows{topk.data<int64_t>(), ids.data<int64_t>(), N, S, C, k};
   Tensor y = zeros({G, N, k}, q.options());
-  visit_floating(q.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    const T* pq = q.data<T>();
-    const T* pk = key.data<T>();
-    T* py = y.data<T>();
+  // On a GPU the queries are grouped by cluster once, here, and the backward reuses that layout.
+  cuda::QueryLayout layout;
+  const auto on_gpu = [&] {
+    layout = cuda::queries_by_cluster(ids, C);
+    cuda::gather_dot(y, q, key, topk, layout);
+  };
+  if (!on_cuda(op, q, on_gpu)) {
+    const Rows rows{topk.data<int64_t>(), ids.data<int64_t>(), N, S, C, k};
+    visit_floating(q.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      const T* pq = q.data<T>();
+      const T* pk = key.data<T>();
+      T* py = y.data<T>();
 #pragma omp parallel for collapse(2) schedule(static) if (G * N * k * E > kParallelWork)
-    for (int64_t g = 0; g < G; ++g)
-      for (int64_t i = 0; i < N; ++i) {
-        const int64_t* keys = rows.of(g, i);
-        if (!keys) continue;
-        const T* qi = pq + (g * N + i) * E;
-        for (int64_t t = 0; t < k; ++t) {
-          const T* ks = pk + (g * S + keys[t]) * E;
-          T acc = 0;
-          for (int64_t e = 0; e < E; ++e) acc += qi[e] * ks[e];
-          py[(g * N + i) * k + t] = acc;
+      for (int64_t g = 0; g < G; ++g)
+        for (int64_t i = 0; i < N; ++i) {
+          const int64_t* keys = rows.of(g, i);
+          if (!keys) continue;
+          const T* qi = pq + (g * N + i) * E;
+          for (int64_t t = 0; t < k; ++t) {
+            const T* ks = pk + (g * S + keys[t]) * E;
+            T acc = 0;
+            for (int64_t e = 0; e < E; ++e) acc += qi[e] * ks[e];
+            py[(g * N + i) * k + t] = acc;
+          }
         }
-      }
-  });
+    });
+  }
   // dq[g, i] += Σ_t dy[g, i, t] · key[g, s_t];   dkey[g, s_t] += Σ_{i,t} dy[g, i, t] · q[g, i]
   record(op, {q_in, key_in, topk_in, ids_in}, {y},
-         [rows_shape = Shape{G, N, E, S, C, k}, qs = Saved(q), ks = Saved(key), ts = Saved(topk), is = Saved(ids)](
-             const std::vector<Tensor>& grads_out, Gradients& g) {
+         [rows_shape = Shape{G, N, E, S, C, k}, qs = Saved(q), ks = Saved(key), ts = Saved(topk), is = Saved(ids),
+          layout](const std::vector<Tensor>& grads_out, Gradients& g) {
            const Tensor dy = contiguous(grads_out[0]);
            const Tensor& q = qs.get();
            const Tensor& key = ks.get();
+           const Tensor& topk = ts.get();
+           const Tensor& ids = is.get();  // refuses ids changed in place (a GPU's layout was built from them)
            const int64_t G = rows_shape[0], N = rows_shape[1], E = rows_shape[2], S = rows_shape[3],
                          C = rows_shape[4], k = rows_shape[5];
-           const Rows rows{ts.get().data<int64_t>(), is.get().data<int64_t>(), N, S, C, k};
            Tensor dq = g.needs(0) ? zeros(q.shape(), q.options()) : Tensor();
            Tensor dkey = g.needs(1) ? zeros(key.shape(), key.options()) : Tensor();
-           visit_floating(q.dtype(), "clustered_sparse_dot", [&](auto tag) {
-             using T = decltype(tag);
-             const T* pq = q.data<T>();
-             const T* pk = key.data<T>();
-             const T* pdy = dy.data<T>();
-             T* pdq = dq.defined() ? dq.data<T>() : nullptr;
-             T* pdk = dkey.defined() ? dkey.data<T>() : nullptr;
-             // One thread per group: the key gradient of a group is summed in query order.
+           const auto on_gpu = [&] {
+             if (dq.defined()) cuda::weighted_rows(dq, dy, key, topk, layout);
+             if (dkey.defined()) cuda::scatter_outer(dkey, dy, q, topk, layout);
+           };
+           if (!on_cuda("clustered_sparse_dot", dy, on_gpu)) {
+             const Rows rows{topk.data<int64_t>(), ids.data<int64_t>(), N, S, C, k};
+             visit_floating(q.dtype(), "clustered_sparse_dot", [&](auto tag) {
+               using T = decltype(tag);
+               const T* pq = q.data<T>();
+               const T* pk = key.data<T>();
+               const T* pdy = dy.data<T>();
+               T* pdq = dq.defined() ? dq.data<T>() : nullptr;
+               T* pdk = dkey.defined() ? dkey.data<T>() : nullptr;
+               // One thread per group: the key gradient of a group is summed in query order.
 #pragma omp parallel for schedule(static) if (G > 1 && G * N * k * E > kParallelWork)
-             for (int64_t gi = 0; gi < G; ++gi)
-               for (int64_t i = 0; i < N; ++i) {
-                 const int64_t* keys = rows.of(gi, i);
-                 if (!keys) continue;
-                 for (int64_t t = 0; t < k; ++t) {
-                   const T d = pdy[(gi * N + i) * k + t];
-                   const int64_t row = (gi * S + keys[t]) * E;
-                   for (int64_t e = 0; e < E; ++e) {
-                     if (pdq) pdq[(gi * N + i) * E + e] += d * pk[row + e];
-                     if (pdk) pdk[row + e] += d * pq[(gi * N + i) * E + e];
+               for (int64_t gi = 0; gi < G; ++gi)
+                 for (int64_t i = 0; i < N; ++i) {
+                   const int64_t* keys = rows.of(gi, i);
+                   if (!keys) continue;
+                   for (int64_t t = 0; t < k; ++t) {
+                     const T d = pdy[(gi * N + i) * k + t];
+                     const int64_t row = (gi * S + keys[t]) * E;
+                     for (int64_t e = 0; e < E; ++e) {
+                       if (pdq) pdq[(gi * N + i) * E + e] += d * pk[row + e];
+                       if (pdk) pdk[row + e] += d * pq[(gi * N + i) * E + e];
+                     }
                    }
                  }
-               }
-           });
+             });
+           }
            if (dq.defined()) g.accumulate(0, dq);
            if (dkey.defined()) g.accumulate(1, dkey);
          });
@@ -291,66 +241,79 @@ Tensor clustered_sparse_weighted_sum(const Tensor& w_in, const Tensor& value_in,
            topk_in.size(2), " keys per cluster");
   const Tensor w = contiguous(w_in.detach()), value = contiguous(value_in.detach());
   const Tensor topk = contiguous(topk_in), ids = contiguous(ids_in);
-#ifdef TAPESTRY_HAS_CUDA
-  if (w.device().is_cuda()) return sparse_weighted_sum_on_cuda({w_in, value_in, topk_in, ids_in}, w, value, topk, ids);
-#endif
   const int64_t G = w.size(0), N = w.size(1), S = value.size(1), M = value.size(2), C = topk.size(1), k = topk.size(2);
-  const Rows rows{topk.data<int64_t>(), ids.data<int64_t>(), N, S, C, k};
   Tensor y = zeros({G, N, M}, w.options());
-  visit_floating(w.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    const T* pw = w.data<T>();
-    const T* pv = value.data<T>();
-    T* py = y.data<T>();
+  // On a GPU the queries are grouped by cluster once, here, and the backward reuses that layout.
+  cuda::QueryLayout layout;
+  const auto on_gpu = [&] {
+    layout = cuda::queries_by_cluster(ids, C);
+    cuda::weighted_rows(y, w, value, topk, layout);
+  };
+  if (!on_cuda(op, w, on_gpu)) {
+    const Rows rows{topk.data<int64_t>(), ids.data<int64_t>(), N, S, C, k};
+    visit_floating(w.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      const T* pw = w.data<T>();
+      const T* pv = value.data<T>();
+      T* py = y.data<T>();
 #pragma omp parallel for collapse(2) schedule(static) if (G * N * k * M > kParallelWork)
-    for (int64_t g = 0; g < G; ++g)
-      for (int64_t i = 0; i < N; ++i) {
-        const int64_t* keys = rows.of(g, i);
-        if (!keys) continue;
-        T* yi = py + (g * N + i) * M;
-        for (int64_t t = 0; t < k; ++t) {
-          const T a = pw[(g * N + i) * k + t];
-          const T* vs = pv + (g * S + keys[t]) * M;
-          for (int64_t m = 0; m < M; ++m) yi[m] += a * vs[m];
+      for (int64_t g = 0; g < G; ++g)
+        for (int64_t i = 0; i < N; ++i) {
+          const int64_t* keys = rows.of(g, i);
+          if (!keys) continue;
+          T* yi = py + (g * N + i) * M;
+          for (int64_t t = 0; t < k; ++t) {
+            const T a = pw[(g * N + i) * k + t];
+            const T* vs = pv + (g * S + keys[t]) * M;
+            for (int64_t m = 0; m < M; ++m) yi[m] += a * vs[m];
+          }
         }
-      }
-  });
+    });
+  }
   // dw[g, i, t] += dy[g, i] · value[g, s_t];   dvalue[g, s_t] += Σ_{i,t} w[g, i, t] · dy[g, i]
   record(op, {w_in, value_in, topk_in, ids_in}, {y},
-         [dims = Shape{G, N, M, S, C, k}, ws = Saved(w), vs = Saved(value), ts = Saved(topk), is = Saved(ids)](
-             const std::vector<Tensor>& grads_out, Gradients& g) {
+         [dims = Shape{G, N, M, S, C, k}, ws = Saved(w), vs = Saved(value), ts = Saved(topk), is = Saved(ids),
+          layout](const std::vector<Tensor>& grads_out, Gradients& g) {
            const Tensor dy = contiguous(grads_out[0]);
            const Tensor& w = ws.get();
            const Tensor& value = vs.get();
+           const Tensor& topk = ts.get();
+           const Tensor& ids = is.get();  // refuses ids changed in place (a GPU's layout was built from them)
            const int64_t G = dims[0], N = dims[1], M = dims[2], S = dims[3], C = dims[4], k = dims[5];
-           const Rows rows{ts.get().data<int64_t>(), is.get().data<int64_t>(), N, S, C, k};
            Tensor dw = g.needs(0) ? zeros(w.shape(), w.options()) : Tensor();
            Tensor dv = g.needs(1) ? zeros(value.shape(), value.options()) : Tensor();
-           visit_floating(w.dtype(), "clustered_sparse_weighted_sum", [&](auto tag) {
-             using T = decltype(tag);
-             const T* pw = w.data<T>();
-             const T* pv = value.data<T>();
-             const T* pdy = dy.data<T>();
-             T* pdw = dw.defined() ? dw.data<T>() : nullptr;
-             T* pdv = dv.defined() ? dv.data<T>() : nullptr;
+           const auto on_gpu = [&] {
+             if (dw.defined()) cuda::gather_dot(dw, dy, value, topk, layout);
+             if (dv.defined()) cuda::scatter_outer(dv, w, dy, topk, layout);
+           };
+           if (!on_cuda("clustered_sparse_weighted_sum", dy, on_gpu)) {
+             const Rows rows{topk.data<int64_t>(), ids.data<int64_t>(), N, S, C, k};
+             visit_floating(w.dtype(), "clustered_sparse_weighted_sum", [&](auto tag) {
+               using T = decltype(tag);
+               const T* pw = w.data<T>();
+               const T* pv = value.data<T>();
+               const T* pdy = dy.data<T>();
+               T* pdw = dw.defined() ? dw.data<T>() : nullptr;
+               T* pdv = dv.defined() ? dv.data<T>() : nullptr;
 #pragma omp parallel for schedule(static) if (G > 1 && G * N * k * M > kParallelWork)
-             for (int64_t gi = 0; gi < G; ++gi)
-               for (int64_t i = 0; i < N; ++i) {
-                 const int64_t* keys = rows.of(gi, i);
-                 if (!keys) continue;
-                 const T* dyi = pdy + (gi * N + i) * M;
-                 for (int64_t t = 0; t < k; ++t) {
-                   const int64_t row = (gi * S + keys[t]) * M;
-                   const T a = pw[(gi * N + i) * k + t];
-                   T acc = 0;
-                   for (int64_t m = 0; m < M; ++m) {
-                     acc += dyi[m] * pv[row + m];
-                     if (pdv) pdv[row + m] += a * dyi[m];
+               for (int64_t gi = 0; gi < G; ++gi)
+                 for (int64_t i = 0; i < N; ++i) {
+                   const int64_t* keys = rows.of(gi, i);
+                   if (!keys) continue;
+                   const T* dyi = pdy + (gi * N + i) * M;
+                   for (int64_t t = 0; t < k; ++t) {
+                     const int64_t row = (gi * S + keys[t]) * M;
+                     const T a = pw[(gi * N + i) * k + t];
+                     T acc = 0;
+                     for (int64_t m = 0; m < M; ++m) {
+                       acc += dyi[m] * pv[row + m];
+                       if (pdv) pdv[row + m] += a * dyi[m];
+                     }
+                     if (pdw) pdw[(gi * N + i) * k + t] += acc;
                    }
-                   if (pdw) pdw[(gi * N + i) * k + t] += acc;
                  }
-               }
-           });
+             });
+           }
            if (dw.defined()) g.accumulate(0, dw);
            if (dv.defined()) g.accumulate(1, dv);
          });

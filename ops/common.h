@@ -6,6 +6,7 @@
 
 #include "core/autograd.h"
 #include "core/creation.h"
+#include "ops/creation.h"
 #include "core/dispatch.h"
 #include "core/tensor.h"
 

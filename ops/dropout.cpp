@@ -5,6 +5,7 @@
 
 #include "ops/common.h"
 #include "ops/cuda/dropout.h"
+#include "ops/dispatch.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -33,13 +34,8 @@ struct DropMask {
 Tensor apply_mask(const Tensor& in, const DropMask& mask) {
   const Tensor src = contiguous(in.detach());
   Tensor out = empty(in.shape(), in.options());
-#ifdef TAPESTRY_HAS_CUDA
-  if (in.device().is_cuda()) {
-    cuda::dropout_mask(src, out, mask.first, mask.seed, mask.cut, mask.scale);
+  if (on_cuda("dropout", in, [&] { cuda::dropout_mask(src, out, mask.first, mask.seed, mask.cut, mask.scale); }))
     return out;
-  }
-#endif
-  check_cpu("dropout", in);
   const int64_t n = in.numel();
   visit_floating(in.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);

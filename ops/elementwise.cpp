@@ -4,6 +4,7 @@
 
 #include "ops/common.h"
 #include "ops/cuda/elementwise.h"
+#include "ops/dispatch.h"
 #include "ops/elementwise_math.h"
 #include "ops/loops.h"
 #include "ops/shape.h"
@@ -17,13 +18,7 @@ namespace {
 template <class F>
 Tensor unary_forward(const char* op, const F& f, const Tensor& x) {
   Tensor y = empty(x.shape(), x.options());
-#ifdef TAPESTRY_HAS_CUDA
-  if (x.device().is_cuda()) {
-    cuda::unary_forward(op, f, y, x);
-    return y;
-  }
-#endif
-  check_cpu(op, x);
+  if (on_cuda(op, x, [&] { cuda::unary_forward(op, f, y, x); })) return y;
   visit_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     cpu_map<T, T>(y, [f](T v) { return f.forward(v); }, x);
@@ -34,13 +29,7 @@ Tensor unary_forward(const char* op, const F& f, const Tensor& x) {
 template <class F>
 Tensor unary_backward(const char* op, const F& f, const Tensor& dy, const Tensor& x, const Tensor& y) {
   Tensor dx = empty(x.shape(), x.options());
-#ifdef TAPESTRY_HAS_CUDA
-  if (dy.device().is_cuda()) {
-    cuda::unary_backward(op, f, dx, dy, x, y);
-    return dx;
-  }
-#endif
-  check_cpu(op, dy);
+  if (on_cuda(op, dy, [&] { cuda::unary_backward(op, f, dx, dy, x, y); })) return dx;
   visit_floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     cpu_map<T, T, T, T>(dx, [f](T d, T xv, T yv) { return f.backward(d, xv, yv); }, dy, x, y);
@@ -51,13 +40,7 @@ Tensor unary_backward(const char* op, const F& f, const Tensor& dy, const Tensor
 template <class F>
 Tensor binary_forward(const char* op, const F& f, const Tensor& a, const Tensor& b, const Shape& shape) {
   Tensor y = empty(shape, a.options());
-#ifdef TAPESTRY_HAS_CUDA
-  if (a.device().is_cuda()) {
-    cuda::binary_forward(op, f, y, a, b);
-    return y;
-  }
-#endif
-  check_cpu(op, a);
+  if (on_cuda(op, a, [&] { cuda::binary_forward(op, f, y, a, b); })) return y;
   visit_numeric(a.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     cpu_map<T, T, T>(y, [f](T u, T v) { return f.forward(u, v); }, a, b);
@@ -67,13 +50,7 @@ Tensor binary_forward(const char* op, const F& f, const Tensor& a, const Tensor&
 
 Tensor where_forward(const Tensor& cond, const Tensor& a, const Tensor& b, const Shape& shape) {
   Tensor y = empty(shape, a.options());
-#ifdef TAPESTRY_HAS_CUDA
-  if (a.device().is_cuda()) {
-    cuda::where(y, cond, a, b);
-    return y;
-  }
-#endif
-  check_cpu("where", a);
+  if (on_cuda("where", a, [&] { cuda::where(y, cond, a, b); })) return y;
   visit_all(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     cpu_map<T, bool, T, T>(y, [](bool c, T u, T v) { return c ? u : v; }, cond, a, b);
@@ -87,13 +64,10 @@ template <class F>
 Tensor binary_backward(const char* op, const F& f, Side side, const Tensor& dy, const Tensor& a,
                        const Tensor& b, const Tensor& y) {
   Tensor grad = empty(y.shape(), y.options());  // the broadcast shape; Gradients sums it down
-#ifdef TAPESTRY_HAS_CUDA
-  if (dy.device().is_cuda()) {
-    cuda::binary_backward(op, f, side == Side::A ? cuda::Operand::A : cuda::Operand::B, grad, dy, a, b, y);
+  if (on_cuda(op, dy, [&] {
+        cuda::binary_backward(op, f, side == Side::A ? cuda::Operand::A : cuda::Operand::B, grad, dy, a, b, y);
+      }))
     return grad;
-  }
-#endif
-  check_cpu(op, dy);
   visit_floating(y.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     if (side == Side::A)
@@ -155,13 +129,7 @@ Tensor compare(const char* op, const Tensor& a, const Tensor& b, F f = {}) {
   check_same_device(op, {&a, &b});
   check_same_dtype(op, a, b);
   Tensor y = empty(broadcast_shapes(a.shape(), b.shape(), op), {DType::Bool, a.device()});
-#ifdef TAPESTRY_HAS_CUDA
-  if (a.device().is_cuda()) {
-    cuda::compare(op, f, y, a, b);
-    return y;
-  }
-#endif
-  check_cpu(op, a);
+  if (on_cuda(op, a, [&] { cuda::compare(op, f, y, a, b); })) return y;
   visit_all(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     cpu_map<bool, T, T>(y, f, a, b);
@@ -297,52 +265,34 @@ void add_(const Tensor& self, const Tensor& other) {
   check_same_dtype("add_", self, other);
   check_broadcasts_to("add_", other, self.shape());
   const Tensor from = unaliased(self, other);
-#ifdef TAPESTRY_HAS_CUDA
-  if (self.device().is_cuda()) {
-    cuda::add_(self, from);
-    self.storage().bump_version();
-    return;
+  if (!on_cuda("add_", self, [&] { cuda::add_(self, from); })) {
+    visit_numeric(self.dtype(), "add_", [&](auto tag) {
+      using T = decltype(tag);
+      cpu_map<T, T, T>(self, [](T u, T v) { return u + v; }, self, from);
+    });
   }
-#endif
-  check_cpu("add_", self);
-  visit_numeric(self.dtype(), "add_", [&](auto tag) {
-    using T = decltype(tag);
-    cpu_map<T, T, T>(self, [](T u, T v) { return u + v; }, self, from);
-  });
   self.storage().bump_version();
 }
 
 void mul_(const Tensor& self, double factor) {
   check_writable("mul_", self);
-#ifdef TAPESTRY_HAS_CUDA
-  if (self.device().is_cuda()) {
-    cuda::mul_(self, factor);
-    self.storage().bump_version();
-    return;
+  if (!on_cuda("mul_", self, [&] { cuda::mul_(self, factor); })) {
+    visit_numeric(self.dtype(), "mul_", [&](auto tag) {
+      using T = decltype(tag);
+      cpu_map<T, T>(self, [f = static_cast<T>(factor)](T u) { return u * f; }, self);
+    });
   }
-#endif
-  check_cpu("mul_", self);
-  visit_numeric(self.dtype(), "mul_", [&](auto tag) {
-    using T = decltype(tag);
-    cpu_map<T, T>(self, [f = static_cast<T>(factor)](T u) { return u * f; }, self);
-  });
   self.storage().bump_version();
 }
 
 void fill_(const Tensor& self, double value) {
   check_writable("fill_", self);
-#ifdef TAPESTRY_HAS_CUDA
-  if (self.device().is_cuda()) {
-    cuda::fill_(self, value);
-    self.storage().bump_version();
-    return;
+  if (!on_cuda("fill_", self, [&] { cuda::fill_(self, value); })) {
+    visit_all(self.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      cpu_map<T>(self, [v = static_cast<T>(value)]() { return v; });
+    });
   }
-#endif
-  check_cpu("fill_", self);
-  visit_all(self.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    cpu_map<T>(self, [v = static_cast<T>(value)]() { return v; });
-  });
   self.storage().bump_version();
 }
 
@@ -358,21 +308,15 @@ void copy_(const Tensor& self, const Tensor& src) {
     copy_bytes(from.raw_data(), self.device(), packed.raw_data(), src.device(),
                static_cast<size_t>(src.numel()) * element_size(src.dtype()));
   }
-#ifdef TAPESTRY_HAS_CUDA
-  if (self.device().is_cuda()) {
-    cuda::copy_(self, from);
-    self.storage().bump_version();
-    return;
-  }
-#endif
-  check_cpu("copy_", self);
-  visit_all(self.dtype(), [&](auto out_tag) {
-    using Out = decltype(out_tag);
-    visit_all(from.dtype(), [&](auto in_tag) {
-      using In = decltype(in_tag);
-      cpu_map<Out, In>(self, [](In v) { return static_cast<Out>(v); }, from);
+  if (!on_cuda("copy_", self, [&] { cuda::copy_(self, from); })) {
+    visit_all(self.dtype(), [&](auto out_tag) {
+      using Out = decltype(out_tag);
+      visit_all(from.dtype(), [&](auto in_tag) {
+        using In = decltype(in_tag);
+        cpu_map<Out, In>(self, [](In v) { return static_cast<Out>(v); }, from);
+      });
     });
-  });
+  }
   self.storage().bump_version();
 }
 

@@ -6,6 +6,7 @@
 #include "ops/common.h"
 #include "ops/cuda/embedding.h"
 #include "ops/cuda/index_scan.h"
+#include "ops/dispatch.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -25,13 +26,9 @@ struct BadIndex {
 // The first index outside [0, V).
 BadIndex first_out_of_range(const Tensor& indices, int64_t V) {
   const Tensor idx = contiguous(indices);
-#ifdef TAPESTRY_HAS_CUDA
-  if (idx.device().is_cuda()) {  // scanned in place on the GPU; only the verdict comes back
-    const cuda::IndexScan scan = cuda::scan_indices("embedding", idx, V);
+  cuda::IndexScan scan;  // on a GPU the indices are scanned in place; only the verdict comes back
+  if (on_cuda("embedding", indices, [&] { scan = cuda::scan_indices("embedding", idx, V); }))
     return BadIndex{scan.bad_position, scan.bad_value};
-  }
-#endif
-  check_cpu("embedding", indices);
   return visit_index(idx.dtype(), "embedding", [&](auto tag) {
     using I = decltype(tag);
     const I* p = idx.data<I>();
@@ -49,13 +46,7 @@ Tensor embedding_forward(const Tensor& table, const Tensor& indices) {
   Shape shape = indices.shape();
   shape.push_back(D);
   Tensor out = empty(shape, table.options());
-#ifdef TAPESTRY_HAS_CUDA
-  if (table.device().is_cuda()) {
-    cuda::embedding_forward(tab, idx, out);
-    return out;
-  }
-#endif
-  check_cpu("embedding", table);
+  if (on_cuda("embedding", table, [&] { cuda::embedding_forward(tab, idx, out); })) return out;
   visit_floating(table.dtype(), "embedding", [&](auto tag) {
     using T = decltype(tag);
     visit_index(idx.dtype(), "embedding", [&](auto index_tag) {
@@ -75,34 +66,28 @@ Tensor embedding_forward(const Tensor& table, const Tensor& indices) {
 void embedding_backward(const Tensor& dy_in, const Tensor& indices, int64_t padding_idx, const Tensor& dtable) {
   const Tensor dy = contiguous(dy_in);
   TP_CHECK(dtable.is_contiguous(), "embedding", "internal error: the gradient buffer is not contiguous");
-#ifdef TAPESTRY_HAS_CUDA
-  if (dy.device().is_cuda()) {
-    cuda::embedding_backward(dy, indices, padding_idx, dtable);
-    dtable.storage().bump_version();
-    return;
-  }
-#endif
-  check_cpu("embedding", dy_in);
-  const int64_t N = indices.numel(), D = dtable.shape()[1];
-  const int64_t blocks = (D + kColumnBlock - 1) / kColumnBlock;
-  visit_floating(dtable.dtype(), "embedding", [&](auto tag) {
-    using T = decltype(tag);
-    visit_index(indices.dtype(), "embedding", [&](auto index_tag) {
-      using I = decltype(index_tag);
-      const I* ip = indices.data<I>();
-      const T* g = dy.data<T>();
-      T* dst = dtable.data<T>();
+  if (!on_cuda("embedding", dy_in, [&] { cuda::embedding_backward(dy, indices, padding_idx, dtable); })) {
+    const int64_t N = indices.numel(), D = dtable.shape()[1];
+    const int64_t blocks = (D + kColumnBlock - 1) / kColumnBlock;
+    visit_floating(dtable.dtype(), "embedding", [&](auto tag) {
+      using T = decltype(tag);
+      visit_index(indices.dtype(), "embedding", [&](auto index_tag) {
+        using I = decltype(index_tag);
+        const I* ip = indices.data<I>();
+        const T* g = dy.data<T>();
+        T* dst = dtable.data<T>();
 #pragma omp parallel for schedule(static) if (blocks > 1 && N * D > kParallelWork)
-      for (int64_t k = 0; k < blocks; ++k) {
-        const int64_t c0 = k * kColumnBlock, c1 = std::min(D, c0 + kColumnBlock);
-        for (int64_t n = 0; n < N; ++n) {
-          const int64_t row = static_cast<int64_t>(ip[n]);
-          if (row == padding_idx) continue;
-          for (int64_t c = c0; c < c1; ++c) dst[row * D + c] += g[n * D + c];
+        for (int64_t k = 0; k < blocks; ++k) {
+          const int64_t c0 = k * kColumnBlock, c1 = std::min(D, c0 + kColumnBlock);
+          for (int64_t n = 0; n < N; ++n) {
+            const int64_t row = static_cast<int64_t>(ip[n]);
+            if (row == padding_idx) continue;
+            for (int64_t c = c0; c < c1; ++c) dst[row * D + c] += g[n * D + c];
+          }
         }
-      }
+      });
     });
-  });
+  }
   dtable.storage().bump_version();
 }
 

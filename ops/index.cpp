@@ -7,6 +7,7 @@
 
 #include "ops/common.h"
 #include "ops/cuda/index.h"
+#include "ops/dispatch.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -56,13 +57,8 @@ void check_index_dtype(const char* op, const Tensor& index) {
 // The first element of `index` (contiguous) outside [0, size), in row-major order, and its value;
 // (numel, 0) when there is none. On a GPU the search runs on the device and only its answer is read.
 std::pair<int64_t, int64_t> first_out_of_range(const char* op, const Tensor& index, int64_t size) {
-#ifdef TAPESTRY_HAS_CUDA
-  if (index.device().is_cuda()) {
-    const cuda::OutOfRange bad = cuda::first_out_of_range(op, index, 0, size);
-    return {bad.position, bad.value};
-  }
-#endif
-  check_cpu(op, index);
+  cuda::OutOfRange bad{};
+  if (on_cuda(op, index, [&] { bad = cuda::first_out_of_range(op, index, 0, size); })) return {bad.position, bad.value};
   const int64_t n = index.numel();
   return visit_index(index.dtype(), op, [&](auto tag) {
     using I = decltype(tag);
@@ -106,13 +102,7 @@ void check_vector_index(const char* op, const Tensor& index) {
 // y[o, j, i] = x[o, index[o, j, i], i] over index's (outer, n, inner); x may be strided.
 Tensor gather_kernel(const char* op, const Tensor& x, int64_t d, const Tensor& index) {
   Tensor y = empty(index.shape(), x.options());
-#ifdef TAPESTRY_HAS_CUDA
-  if (x.device().is_cuda()) {
-    cuda::gather(op, y, x, d, index);
-    return y;
-  }
-#endif
-  check_cpu(op, x);
+  if (on_cuda(op, x, [&] { cuda::gather(op, y, x, d, index); })) return y;
   const Fibers f = fibers_of(index.shape(), d);
   const std::vector<int64_t> outer = offset_table(index.shape(), x.strides(), 0, d);
   const std::vector<int64_t> inner = offset_table(index.shape(), x.strides(), d + 1, x.dim());
@@ -141,13 +131,7 @@ Tensor gather_kernel(const char* op, const Tensor& x, int64_t d, const Tensor& i
 // order: deterministic.
 void scatter_add_kernel(const char* op, const Tensor& y, int64_t d, const Tensor& index, const Tensor& src_in) {
   const Tensor src = contiguous(src_in.detach());
-#ifdef TAPESTRY_HAS_CUDA
-  if (y.device().is_cuda()) {
-    cuda::scatter_add(op, y, d, index, src);
-    return;
-  }
-#endif
-  check_cpu(op, y);
+  if (on_cuda(op, y, [&] { cuda::scatter_add(op, y, d, index, src); })) return;
   const Fibers f = fibers_of(index.shape(), d);
   const std::vector<int64_t> outer = offset_table(index.shape(), y.strides(), 0, d);
   const std::vector<int64_t> inner = offset_table(index.shape(), y.strides(), d + 1, y.dim());
@@ -180,13 +164,7 @@ Tensor index_select_kernel(const char* op, const Tensor& x_in, int64_t d, const 
   Shape shape = x.shape();
   shape[d] = index.numel();
   Tensor y = empty(shape, x.options());
-#ifdef TAPESTRY_HAS_CUDA
-  if (x.device().is_cuda()) {
-    cuda::index_select(op, y, x, d, index);
-    return y;
-  }
-#endif
-  check_cpu(op, x);
+  if (on_cuda(op, x, [&] { cuda::index_select(op, y, x, d, index); })) return y;
   const Fibers f = fibers_of(x.shape(), d);
   const int64_t m = index.numel();
   visit_all(x.dtype(), [&](auto tag) {
@@ -210,13 +188,7 @@ Tensor index_select_kernel(const char* op, const Tensor& x_in, int64_t d, const 
 // pairs and add over j in order: deterministic.
 void index_add_kernel(const char* op, const Tensor& y, int64_t d, const Tensor& index, const Tensor& src_in) {
   const Tensor src = contiguous(src_in.detach());
-#ifdef TAPESTRY_HAS_CUDA
-  if (y.device().is_cuda()) {
-    cuda::index_add(op, y, d, index, src);
-    return;
-  }
-#endif
-  check_cpu(op, y);
+  if (on_cuda(op, y, [&] { cuda::index_add(op, y, d, index, src); })) return;
   const Fibers f = fibers_of(y.shape(), d);
   const int64_t m = index.numel();
   const int64_t blocks = (f.inner + kColumns - 1) / kColumns;
@@ -245,15 +217,10 @@ void index_add_kernel(const char* op, const Tensor& y, int64_t d, const Tensor& 
 Tensor one_hot_kernel(const Tensor& index, int64_t num_classes, DType dtype) {
   Shape shape = index.shape();
   shape.push_back(num_classes);
-#ifdef TAPESTRY_HAS_CUDA
-  if (index.device().is_cuda()) {
-    Tensor y = empty(shape, {dtype, index.device()});
-    cuda::one_hot(y, index, num_classes);
-    return y;
-  }
-#endif
-  check_cpu("one_hot", index);
-  Tensor y = zeros(shape, {dtype, index.device()});
+  const Options options{dtype, index.device()};
+  Tensor y;
+  if (on_cuda("one_hot", index, [&] { y = empty(shape, options); cuda::one_hot(y, index, num_classes); })) return y;
+  y = zeros(shape, options);
   const int64_t n = index.numel();
   visit_all(dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -10,6 +10,7 @@
 #include "ops/common.h"
 #include "ops/cuda/index_scan.h"
 #include "ops/cuda/loss.h"
+#include "ops/dispatch.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -50,13 +51,9 @@ struct CrossEntropyForward {
 
 TargetScan scan_targets(const Tensor& targets, int64_t C, int64_t ignore_index) {
   const Tensor t = contiguous(targets);
-#ifdef TAPESTRY_HAS_CUDA
-  if (t.device().is_cuda()) {  // scanned in place on the GPU; only the verdict comes back
-    const cuda::IndexScan scan = cuda::scan_indices("cross_entropy", t, C, ignore_index);
+  cuda::IndexScan scan;  // on a GPU the targets are scanned in place; only the verdict comes back
+  if (on_cuda("cross_entropy", targets, [&] { scan = cuda::scan_indices("cross_entropy", t, C, ignore_index); }))
     return TargetScan{scan.bad_position, scan.bad_value, scan.valid};
-  }
-#endif
-  check_cpu("cross_entropy", targets);
   return visit_index(t.dtype(), "cross_entropy", [&](auto tag) {
     using I = decltype(tag);
     const I* p = t.data<I>();
@@ -79,13 +76,10 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits_in, const Tensor&
   const Tensor targets = contiguous(targets_in);
   const int64_t C = logits.shape().back(), R = targets.numel();
   CrossEntropyForward out{empty({}, logits.options()), empty({R}, logits.options())};
-#ifdef TAPESTRY_HAS_CUDA
-  if (logits.device().is_cuda()) {
-    cuda::cross_entropy_forward(logits, targets, ignore_index, eps, valid, out.loss, out.lse);
+  if (on_cuda("cross_entropy", logits_in, [&] {
+        cuda::cross_entropy_forward(logits, targets, ignore_index, eps, valid, out.loss, out.lse);
+      }))
     return out;
-  }
-#endif
-  check_cpu("cross_entropy", logits_in);
   std::vector<double> row_loss(static_cast<size_t>(R), 0.0);
   visit_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
@@ -123,13 +117,10 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits_in, const Tensor&
 Tensor cross_entropy_backward(const Tensor& dy, const Tensor& logits, const Tensor& targets, const Tensor& lse_t,
                               int64_t ignore_index, double eps, int64_t valid) {
   Tensor dx = empty(logits.shape(), logits.options());
-#ifdef TAPESTRY_HAS_CUDA
-  if (dy.device().is_cuda()) {
-    cuda::cross_entropy_backward(dy, logits, targets, lse_t, ignore_index, eps, valid, dx);
+  if (on_cuda("cross_entropy", dy, [&] {
+        cuda::cross_entropy_backward(dy, logits, targets, lse_t, ignore_index, eps, valid, dx);
+      }))
     return dx;
-  }
-#endif
-  check_cpu("cross_entropy", dy);
   const int64_t C = logits.shape().back(), R = targets.numel();
   visit_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
@@ -160,13 +151,10 @@ Tensor cross_entropy_backward(const Tensor& dy, const Tensor& logits, const Tens
 // loss = Σ_i [max(x_i, 0) − x_i t_i + log(1 + e^−|x_i|)] / N
 Tensor bce_forward(const Tensor& logits, const Tensor& targets) {
   Tensor loss = empty({}, logits.options());
-#ifdef TAPESTRY_HAS_CUDA
-  if (logits.device().is_cuda()) {
-    cuda::binary_cross_entropy_forward(logits, targets, loss);
+  if (on_cuda("binary_cross_entropy_with_logits", logits, [&] {
+        cuda::binary_cross_entropy_forward(logits, targets, loss);
+      }))
     return loss;
-  }
-#endif
-  check_cpu("binary_cross_entropy_with_logits", logits);
   const int64_t N = logits.numel();
   visit_floating(logits.dtype(), "binary_cross_entropy_with_logits", [&](auto tag) {
     using T = decltype(tag);
@@ -184,13 +172,10 @@ Tensor bce_forward(const Tensor& logits, const Tensor& targets) {
 // dx = dy / N · (σ(x) − t),  dt = −dy / N · x
 Tensor bce_backward_logits(const Tensor& dy, const Tensor& logits, const Tensor& targets) {
   Tensor dx = empty(logits.shape(), logits.options());
-#ifdef TAPESTRY_HAS_CUDA
-  if (dy.device().is_cuda()) {
-    cuda::binary_cross_entropy_backward_logits(dy, logits, targets, dx);
+  if (on_cuda("binary_cross_entropy_with_logits", dy, [&] {
+        cuda::binary_cross_entropy_backward_logits(dy, logits, targets, dx);
+      }))
     return dx;
-  }
-#endif
-  check_cpu("binary_cross_entropy_with_logits", dy);
   const int64_t N = logits.numel();
   visit_floating(logits.dtype(), "binary_cross_entropy_with_logits", [&](auto tag) {
     using T = decltype(tag);
@@ -210,13 +195,10 @@ Tensor bce_backward_logits(const Tensor& dy, const Tensor& logits, const Tensor&
 
 Tensor bce_backward_targets(const Tensor& dy, const Tensor& logits) {
   Tensor dt = empty(logits.shape(), logits.options());
-#ifdef TAPESTRY_HAS_CUDA
-  if (dy.device().is_cuda()) {
-    cuda::binary_cross_entropy_backward_targets(dy, logits, dt);
+  if (on_cuda("binary_cross_entropy_with_logits", dy, [&] {
+        cuda::binary_cross_entropy_backward_targets(dy, logits, dt);
+      }))
     return dt;
-  }
-#endif
-  check_cpu("binary_cross_entropy_with_logits", dy);
   const int64_t N = logits.numel();
   visit_floating(logits.dtype(), "binary_cross_entropy_with_logits", [&](auto tag) {
     using T = decltype(tag);

@@ -4,6 +4,7 @@
 
 #include "ops/common.h"
 #include "ops/cuda/matmul.h"
+#include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/loops.h"
 #include "ops/reduce.h"
@@ -66,41 +67,38 @@ void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Te
   const int64_t k = a.shape()[a.dim() - (ta == Transpose::Yes ? 2 : 1)];
 
   const Strides sa = batch_strides(a, batch), sb = batch_strides(b, batch), sc = batch_strides(out, batch);
-#ifdef TAPESTRY_HAS_CUDA
-  if (out.device().is_cuda()) {
+  const auto on_gpu = [&] {
     const Transpose flag_a = trans_a ? Transpose::Yes : Transpose::No, flag_b = trans_b ? Transpose::Yes : Transpose::No;
     cuda::batched_gemm({batch, a, b, out, flag_a, flag_b, m, n, k, la.ld, lb.ld, lc.ld, sa, sb, sc, beta});
-    out.storage().bump_version();
-    return;
+  };
+  if (!on_cuda("matmul", out, on_gpu)) {
+    visit_floating(out.dtype(), "matmul", [&](auto tag) {
+      using T = decltype(tag);
+      const T* pa = static_cast<const T*>(a.raw_data());
+      const T* pb = static_cast<const T*>(b.raw_data());
+      T* pc = static_cast<T*>(out.raw_data());
+      const int64_t count = numel(batch);
+      for (int64_t i = 0; i < count; ++i) {
+        int64_t oa = 0, ob = 0, oc = 0;
+        for (int64_t d = static_cast<int64_t>(batch.size()) - 1, rest = i; d >= 0; --d) {
+          const int64_t index = rest % batch[d];
+          rest /= batch[d];
+          oa += index * sa[d], ob += index * sb[d], oc += index * sc[d];
+        }
+        if (m == 0 || n == 0) continue;
+        if (k == 0) {  // an empty sum: out = beta · out, and beta = 0 never reads out (as in BLAS)
+          for (int64_t r = 0; r < m; ++r)
+            for (int64_t c = 0; c < n; ++c) {
+              T& o = pc[oc + r * lc.ld + c];
+              o = beta == 0 ? T(0) : o * static_cast<T>(beta);
+            }
+          continue;
+        }
+        gemm<T>(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
+                pa + oa, la.ld, pb + ob, lb.ld, static_cast<T>(beta), pc + oc, lc.ld);
+      }
+    });
   }
-#endif
-  check_cpu("matmul", out);
-  visit_floating(out.dtype(), "matmul", [&](auto tag) {
-    using T = decltype(tag);
-    const T* pa = static_cast<const T*>(a.raw_data());
-    const T* pb = static_cast<const T*>(b.raw_data());
-    T* pc = static_cast<T*>(out.raw_data());
-    const int64_t count = numel(batch);
-    for (int64_t i = 0; i < count; ++i) {
-      int64_t oa = 0, ob = 0, oc = 0;
-      for (int64_t d = static_cast<int64_t>(batch.size()) - 1, rest = i; d >= 0; --d) {
-        const int64_t index = rest % batch[d];
-        rest /= batch[d];
-        oa += index * sa[d], ob += index * sb[d], oc += index * sc[d];
-      }
-      if (m == 0 || n == 0) continue;
-      if (k == 0) {  // an empty sum: out = beta · out, and beta = 0 never reads out (as in BLAS)
-        for (int64_t r = 0; r < m; ++r)
-          for (int64_t c = 0; c < n; ++c) {
-            T& o = pc[oc + r * lc.ld + c];
-            o = beta == 0 ? T(0) : o * static_cast<T>(beta);
-          }
-        continue;
-      }
-      gemm<T>(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
-              pa + oa, la.ld, pb + ob, lb.ld, static_cast<T>(beta), pc + oc, lc.ld);
-    }
-  });
   out.storage().bump_version();
 }
 

@@ -8,6 +8,7 @@
 
 #include "ops/common.h"
 #include "ops/cuda/norm.h"
+#include "ops/dispatch.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -45,13 +46,8 @@ Forward layer_norm_forward(const Tensor& x, const Rows& rows, const Tensor& weig
   Forward out{empty(x.shape(), x.options()), empty({rows.R}, {DType::Float64, x.device()}),
               empty({rows.R}, {DType::Float64, x.device()})};
   const int64_t R = rows.R, D = rows.D;
-#ifdef TAPESTRY_HAS_CUDA
-  if (x.device().is_cuda()) {
-    cuda::layer_norm_forward(xc, wc, bc, eps, R, D, out.y, out.mean, out.rstd);
+  if (on_cuda("layer_norm", x, [&] { cuda::layer_norm_forward(xc, wc, bc, eps, R, D, out.y, out.mean, out.rstd); }))
     return out;
-  }
-#endif
-  check_cpu("layer_norm", x);
   visit_floating(x.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
     const T* src = xc.data<T>();
@@ -91,13 +87,10 @@ Backward layer_norm_backward(const Tensor& dy_in, const Tensor& x, const Tensor&
   if (want.dx) out.dx = empty(x.shape(), x.options());
   if (want.dweight) out.dweight = empty(rows.normalized, x.options());
   if (want.dbias) out.dbias = empty(rows.normalized, x.options());
-#ifdef TAPESTRY_HAS_CUDA
-  if (dy.device().is_cuda()) {
-    cuda::layer_norm_backward(dy, x, mean_t, rstd_t, weight, R, D, out.dx, out.dweight, out.dbias);
+  if (on_cuda("layer_norm", dy_in, [&] {
+        cuda::layer_norm_backward(dy, x, mean_t, rstd_t, weight, R, D, out.dx, out.dweight, out.dbias);
+      }))
     return out;
-  }
-#endif
-  check_cpu("layer_norm", dy_in);
   visit_floating(x.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
     const T* g = dy.data<T>();

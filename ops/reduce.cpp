@@ -7,6 +7,7 @@
 
 #include "ops/common.h"
 #include "ops/cuda/reduce.h"
+#include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
 
@@ -72,14 +73,13 @@ Tensor reduce_rows(const Tensor& x, const Plan& p, DType out_dtype, Fold fold) {
   return out;
 }
 
-#ifdef TAPESTRY_HAS_CUDA
-// The CUDA kernel (ops/cuda/reduce.h) over the same (rows, length) layout.
-Tensor reduce_on_cuda(const char* op, cuda::Reduction kind, const Tensor& x, const Plan& p, DType out_dtype) {
+// The CUDA kernel (ops/cuda/reduce.h) over the same (rows, length) layout. Inline: only on_cuda's
+// lambdas call it (ops/dispatch.h).
+inline Tensor reduce_on_cuda(const char* op, cuda::Reduction kind, const Tensor& x, const Plan& p, DType out_dtype) {
   Tensor out = empty(p.out_shape, {out_dtype, x.device()});
   cuda::reduce_rows(op, kind, as_rows(x, p), p.rows, p.length, out);
   return out;
 }
-#endif
 
 // Accumulates float32 in double, integers in int64.
 template <class T>
@@ -91,11 +91,9 @@ Tensor kept(const Tensor& dy, const Plan& p) { return reshape(dy, p.kept_shape);
 enum class Extreme { Max, Min };
 
 Tensor extreme_forward(const char* op, const Tensor& x, const Plan& p, Extreme which) {
-#ifdef TAPESTRY_HAS_CUDA
-  if (x.device().is_cuda())
-    return reduce_on_cuda(op, which == Extreme::Max ? cuda::Reduction::Max : cuda::Reduction::Min, x, p, x.dtype());
-#endif
-  check_cpu(op, x);
+  const cuda::Reduction kind = which == Extreme::Max ? cuda::Reduction::Max : cuda::Reduction::Min;
+  Tensor out;
+  if (on_cuda(op, x, [&] { out = reduce_on_cuda(op, kind, x, p, x.dtype()); })) return out;
   return visit_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     return reduce_rows<T, T>(x, p, x.dtype(), [which](const T* row, int64_t n) {
@@ -123,11 +121,9 @@ Tensor extreme(const char* op, const Tensor& x, const std::vector<int64_t>& dims
 Tensor arg_extreme(const char* op, const Tensor& x, int64_t dim, KeepDim keepdim, Extreme which) {
   const Plan p = make_plan(op, x, {dim}, keepdim);
   TP_CHECK(p.length > 0, op, "cannot reduce over an empty dim of shape ", to_string(x.shape()));
-#ifdef TAPESTRY_HAS_CUDA
-  if (x.device().is_cuda())
-    return reduce_on_cuda(op, which == Extreme::Max ? cuda::Reduction::ArgMax : cuda::Reduction::ArgMin, x, p, DType::Int64);
-#endif
-  check_cpu(op, x);
+  const cuda::Reduction kind = which == Extreme::Max ? cuda::Reduction::ArgMax : cuda::Reduction::ArgMin;
+  Tensor out;
+  if (on_cuda(op, x, [&] { out = reduce_on_cuda(op, kind, x, p, DType::Int64); })) return out;
   return visit_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     return reduce_rows<T, int64_t>(x, p, DType::Int64, [which](const T* row, int64_t n) {
@@ -174,10 +170,8 @@ Tensor column_sums(const Tensor& x, const Plan& p) {
 }
 
 Tensor sum_forward(const Tensor& x, const Plan& p) {
-#ifdef TAPESTRY_HAS_CUDA
-  if (x.device().is_cuda()) return reduce_on_cuda("sum", cuda::Reduction::Sum, x, p, x.dtype());
-#endif
-  check_cpu("sum", x);
+  Tensor out;
+  if (on_cuda("sum", x, [&] { out = reduce_on_cuda("sum", cuda::Reduction::Sum, x, p, x.dtype()); })) return out;
   return visit_numeric(x.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
     if (sums_leading_dims(x, p)) return column_sums<T>(x, p);
@@ -190,10 +184,9 @@ Tensor sum_forward(const Tensor& x, const Plan& p) {
 }
 
 Tensor logsumexp_forward(const Tensor& x, const Plan& p) {
-#ifdef TAPESTRY_HAS_CUDA
-  if (x.device().is_cuda()) return reduce_on_cuda("logsumexp", cuda::Reduction::LogSumExp, x, p, x.dtype());
-#endif
-  check_cpu("logsumexp", x);
+  Tensor out;
+  if (on_cuda("logsumexp", x, [&] { out = reduce_on_cuda("logsumexp", cuda::Reduction::LogSumExp, x, p, x.dtype()); }))
+    return out;
   return visit_floating(x.dtype(), "logsumexp", [&](auto tag) {
     using T = decltype(tag);
     return reduce_rows<T, T>(x, p, x.dtype(), [](const T* row, int64_t n) {

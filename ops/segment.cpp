@@ -9,6 +9,7 @@
 #include "ops/common.h"
 #include "ops/cuda/index.h"
 #include "ops/cuda/segment.h"
+#include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
 
@@ -114,16 +115,15 @@ std::vector<int64_t> read_ids(const char* op, const Tensor& ids, int64_t count, 
   return v;
 }
 
-#ifdef TAPESTRY_HAS_CUDA
-// ids on a GPU, checked there as read_ids checks them on the host: a contiguous int64 copy.
-Tensor device_ids(const char* op, const Tensor& ids, int64_t count, const char* what) {
+// ids on a GPU, checked there as read_ids checks them on the host: a contiguous int64 copy. Inline:
+// only on_cuda's lambdas call it (ops/dispatch.h).
+inline Tensor device_ids(const char* op, const Tensor& ids, int64_t count, const char* what) {
   check_ids_form(op, ids, count, what);
   Tensor v = contiguous(to(ids.detach(), DType::Int64));
   const cuda::OutOfRange bad = cuda::first_out_of_range(op, v, 0, count);
   if (bad.position < v.numel()) fail_id_range(op, bad.position, bad.value, count, what);
   return v;
 }
-#endif
 
 // offsets (S + 1,) from per-segment counts.
 std::vector<int64_t> exclusive_scan(const std::vector<int64_t>& counts) {
@@ -147,13 +147,7 @@ Tensor segment_sum_kernel(const char* op, const Tensor& x_in, const Segments& se
   const int64_t segments = static_cast<int64_t>(off.size()) - 1, width = row_width(x.shape());
   const int64_t blocks = (width + kColumns - 1) / kColumns;
   Tensor y = empty(with_rows(x.shape(), segments), x.options());
-#ifdef TAPESTRY_HAS_CUDA
-  if (x.device().is_cuda()) {
-    cuda::segment_sum(y, x, seg.device);
-    return y;
-  }
-#endif
-  check_cpu(op, x);
+  if (on_cuda(op, x, [&] { cuda::segment_sum(y, x, seg.device); })) return y;
   visit_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* src = static_cast<const T*>(x.raw_data());
@@ -177,13 +171,7 @@ Tensor segment_broadcast_kernel(const char* op, const Tensor& values_in, const S
   const Tensor values = contiguous(values_in.detach());
   const int64_t rows = off.back(), width = row_width(values.shape());
   Tensor y = empty(with_rows(values.shape(), rows), values.options());
-#ifdef TAPESTRY_HAS_CUDA
-  if (values.device().is_cuda()) {
-    cuda::segment_broadcast(y, values, segments.device);
-    return y;
-  }
-#endif
-  check_cpu(op, values);
+  if (on_cuda(op, values, [&] { cuda::segment_broadcast(y, values, segments.device); })) return y;
   const std::vector<int64_t> seg = segment_of_rows(off);
   visit_all(values.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -208,13 +196,7 @@ Maxima segment_max_kernel(const char* op, const Tensor& x_in, const Segments& se
   const int64_t blocks = (width + kColumns - 1) / kColumns;
   Tensor y = empty(with_rows(x.shape(), segments), x.options());
   Tensor arg = empty(y.shape(), {DType::Int64, x.device()});
-#ifdef TAPESTRY_HAS_CUDA
-  if (x.device().is_cuda()) {
-    cuda::segment_max(y, arg, x, seg.device);
-    return {y, arg};
-  }
-#endif
-  check_cpu(op, x);
+  if (on_cuda(op, x, [&] { cuda::segment_max(y, arg, x, seg.device); })) return {y, arg};
   int64_t* where = static_cast<int64_t*>(arg.raw_data());
   visit_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
@@ -250,13 +232,7 @@ Maxima segment_max_kernel(const char* op, const Tensor& x_in, const Segments& se
 Tensor segment_max_backward_kernel(const Tensor& dy_in, const Tensor& arg, const Shape& x_shape) {
   const Tensor dy = contiguous(dy_in);
   Tensor dx = zeros(x_shape, dy.options());
-#ifdef TAPESTRY_HAS_CUDA
-  if (dy.device().is_cuda()) {
-    cuda::segment_max_backward(dx, dy, arg);
-    return dx;
-  }
-#endif
-  check_cpu("segment_max", dy);
+  if (on_cuda("segment_max", dy, [&] { cuda::segment_max_backward(dx, dy, arg); })) return dx;
   const int64_t width = row_width(x_shape), count = dy.numel();
   const int64_t* where = static_cast<const int64_t*>(arg.raw_data());
   visit_floating(dy.dtype(), "segment_max", [&](auto tag) {
@@ -274,21 +250,19 @@ Tensor segment_max_backward_kernel(const Tensor& dy_in, const Tensor& arg, const
 
 Tensor segment_offsets(const Tensor& ids, int64_t num_segments) {
   const char* op = "segment_offsets";
-#ifdef TAPESTRY_HAS_CUDA
-  if (ids.defined() && ids.device().is_cuda()) {
+  Tensor offsets;
+  const auto on_gpu = [&] {
     const Tensor v = device_ids(op, ids, num_segments, "segments");
     const int64_t n = cuda::first_descent(v);
     if (n < v.numel()) {
       const std::vector<int64_t> pair = slice(v, 0, n - 1, n + 1).to_vector<int64_t>();
       fail_unsorted(op, n, pair[1], pair[0]);
     }
-    Tensor offsets = empty({num_segments + 1}, {DType::Int64, ids.device()});
+    offsets = empty({num_segments + 1}, {DType::Int64, ids.device()});
     cuda::segment_offsets(offsets, v, num_segments);
-    return offsets;
-  }
-#endif
+  };
+  if (ids.defined() && on_cuda(op, ids, on_gpu)) return offsets;
   const std::vector<int64_t> v = read_ids(op, ids, num_segments, "segments");
-  check_cpu(op, ids);
   std::vector<int64_t> counts(static_cast<size_t>(num_segments), 0);
   for (size_t n = 0; n < v.size(); ++n) {
     if (n > 0 && v[n] < v[n - 1]) fail_unsorted(op, static_cast<int64_t>(n), v[n], v[n - 1]);
@@ -355,17 +329,15 @@ Tensor segment_broadcast(const Tensor& values, const Tensor& offsets) {
 
 ClusterLayout cluster_layout(const Tensor& ids, int64_t num_clusters) {
   const char* op = "cluster_layout";
-#ifdef TAPESTRY_HAS_CUDA
-  if (ids.defined() && ids.device().is_cuda()) {
+  ClusterLayout layout;
+  const auto on_gpu = [&] {
     const Tensor v = device_ids(op, ids, num_clusters, "clusters");
     const Options options{DType::Int64, ids.device()};
-    ClusterLayout layout{empty({v.numel()}, options), empty({num_clusters + 1}, options), empty({num_clusters}, options)};
+    layout = {empty({v.numel()}, options), empty({num_clusters + 1}, options), empty({num_clusters}, options)};
     cuda::cluster_layout(v, num_clusters, layout.permutation, layout.offsets, layout.counts);
-    return layout;
-  }
-#endif
+  };
+  if (ids.defined() && on_cuda(op, ids, on_gpu)) return layout;
   const std::vector<int64_t> v = read_ids(op, ids, num_clusters, "clusters");
-  check_cpu(op, ids);
   // A counting sort: stable, O(N + C).
   std::vector<int64_t> counts(static_cast<size_t>(num_clusters), 0);
   for (int64_t c : v) ++counts[c];

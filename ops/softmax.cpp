@@ -8,6 +8,7 @@
 
 #include "ops/common.h"
 #include "ops/cuda/softmax.h"
+#include "ops/dispatch.h"
 #include "ops/fast_exp.h"
 #include "ops/loops.h"
 #include "ops/shape.h"
@@ -30,11 +31,9 @@ int64_t row_offset(int64_t r, const Shape& shape, const Strides& strides) {
   return offset;
 }
 
-#ifdef TAPESTRY_HAS_CUDA
 cuda::SoftmaxKind cuda_kind(Kind kind) {
   return kind == Kind::Softmax ? cuda::SoftmaxKind::Softmax : cuda::SoftmaxKind::LogSoftmax;
 }
-#endif
 
 // ---- kernels (the CPU loops; a tensor on a GPU takes the CUDA launcher of ops/cuda/softmax.h) ----
 
@@ -77,13 +76,7 @@ void normalize_row(Kind kind, T* y, int64_t C) {
 Tensor softmax_forward(const char* op, Kind kind, const Tensor& x, const Tensor& mask) {
   const Tensor xc = contiguous(x.detach());
   Tensor y = empty(x.shape(), x.options());
-#ifdef TAPESTRY_HAS_CUDA
-  if (x.device().is_cuda()) {
-    cuda::softmax_forward(op, cuda_kind(kind), xc, mask, y);
-    return y;
-  }
-#endif
-  check_cpu(op, x);
+  if (on_cuda(op, x, [&] { cuda::softmax_forward(op, cuda_kind(kind), xc, mask, y); })) return y;
   const Shape& shape = x.shape();
   const int64_t C = shape.back(), R = numel(Shape(shape.begin(), shape.end() - 1));
   const Strides ms = mask.defined() ? broadcast_strides(mask, shape) : Strides(shape.size(), 0);
@@ -119,13 +112,7 @@ Tensor softmax_forward(const char* op, Kind kind, const Tensor& x, const Tensor&
 Tensor softmax_backward(const char* op, Kind kind, const Tensor& dy_in, const Tensor& y) {
   const Tensor dy = contiguous(dy_in);
   Tensor dx = empty(y.shape(), y.options());
-#ifdef TAPESTRY_HAS_CUDA
-  if (dy.device().is_cuda()) {
-    cuda::softmax_backward(op, cuda_kind(kind), dy, y, dx);
-    return dx;
-  }
-#endif
-  check_cpu(op, dy_in);
+  if (on_cuda(op, dy_in, [&] { cuda::softmax_backward(op, cuda_kind(kind), dy, y, dx); })) return dx;
   const int64_t C = y.shape().back(), R = numel(Shape(y.shape().begin(), y.shape().end() - 1));
   visit_floating(y.dtype(), op, [&](auto tag) {
     using T = decltype(tag);

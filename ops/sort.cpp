@@ -9,6 +9,7 @@
 
 #include "ops/common.h"
 #include "ops/cuda/sort.h"
+#include "ops/dispatch.h"
 #include "ops/index.h"
 #include "ops/shape.h"
 
@@ -61,13 +62,7 @@ Sorted sort_rows(const char* op, const Tensor& rows, int64_t k, Descending desce
   Shape shape = rows.shape();
   shape.back() = k;
   Sorted out{empty(shape, rows.options()), empty(shape, {DType::Int64, rows.device()})};
-#ifdef TAPESTRY_HAS_CUDA
-  if (rows.device().is_cuda()) {
-    cuda::sort_rows(op, rows, k, descending, out.values, out.indices);
-    return out;
-  }
-#endif
-  check_cpu(op, rows);
+  if (on_cuda(op, rows, [&] { cuda::sort_rows(op, rows, k, descending, out.values, out.indices); })) return out;
   visit_numeric(rows.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* src = static_cast<const T*>(rows.raw_data());

@@ -5,7 +5,8 @@
 
 #include "core/tensor.h"
 #include "ops/common.h"
-#include "ops/cuda/optim.h"
+#include "ops/dispatch.h"
+#include "optim/cuda/apply_rule.h"
 #include "optim/update_rules.h"
 
 namespace tapestry::optim {
@@ -20,17 +21,11 @@ void cpu_apply_rule(const Rule& rule, int64_t n, T* theta, const T* grad, Buffer
 
 // rule over every element of `param` with its gradient and state buffers (all contiguous, of one
 // shape and of dtype T), on the parameter's device: the loop above on the CPU, one fused kernel on a
-// GPU (ops/cuda/optim.h). `op` names the optimizer in errors.
+// GPU (optim/cuda/apply_rule.h). `op` names the optimizer in errors.
 template <class T, class Rule, class... Buffers>
 void apply_rule(const char* op, const Rule& rule, const Tensor& param, const Tensor& grad,
                 const Buffers&... buffers) {
-#ifdef TAPESTRY_HAS_CUDA
-  if (param.device().is_cuda()) {
-    cuda::apply_rule<T>(rule, param, grad, buffers...);
-    return;
-  }
-#endif
-  check_cpu(op, param);
+  if (on_cuda(op, param, [&] { cuda::apply_rule<T>(rule, param, grad, buffers...); })) return;
   cpu_apply_rule(rule, param.numel(), param.template data<T>(), grad.template data<T>(),
                  buffers.template data<T>()...);
 }

@@ -9,6 +9,7 @@
 #include "core/dispatch.h"
 #include "ops/common.h"
 #include "ops/cuda/reduce.h"
+#include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
 #include "optim/optimizer.h"
@@ -43,31 +44,26 @@ double sum_of_squares(const T* x, int64_t n) {
 // gradient.
 std::vector<double> squared_norms(const std::vector<Tensor>& grads) {
   std::vector<double> sums(grads.size(), 0.0);
-#ifdef TAPESTRY_HAS_CUDA
   std::map<int, Tensor> slots;  // GPU index -> (number of gradients) float64
   for (size_t i = 0; i < grads.size(); ++i) {
-    const Device device = grads[i].device();
-    if (!device.is_cuda()) continue;
-    Tensor& buffer = slots[device.index];
-    if (!buffer.defined()) buffer = empty({static_cast<int64_t>(grads.size())}, {DType::Float64, device});
-    const int64_t k = static_cast<int64_t>(i);
-    cuda::sum_of_squares(contiguous(grads[i]), slice(buffer, 0, k, k + 1));
-  }
-  for (const auto& [index, buffer] : slots) {
-    const std::vector<double> values = buffer.to_vector<double>();
-    for (size_t i = 0; i < grads.size(); ++i)
-      if (grads[i].device() == Device::cuda(index)) sums[i] = values[i];
-  }
-#endif
-  for (size_t i = 0; i < grads.size(); ++i) {
     const Tensor& g = grads[i];
-    if (g.device().is_cuda()) continue;
-    check_cpu("clip_grad_norm", g);
+    const auto on_gpu = [&] {
+      Tensor& buffer = slots[g.device().index];
+      if (!buffer.defined()) buffer = empty({static_cast<int64_t>(grads.size())}, {DType::Float64, g.device()});
+      const int64_t k = static_cast<int64_t>(i);
+      cuda::sum_of_squares(contiguous(g), slice(buffer, 0, k, k + 1));
+    };
+    if (on_cuda("clip_grad_norm", g, on_gpu)) continue;
     const Tensor packed = contiguous(g);
     sums[i] = visit_floating(g.dtype(), "clip_grad_norm", [&](auto tag) {
       using T = decltype(tag);
       return sum_of_squares(packed.data<T>(), packed.numel());
     });
+  }
+  for (const auto& [index, buffer] : slots) {
+    const std::vector<double> values = buffer.to_vector<double>();
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (grads[i].device() == Device::cuda(index)) sums[i] = values[i];
   }
   return sums;
 }

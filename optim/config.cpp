@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "core/config_text.h"
-#include "core/creation.h"
+#include "ops/creation.h"
 #include "core/error.h"
 #include "optim/adam.h"
 #include "optim/radam.h"

@@ -3,8 +3,8 @@
 // Each rule is a functor that updates one element of a parameter in place from its gradient and its
 // state buffers: rule(θ, g, buffers...). The host computes every scalar that depends only on the step
 // (bias corrections, the RAdam rectification) once per step and stores it in the functor, so a
-// kernel (the OpenMP loop of optim/apply_rule.h, or the CUDA kernel of ops/cuda/optim.cu) evaluates
-// the whole update in one pass over the elements. Notation: θ parameter, g gradient, t the
+// kernel (the OpenMP loop of optim/apply_rule.h, or the CUDA kernel of optim/cuda/apply_rule.cu)
+// evaluates the whole update in one pass over the elements. Notation: θ parameter, g gradient, t the
 // parameter's step count (1 for its first update), lr learning rate, λ weight decay, β momentum /
 // decay rates, ε the denominator's guard.
 #pragma once

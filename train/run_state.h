@@ -19,6 +19,7 @@
 #include <string>
 
 #include "core/checkpoint.h"
+#include "optim/checkpoint.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "core/creation.h"
+#include "ops/creation.h"
 #include "nn/attention/full.h"
 #include "ops/bits.h"
 #include "ops/cluster.h"

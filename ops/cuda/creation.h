@@ -1,4 +1,4 @@
-// CUDA launchers of the creation functions (ops/cuda/creation.cu). Plain C++: core/creation.cpp
+// CUDA launchers of the creation functions (ops/cuda/creation.cu). Plain C++: ops/creation.cpp
 // calls them for tensors made on a GPU. Each fills a contiguous tensor `out` in place, computing
 // element i exactly as the CPU does, so that both devices give the same values.
 #pragma once

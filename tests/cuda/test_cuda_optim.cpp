@@ -6,7 +6,7 @@
 //
 // Gradients are set exactly on both devices through the loss Σ w ⊙ g (dL/dw = g), so the devices
 // update from the same bits. The update kernel is compiled without fused multiply-adds
-// (ops/cuda/optim.cu), so each step is expected to agree bit for bit; the tolerances below are a few
+// (optim/cuda/apply_rule.cu), so each step is expected to agree bit for bit; the tolerances below are a few
 // ulp, accumulated over the steps, and would catch any real difference.
 #include <cmath>
 #include <functional>

@@ -1,19 +1,15 @@
-#include "core/gradcheck.h"
+#include "ops/gradcheck.h"
 
 #include <cmath>
 #include <sstream>
 
 #include "core/autograd.h"
-#include "core/creation.h"
+#include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 
 namespace tapestry {
-
-namespace {
-
-}  // namespace
 
 GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
                           const std::vector<Tensor>& inputs, const GradcheckOptions& options) {

@@ -1,4 +1,5 @@
-// gradcheck: the tape's gradients against central finite differences, in float64.
+// gradcheck: the tape's gradients against central finite differences, in float64. A tool over the
+// ops (it weighs, sums and perturbs their results with ops), so it lives with them, above core's tape.
 #pragma once
 
 #include <functional>

@@ -1,5 +1,6 @@
-// CUDA launcher of the optimizers' update (ops/cuda/optim.cu). Plain C++: optim/update_rules.h's
-// apply_rule calls it for parameters on a GPU.
+// CUDA launcher of the optimizers' update (optim/cuda/apply_rule.cu). Plain C++: optim/apply_rule.h
+// calls it for parameters on a GPU. It lives with optim, not with the op kernels in ops/cuda/,
+// because it is compiled for optim's update rules: ops never include optim (docs/ARCHITECTURE.md).
 #pragma once
 
 #include "core/tensor.h"

@@ -7,7 +7,7 @@
 // every operation (+, −, ·, /, √, all correctly rounded on both devices) rounds as on the CPU, so a
 // parameter updated on the GPU stays bit for bit equal to the same parameter updated on the CPU.
 #include "ops/cuda/launch.cuh"
-#include "ops/cuda/optim.h"
+#include "optim/cuda/apply_rule.h"
 #include "optim/update_rules.h"
 
 namespace tapestry::cuda {

@@ -1,0 +1,97 @@
+#include "ops/creation.h"
+
+#include <cmath>
+
+#include "core/dispatch.h"
+#include "ops/cuda/creation.h"
+#include "ops/cuda/elementwise.h"
+#include "ops/dispatch.h"
+
+namespace tapestry {
+
+namespace {
+
+void check_shape(const Shape& shape, const char* op) {
+  for (int64_t s : shape)
+    TP_CHECK(s >= 0, op, "negative size in shape ", to_string(shape));
+}
+
+// A contiguous tensor of `shape` on options.device. On a GPU `launch(out)`, a launcher of
+// ops/cuda/creation.h, fills it; on the CPU element i is fn(i, T{}), the expression the launcher
+// computes too, so that both devices give the same values.
+template <class Launch, class Fn>
+Tensor make(const char* op, const Shape& shape, Options options, Launch&& launch, Fn&& fn) {
+  check_shape(shape, op);
+  Tensor out = empty(shape, options);
+  if (on_cuda(op, out, [&] { launch(out); })) return out;
+  const int64_t n = out.numel();
+  visit_all(options.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* data = static_cast<T*>(out.raw_data());
+#pragma omp parallel for if (n > 32768)
+    for (int64_t i = 0; i < n; ++i) data[i] = fn(i, tag);
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor full(const Shape& shape, double value, Options options) {
+  const auto on_gpu = [&](const Tensor& out) { cuda::fill_(out, value); };
+  return make("full", shape, options, on_gpu, [value](int64_t, auto tag) {
+    return static_cast<decltype(tag)>(value);
+  });
+}
+
+Tensor zeros(const Shape& shape, Options options) { return full(shape, 0.0, options); }
+Tensor ones(const Shape& shape, Options options) { return full(shape, 1.0, options); }
+Tensor zeros_like(const Tensor& like) { return zeros(like.shape(), like.options()); }
+Tensor ones_like(const Tensor& like) { return ones(like.shape(), like.options()); }
+Tensor full_like(const Tensor& like, double value) { return full(like.shape(), value, like.options()); }
+Tensor scalar(double value, Options options) { return full({}, value, options); }
+
+Tensor arange(double start, double end, double step, Options options) {
+  TP_CHECK(step != 0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step), "arange",
+           "needs finite bounds and a non-zero step, got start=", start, " end=", end, " step=", step);
+  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
+  const auto on_gpu = [&](const Tensor& out) { cuda::arange(out, start, step); };
+  return make("arange", {n}, options, on_gpu, [=](int64_t i, auto tag) {
+    return static_cast<decltype(tag)>(start + step * static_cast<double>(i));
+  });
+}
+
+Tensor rand(const Shape& shape, Generator& gen, Options options) {
+  visit_floating(options.dtype, "rand", [](auto) {});
+  const uint64_t first = gen.reserve(static_cast<uint64_t>(numel(shape))), seed = gen.seed();
+  const auto on_gpu = [&](const Tensor& out) { cuda::rand(out, first, seed); };
+  return make("rand", shape, options, on_gpu, [=](int64_t i, auto tag) {
+    const PhiloxBlock b = philox_block(first + static_cast<uint64_t>(i), seed);
+    if constexpr (std::is_same_v<decltype(tag), float>) return uniform_float(b);
+    else return static_cast<decltype(tag)>(uniform_double(b));
+  });
+}
+
+Tensor randn(const Shape& shape, Generator& gen, Options options) {
+  visit_floating(options.dtype, "randn", [](auto) {});
+  const uint64_t first = gen.reserve(static_cast<uint64_t>(numel(shape))), seed = gen.seed();
+  const auto on_gpu = [&](const Tensor& out) { cuda::randn(out, first, seed); };
+  return make("randn", shape, options, on_gpu, [=](int64_t i, auto tag) {
+    const PhiloxBlock b = philox_block(first + static_cast<uint64_t>(i), seed);
+    if constexpr (std::is_same_v<decltype(tag), float>) return normal_float(b);
+    else return static_cast<decltype(tag)>(normal_double(b));
+  });
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen, Options options) {
+  TP_CHECK(low < high, "randint", "needs low < high, got [", low, ", ", high, ")");
+  TP_CHECK(options.dtype != DType::Bool, "randint", "cannot draw integers into a bool tensor");
+  const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  const uint64_t first = gen.reserve(static_cast<uint64_t>(numel(shape))), seed = gen.seed();
+  const auto on_gpu = [&](const Tensor& out) { cuda::randint(out, low, range, first, seed); };
+  return make("randint", shape, options, on_gpu, [=](int64_t i, auto tag) {
+    const PhiloxBlock b = philox_block(first + static_cast<uint64_t>(i), seed);
+    return static_cast<decltype(tag)>(low + static_cast<int64_t>(uniform_below(b, range)));
+  });
+}
+
+}  // namespace tapestry

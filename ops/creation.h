@@ -1,0 +1,31 @@
+// Creation ops: tensors whose values are computed on their device (a fill, a range, random draws).
+// empty and from_vector, which only allocate or copy, are in core/creation.h.
+#pragma once
+
+#include "core/creation.h"
+#include "core/random.h"
+#include "core/tensor.h"
+
+namespace tapestry {
+
+Tensor zeros(const Shape& shape, Options options = {});
+Tensor ones(const Shape& shape, Options options = {});
+Tensor full(const Shape& shape, double value, Options options = {});
+Tensor zeros_like(const Tensor& like);
+Tensor ones_like(const Tensor& like);
+Tensor full_like(const Tensor& like, double value);
+
+// [start, end) in steps of `step` (which must be non-zero); arange(n) is 0, 1, ..., n - 1.
+Tensor arange(double start, double end, double step = 1.0, Options options = {DType::Int64});
+inline Tensor arange(int64_t end, Options options = {DType::Int64}) { return arange(0.0, double(end), 1.0, options); }
+
+// A 0-d tensor holding `value`.
+Tensor scalar(double value, Options options = {});
+
+// Random tensors from an explicit generator (core/random.h).
+Tensor rand(const Shape& shape, Generator& gen, Options options = {});   // uniform [0, 1)
+Tensor randn(const Shape& shape, Generator& gen, Options options = {});  // standard normal
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen,
+               Options options = {DType::Int64});  // uniform in [low, high)
+
+}  // namespace tapestry
