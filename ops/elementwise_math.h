@@ -11,6 +11,13 @@
 
 namespace tapestry::math {
 
+// Whether x is NaN; never for integers.
+template <class T>
+TP_HOST_DEVICE bool is_nan(T x) {
+  if constexpr (std::is_floating_point_v<T>) return x != x;
+  else return false;
+}
+
 struct Neg {
   template <class T> TP_HOST_DEVICE T forward(T x) const { return -x; }
   // dx = −dy
@@ -67,7 +74,8 @@ struct Sigmoid {
 };
 
 struct Relu {
-  template <class T> TP_HOST_DEVICE T forward(T x) const { return x > T(0) ? x : T(0); }
+  // NaN passes through (docs/PORTING.md, "NaN").
+  template <class T> TP_HOST_DEVICE T forward(T x) const { return x > T(0) || is_nan(x) ? x : T(0); }
   // dx = dy ⊙ [x > 0]
   template <class T> TP_HOST_DEVICE T backward(T dy, T x, T) const { return x > T(0) ? dy : T(0); }
 };

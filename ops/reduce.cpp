@@ -7,6 +7,7 @@
 
 #include "ops/common.h"
 #include "ops/cuda/reduce.h"
+#include "ops/cuda/reducers.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
@@ -90,6 +91,16 @@ Tensor kept(const Tensor& dy, const Plan& p) { return reshape(dy, p.kept_shape);
 
 enum class Extreme { Max, Min };
 
+// A row folded left with reducer R (ops/cuda/reducers.h), as each GPU thread folds its part.
+template <class R, class T>
+typename R::Out fold_row(const T* row, int64_t n) {
+  const R r;
+  auto acc = r.start(r.load(row[0], 0));
+  for (int64_t i = 1; i < n; ++i) acc = r.combine(acc, r.load(row[i], i));
+  return r.finish(acc);
+}
+
+// max / min propagate NaN, argmax / argmin point at the first NaN (ops/cuda/reducers.h).
 Tensor extreme_forward(const char* op, const Tensor& x, const Plan& p, Extreme which) {
   const cuda::Reduction kind = which == Extreme::Max ? cuda::Reduction::Max : cuda::Reduction::Min;
   Tensor out;
@@ -97,9 +108,7 @@ Tensor extreme_forward(const char* op, const Tensor& x, const Plan& p, Extreme w
   return visit_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     return reduce_rows<T, T>(x, p, x.dtype(), [which](const T* row, int64_t n) {
-      T best = row[0];
-      for (int64_t i = 1; i < n; ++i) best = which == Extreme::Max ? (row[i] > best ? row[i] : best) : (row[i] < best ? row[i] : best);
-      return best;
+      return which == Extreme::Max ? fold_row<cuda::MaxReducer<T>>(row, n) : fold_row<cuda::MinReducer<T>>(row, n);
     });
   });
 }
@@ -127,10 +136,7 @@ Tensor arg_extreme(const char* op, const Tensor& x, int64_t dim, KeepDim keepdim
   return visit_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     return reduce_rows<T, int64_t>(x, p, DType::Int64, [which](const T* row, int64_t n) {
-      int64_t best = 0;
-      for (int64_t i = 1; i < n; ++i)
-        if (which == Extreme::Max ? row[i] > row[best] : row[i] < row[best]) best = i;
-      return best;
+      return which == Extreme::Max ? fold_row<cuda::ArgMaxReducer<T>>(row, n) : fold_row<cuda::ArgMinReducer<T>>(row, n);
     });
   });
 }

@@ -50,8 +50,16 @@ template <class T>
 void normalize_row(Kind kind, T* y, int64_t C) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   T m = -inf;
-#pragma omp simd reduction(max : m)
-  for (int64_t c = 0; c < C; ++c) m = y[c] > m ? y[c] : m;
+  int nan = 0;
+#pragma omp simd reduction(max : m) reduction(| : nan)
+  for (int64_t c = 0; c < C; ++c) {
+    m = y[c] > m ? y[c] : m;
+    nan |= y[c] != y[c];
+  }
+  if (nan) {  // a NaN makes the whole row NaN (docs/PORTING.md, "NaN"), never a masked row of zeros
+    for (int64_t c = 0; c < C; ++c) y[c] = std::numeric_limits<T>::quiet_NaN();
+    return;
+  }
   if (m == -inf) {  // every entry masked: no distribution (documented in the header)
     for (int64_t c = 0; c < C; ++c) y[c] = kind == Kind::Softmax ? T(0) : -inf;
     return;

@@ -14,7 +14,8 @@
 // The backward ignores the gradient arriving at −inf outputs of log_softmax (it belongs to a loss
 // that is infinite anyway), so that it never leaks into masked entries.
 // A row with every entry masked (or −inf) has no distribution to normalise: softmax gives all
-// zeros there, log_softmax all −inf, and the row passes no gradient. (Neither gives NaN.)
+// zeros there, log_softmax all −inf, and the row passes no gradient. A row holding a NaN (at a kept
+// entry) is NaN throughout, so a NaN never passes for a masked row (docs/PORTING.md, "NaN").
 #pragma once
 
 #include "core/tensor.h"

@@ -133,7 +133,7 @@ TEST_CASE("reducers: any split among threads and chunks gives the CPU's result")
       {5.0},
       {1, 3, 3, 2, 3, 0, -1, 3},                    // ties: the first index wins
       {nan, 1, 2, 3},                               // NaN first: max and min are NaN, index 0
-      {1, nan, 7, 2, nan, 7, -4},                   // NaN elsewhere is skipped
+      {1, nan, 7, 2, nan, 7, -4},                   // NaN elsewhere: max and min NaN, index 1 (the first)
       {nan, nan, nan},
       {-inf, -inf, 2, inf, inf, -inf},
       {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2},

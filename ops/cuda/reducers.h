@@ -8,19 +8,22 @@
 // tree, the lower thread on the left; finish(acc) is the result. The order never depends on timing,
 // so results are deterministic (no atomics).
 //
-// start() makes max / min match the CPU's left fold `x > best ? x : best` from best = row[0]: a NaN
-// never wins a comparison, so the CPU's result is NaN exactly when row[0] is, and otherwise the
-// maximum of the other elements; starting every thread from row[0] (folding it twice is harmless)
-// gives the same in any split. argmax / argmin break ties towards the lower index, as the CPU's
-// first-maximum does.
+// NaN propagates (docs/PORTING.md, "NaN"): max / min of a row holding a NaN are NaN, and argmax /
+// argmin point at its first NaN, wherever it sits, as in NumPy and PyTorch. Every combine below is
+// associative and independent of how a row is split among threads, so the CPU ops, which fold a
+// row with the same reducers (ops/reduce.cpp), and the kernels agree. argmax / argmin break ties
+// towards the lower index.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 
 #include "core/macros.h"
+#include "ops/elementwise_math.h"
 
 namespace tapestry::cuda {
+
+using math::is_nan;
 
 // The CPU's accumulator: float types sum in double, integers in int64.
 template <class T>
@@ -56,7 +59,7 @@ struct MaxReducer {
   using Out = T;
   TP_HOST_DEVICE T load(T x, int64_t) const { return x; }
   TP_HOST_DEVICE T start(T first) const { return first; }
-  TP_HOST_DEVICE T combine(T a, T b) const { return b > a ? b : a; }
+  TP_HOST_DEVICE T combine(T a, T b) const { return is_nan(a) || b <= a ? a : b; }  // b when b is NaN
   TP_HOST_DEVICE T finish(T a) const { return a; }
 };
 
@@ -66,7 +69,7 @@ struct MinReducer {
   using Out = T;
   TP_HOST_DEVICE T load(T x, int64_t) const { return x; }
   TP_HOST_DEVICE T start(T first) const { return first; }
-  TP_HOST_DEVICE T combine(T a, T b) const { return b < a ? b : a; }
+  TP_HOST_DEVICE T combine(T a, T b) const { return is_nan(a) || b >= a ? a : b; }  // b when b is NaN
   TP_HOST_DEVICE T finish(T a) const { return a; }
 };
 
@@ -76,6 +79,15 @@ struct ValueIndex {
   int64_t index;
 };
 
+// The first NaN of a and b when either is NaN (`found`), for argmax / argmin.
+template <class T>
+TP_HOST_DEVICE bool first_nan(const ValueIndex<T>& a, const ValueIndex<T>& b, ValueIndex<T>& out) {
+  const bool an = is_nan(a.value), bn = is_nan(b.value);
+  if (!an && !bn) return false;
+  out = an && (!bn || a.index < b.index) ? a : b;
+  return true;
+}
+
 template <class T>
 struct ArgMaxReducer {
   using Acc = ValueIndex<T>;
@@ -83,6 +95,8 @@ struct ArgMaxReducer {
   TP_HOST_DEVICE Acc load(T x, int64_t i) const { return {x, i}; }
   TP_HOST_DEVICE Acc start(Acc first) const { return first; }
   TP_HOST_DEVICE Acc combine(Acc a, Acc b) const {
+    Acc nan;
+    if (first_nan(a, b, nan)) return nan;
     return b.value > a.value || (b.value == a.value && b.index < a.index) ? b : a;
   }
   TP_HOST_DEVICE int64_t finish(Acc a) const { return a.index; }
@@ -95,6 +109,8 @@ struct ArgMinReducer {
   TP_HOST_DEVICE Acc load(T x, int64_t i) const { return {x, i}; }
   TP_HOST_DEVICE Acc start(Acc first) const { return first; }
   TP_HOST_DEVICE Acc combine(Acc a, Acc b) const {
+    Acc nan;
+    if (first_nan(a, b, nan)) return nan;
     return b.value < a.value || (b.value == a.value && b.index < a.index) ? b : a;
   }
   TP_HOST_DEVICE int64_t finish(Acc a) const { return a.index; }

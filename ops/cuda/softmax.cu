@@ -76,11 +76,12 @@ __global__ void softmax_kernel(SoftmaxKind kind, const T* x, Mask mask, T* y, in
     T* yr = y + r * C;
     const auto z = mask.row(r);
     T m = -inf;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-      const T v = z(xr[c], c);
-      m = v > m ? v : m;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) m = MaxReducer<T>{}.combine(m, z(xr[c], c));
+    m = block_reduce(reinterpret_cast<T*>(shared), m, MaxReducer<T>{});  // NaN when the row holds one
+    if (is_nan(m)) {  // a NaN makes the whole row NaN, as on the CPU (same in every thread)
+      for (int64_t c = threadIdx.x; c < C; c += blockDim.x) yr[c] = m;
+      continue;
     }
-    m = block_reduce(reinterpret_cast<T*>(shared), m, MaxReducer<T>{});
     if (m == -inf) {  // every entry masked (m is the same in every thread: all take this branch)
       for (int64_t c = threadIdx.x; c < C; c += blockDim.x) yr[c] = kind == SoftmaxKind::Softmax ? T(0) : -inf;
       continue;
