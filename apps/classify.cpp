@@ -53,7 +53,7 @@ OptionTable<ClassifyOptions> make_table() {
         "brown, spam-assassin (5 groups), spam-assassin-2way (ham/spam), or a path: a folder per class or a "
         "list file of path<TAB>label lines",
         {}, Recorded::Training);
-  t.add("--layout", &O::layout, "for a --data path: auto (a folder or a file), folders, list",
+  t.add("--layout", &O::layout, "for a --data path: auto chooses by whether it is a folder or a file",
         one_of({"auto", "folders", "list"}));
   t.add("--max-per-class", &O::max_per_class, "keep at most N documents of each class, 0: all", between(0, 1 << 30),
         Recorded::Training);
