@@ -13,6 +13,7 @@
 
 #include "apps/options.h"
 #include "core/creation.h"
+#include "core/device.h"
 #include "data/batch.h"
 #include "data/classification.h"
 #include "data/datasets.h"
@@ -220,6 +221,7 @@ struct Prepared {
   int64_t vocabulary = 0;
   int64_t empty_documents = 0;
   int64_t skipped_entries = 0;
+  int64_t train_tokens = 0;                  // an epoch's tokens
   double majority_accuracy = 0;              // on the eval split, of the training split's most frequent class
 
   const std::vector<int64_t>& eval(const std::string& name) const { return name == "test" ? split.test : split.valid; }
@@ -276,7 +278,7 @@ Prepared prepare(const ClassifyOptions& o, const std::vector<std::string>& spm_p
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 
   std::vector<int64_t> counts(p.classes.size(), 0);
-  for (const int64_t i : p.split.train) ++counts[size_t(p.labels[size_t(i)])];
+  for (const int64_t i : p.split.train) ++counts[size_t(p.labels[size_t(i)])], p.train_tokens += int64_t(p.tokens[size_t(i)].size());
   const int64_t majority = int64_t(std::max_element(counts.begin(), counts.end()) - counts.begin());
   int64_t hits = 0;
   for (const int64_t i : p.eval(o.eval_split)) hits += p.labels[size_t(i)] == majority;
@@ -404,6 +406,7 @@ nlohmann::json fields(const Prepared& p, const ClassifyOptions& o) {
           {"empty_documents", p.empty_documents},
           {"skipped_entries", p.skipped_entries},
           {"vocabulary", p.vocabulary},
+          {"train_tokens", p.train_tokens},
           {"max_length", o.max_length}};
 }
 
@@ -479,16 +482,12 @@ void check_classify_options(const ClassifyOptions& o) {
              "bow fits naive Bayes and writes no checkpoint: drop --save, --save-best and --resume");
 }
 
-train::Report run_classify(const ClassifyOptions& o) {
-  check_classify_options(o);
-  const auto start = std::chrono::steady_clock::now();
-  const Attentions a = attentions(o.attention, o.eval_attention);
-  std::vector<std::string> spm_paths;
-  for (const std::string& checkpoint : {o.train.save, o.train.save_best})
-    if (!checkpoint.empty() && checkpoint != o.train.resume) spm_paths.push_back(checkpoint + ".spm");
-  const Prepared p = prepare(o, spm_paths);
-  if (o.baseline == "bow") return run_baseline(o, p, start);
+namespace {
 
+// Trains (or evaluates) on data already prepared.
+train::Report run_prepared(const ClassifyOptions& o, const Prepared& p, std::chrono::steady_clock::time_point start) {
+  if (o.baseline == "bow") return run_baseline(o, p, start);
+  const Attentions a = attentions(o.attention, o.eval_attention);
   train::RunSpec spec;
   spec.identity = table().identity(kTask, o);
   spec.identity.model["classes"] = p.classes;
@@ -500,6 +499,132 @@ train::Report run_classify(const ClassifyOptions& o) {
   train::Trainer trainer(spec, o.train);
   return trainer.run(
       [&](Generator& gen, Device device) { return std::make_unique<ClassifyRun>(p, o, a, gen, device); });
+}
+
+double mean_of(const std::vector<double>& v) {
+  double sum = 0;
+  for (const double x : v) sum += x;
+  return sum / double(v.size());
+}
+
+// The sample standard deviation (0 for one value).
+double std_of(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  const double m = mean_of(v);
+  double sum = 0;
+  for (const double x : v) sum += (x - m) * (x - m);
+  return std::sqrt(sum / double(v.size() - 1));
+}
+
+std::string format(const char* spec, double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, spec, value);
+  return text;
+}
+
+}  // namespace
+
+train::Report run_classify(const ClassifyOptions& o) {
+  check_classify_options(o);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> spm_paths;
+  for (const std::string& checkpoint : {o.train.save, o.train.save_best})
+    if (!checkpoint.empty() && checkpoint != o.train.resume) spm_paths.push_back(checkpoint + ".spm");
+  return run_prepared(o, prepare(o, spm_paths), start);
+}
+
+void check_sweep_options(const ClassifyOptions& o, const SweepOptions& s) {
+  check_classify_options(o);
+  TP_CHECK(o.baseline == "none", "--baseline", "a sweep compares attentions; run --baseline bow on its own");
+  TP_CHECK(o.train.save.empty() && o.train.save_best.empty() && o.train.resume.empty() && o.train.log.empty(),
+           "sweep", "runs many models: drop --save, --save-best, --resume and --log");
+  TP_CHECK(s.grid == "table4" || s.grid == "table5" || s.grid == "both", "--grid",
+           "must be table4, table5 or both, got '", s.grid, "'");
+  TP_CHECK(!s.clusters.empty() || s.grid == "table5", "--clusters", "needs at least one value for table4");
+  for (const int64_t k : s.clusters) TP_CHECK(k >= 1, "--clusters", "values must be at least 1, got ", k);
+  TP_CHECK(s.ablation_clusters >= 1, "--ablation-clusters", "must be at least 1, got ", s.ablation_clusters);
+  TP_CHECK(s.seeds >= 1 && s.seeds <= 1000, "--seeds", "must be in [1, 1000], got ", s.seeds);
+  TP_CHECK(!s.out.empty(), "--out", "must name the files to write");
+}
+
+nlohmann::json run_classify_sweep(const ClassifyOptions& base, const SweepOptions& s) {
+  check_sweep_options(base, s);
+  const Prepared p = prepare(base, {});
+  const Device device = train::resolve_device(base.train.device);
+  Allocator& allocator = context(device).allocator();
+  nlohmann::json rows = nlohmann::json::array();
+  const auto run = [&](const std::string& grid, const std::string& attention, double mu, double nu, uint64_t seed) {
+    ClassifyOptions o = base;
+    o.attention = attention;
+    o.eval_attention.clear();
+    o.mu = mu;
+    o.nu = nu;
+    o.train.seed = seed;
+    allocator.empty_cache();
+    allocator.reset_peak();
+    const train::Report r = run_prepared(o, p, std::chrono::steady_clock::now());
+    rows.push_back({{"grid", grid},
+                    {"attention", r.fields.at("attention")},
+                    {"mu", mu},
+                    {"nu", nu},
+                    {"seed", seed},
+                    {"accuracy", r.metric("accuracy")},
+                    {"macro_f1", r.metric("macro_f1")},
+                    {"seconds", r.seconds},
+                    {"seconds_per_epoch", double(p.train_tokens) / std::max(r.items_per_second, 1e-9)},
+                    {"peak_bytes", allocator.stats().peak}});
+  };
+  if (s.grid != "table5") {
+    run("table4", "full", base.mu, base.nu, base.train.seed);
+    for (const int64_t k : s.clusters)
+      run("table4", "neural-clustering:clusters=" + std::to_string(k), base.mu, base.nu, base.train.seed);
+  }
+  if (s.grid != "table4")
+    for (const double mu : {0.0, base.mu})
+      for (const double nu : {0.0, base.nu})
+        for (int64_t i = 0; i < s.seeds; ++i)
+          run("table5", "neural-clustering:clusters=" + std::to_string(s.ablation_clusters), mu, nu,
+              base.train.seed + uint64_t(i));
+
+  std::string md = "# tapestry classify sweep: " + base.data + " (" + std::to_string(p.classes.size()) +
+                   " classes), N = " + std::to_string(base.max_length) + ", " + std::to_string(base.train.steps) +
+                   " steps, " + base.eval_split + " split (majority class " + format("%.4f", p.majority_accuracy) +
+                   ")\n";
+  if (s.grid != "table5") {
+    md += "\n## Clusters (Table 4's shape)\n\n| attention | accuracy | macro-F1 | s / epoch | peak MiB |\n|---|---|---|---|---|\n";
+    for (const auto& row : rows)
+      if (row["grid"] == "table4")
+        md += "| " + row["attention"].get<std::string>() + " | " + format("%.4f", row["accuracy"].get<double>()) + " | " +
+              format("%.4f", row["macro_f1"].get<double>()) + " | " + format("%.3g", row["seconds_per_epoch"].get<double>()) + " | " +
+              format("%.1f", row["peak_bytes"].get<double>() / (1 << 20)) + " |\n";
+  }
+  if (s.grid != "table4") {
+    md += "\n## Clustering losses (Table 5's shape), neural-clustering:clusters=" + std::to_string(s.ablation_clusters) +
+          ", " + std::to_string(s.seeds) + " seed(s): mean ± std\n\n| µ (L1) | ν (L2) | accuracy | macro-F1 |\n|---|---|---|---|\n";
+    for (const double mu : {0.0, base.mu})
+      for (const double nu : {0.0, base.nu}) {
+        std::vector<double> accuracy, f1;
+        for (const auto& row : rows)
+          if (row["grid"] == "table5" && row["mu"] == mu && row["nu"] == nu)
+            accuracy.push_back(row["accuracy"].get<double>()), f1.push_back(row["macro_f1"].get<double>());
+        md += "| " + format("%g", mu) + " | " + format("%g", nu) + " | " + format("%.4f", mean_of(accuracy)) + " ± " +
+              format("%.4f", std_of(accuracy)) + " | " + format("%.4f", mean_of(f1)) + " ± " + format("%.4f", std_of(f1)) +
+              " |\n";
+      }
+  }
+  const nlohmann::json result = {{"data", base.data},
+                                 {"classes", p.classes.size()},
+                                 {"max_length", base.max_length},
+                                 {"steps", base.train.steps},
+                                 {"eval_split", base.eval_split},
+                                 {"majority_accuracy", p.majority_accuracy},
+                                 {"device", tapestry::to_string(device)},
+                                 {"rows", rows},
+                                 {"markdown", md}};
+  std::ofstream(s.out + ".md") << md;
+  std::ofstream(s.out + ".json") << result.dump(2) << "\n";
+  TP_CHECK(std::ifstream(s.out + ".json").good(), "--out", "cannot write ", s.out, ".json");
+  return result;
 }
 
 void add_classify(CommandLine& cli) {
@@ -520,7 +645,41 @@ void add_classify(CommandLine& cli) {
            " classes), " + o.eval_split + " split, " + model + " (majority class " +
            std::to_string(r.fields.at("majority_accuracy").get<double>()).substr(0, 6) + ")";
   };
-  add_training_app(cli, app);
+  CLI::App* classify = add_training_app(cli, app);
+
+  // `tapestry classify [flags] sweep [sweep flags]`: the classify flags set every run's options.
+  const auto table = app.table;
+  cli.add(
+      "sweep",
+      "Train the Table 4 grid (full, and neural-clustering for each --clusters) and the Table 5 grid (mu, nu each "
+      "zero or the classify value, --seeds seeds) on one prepared corpus; write <out>.md and <out>.json",
+      [table](CLI::App& command) {
+        auto s = std::make_shared<SweepOptions>();
+        auto json = std::make_shared<bool>(false);
+        command.add_option("--grid", s->grid, "table4, table5 or both")->capture_default_str();
+        command.add_option("--clusters", s->clusters, "Table 4's numbers of clusters k")
+            ->delimiter(',')
+            ->capture_default_str();
+        command.add_option("--ablation-clusters", s->ablation_clusters, "k of the Table 5 runs")->capture_default_str();
+        command.add_option("--seeds", s->seeds, "seeds per Table 5 configuration")->capture_default_str();
+        command.add_option("--out", s->out, "write <out>.md and <out>.json")->capture_default_str();
+        command.add_flag("--json", *json, "print the JSON on stdout instead of the Markdown");
+        return [table, s, json]() {
+          const ClassifyOptions o = table->parsed();
+          try {
+            check_sweep_options(o, *s);
+          } catch (const Error& e) {
+            std::fprintf(stderr, "tapestry classify sweep: %s\n", e.what());
+            return kExitUsage;
+          }
+          return run_reporting_errors("classify sweep", [&] {
+            const nlohmann::json result = run_classify_sweep(o, *s);
+            std::printf("%s\n", *json ? result.dump().c_str() : result["markdown"].get<std::string>().c_str());
+            return 0;
+          });
+        };
+      },
+      classify);
 }
 
 }  // namespace tapestry::app

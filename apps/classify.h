@@ -31,8 +31,11 @@
 // the same split, the floor every model must clear.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "apps/app.h"
 #include "train/trainer.h"
@@ -83,7 +86,28 @@ void check_classify_options(const ClassifyOptions& options);
 // documents, a checkpoint of other classes or settings, and what the harness refuses.
 train::Report run_classify(const ClassifyOptions& options);
 
-// Registers `tapestry classify`.
+// `tapestry classify sweep`: the ClusterFormer paper's Table 4 (accuracy, time and memory against the
+// number of clusters k, next to full attention) and Table 5 (the clustering losses L1 and L2 each on
+// or off) at small scale, on one prepared corpus. Every run takes the classify options, with the
+// attention, µ, ν and seed of its row. Peak memory is the run's device allocator's peak (training
+// and evaluation); time per epoch is the training split's tokens over the run's tokens per second.
+struct SweepOptions {
+  std::string grid = "both";  // table4 | table5 | both
+  std::vector<int64_t> clusters = {5, 10, 20, 30, 60, 100};  // Table 4's k
+  int64_t ablation_clusters = 20;                           // k of the Table 5 runs
+  int64_t seeds = 1;                                        // Table 5: seed, seed + 1, ...
+  std::string out = "classify-sweep";                       // writes <out>.md and <out>.json
+};
+
+// Throws Error naming the flag.
+void check_sweep_options(const ClassifyOptions& options, const SweepOptions& sweep);
+
+// Runs the grid, writes <out>.md and <out>.json, and returns the JSON: {data, classes, max_length,
+// steps, eval_split, majority_accuracy, device, rows: [{grid, attention, mu, nu, seed, accuracy,
+// macro_f1, seconds, seconds_per_epoch, peak_bytes}], markdown}.
+nlohmann::json run_classify_sweep(const ClassifyOptions& options, const SweepOptions& sweep);
+
+// Registers `tapestry classify` and `tapestry classify sweep`.
 void add_classify(CommandLine& cli);
 
 }  // namespace tapestry::app

@@ -247,3 +247,58 @@ TEST_CASE("classify command line: --help, --json, bad flags, missing data") {
   CHECK(code == 1);
   CHECK(err.find("make data") != std::string::npos);
 }
+
+TEST_CASE("classify sweep: the Table 4 and Table 5 grids on one prepared corpus, as Markdown and JSON") {
+  TempDir dir;
+  write_corpus(dir.file("corpus"), {"rivers", "trade", "space"});
+  app::ClassifyOptions o = tiny(dir.file("corpus"));
+  o.train.steps = 2;
+  o.train.eval_every = 0;
+  app::SweepOptions s;
+  s.clusters = {2, 4};
+  s.ablation_clusters = 2;
+  s.seeds = 2;
+  s.out = dir.file("sweep");
+  const nlohmann::json result = app::run_classify_sweep(o, s);
+  const nlohmann::json& rows = result.at("rows");
+  REQUIRE(rows.size() == 3 + 4 * 2);  // full, k = 2, k = 4; then (µ, ν) ∈ {0, 1e-3}² × 2 seeds
+  CHECK(rows[0]["attention"] == "full");
+  CHECK(rows[2]["attention"] == "neural-clustering:clusters=4");
+  CHECK(rows[3]["mu"] == 0.0);
+  CHECK(rows[3]["nu"] == 0.0);
+  CHECK(rows[4]["seed"] == 1);
+  for (const auto& row : rows) {
+    CHECK(row["accuracy"].get<double>() >= 0);
+    CHECK(row["peak_bytes"].get<int64_t>() > 0);
+    CHECK(row["seconds_per_epoch"].get<double>() > 0);
+  }
+  std::ifstream md(dir.file("sweep.md")), json(dir.file("sweep.json"));
+  std::stringstream text;
+  text << md.rdbuf();
+  CHECK(text.str().find("| neural-clustering:clusters=2 |") != std::string::npos);
+  CHECK(text.str().find("| 0.001 | 0 |") != std::string::npos);
+  CHECK(nlohmann::json::parse(json)["rows"].size() == rows.size());
+
+  s.grid = "table6";
+  check_error([&] { app::check_sweep_options(o, s); }, {"--grid", "table6"});
+  s.grid = "both";
+  o.train.save = dir.file("x.ckpt");
+  check_error([&] { app::check_sweep_options(o, s); }, {"sweep", "--save"});
+}
+
+TEST_CASE("classify sweep command line: the classify flags before sweep, its own after") {
+  TempDir dir;
+  write_corpus(dir.file("corpus"), {"rivers", "trade"});
+  const std::string cli = std::string(TAPESTRY_CLI) + " classify --preset smoke --data " + dir.file("corpus") +
+                          " --vocab-size 30 --max-length 32 --batch-tokens 64 --steps 1 --eval-every 0 sweep ";
+  const auto status = [&](const std::string& args) {
+    return WEXITSTATUS(std::system((cli + args + " >" + dir.file("out") + " 2>" + dir.file("err")).c_str()));
+  };
+  CHECK(status("--grid table4 --clusters 2 --out " + dir.file("s") + " --json") == 0);
+  std::ifstream out(dir.file("out"));
+  const nlohmann::json result = nlohmann::json::parse(out);
+  CHECK(result["rows"].size() == 2);
+  CHECK(std::filesystem::exists(dir.file("s.md")));
+  CHECK(status("--grid nothing") == 2);
+  CHECK(status("--clusters x") == 2);
+}
