@@ -132,6 +132,13 @@ uint64_t fnv1a(const std::string& text) {
   return h;
 }
 
+// A document's path relative to the corpus root: what the split and the SentencePiece sample hash,
+// so that neither depends on where the corpus lies.
+std::string relative_key(const Corpus& corpus, const data::Document& document) {
+  const fs::path relative = fs::path(document.path).lexically_relative(corpus.root.empty() ? "." : corpus.root);
+  return relative.empty() ? fs::path(document.path).generic_string() : relative.generic_string();
+}
+
 struct Split {
   std::vector<int64_t> train, valid, test;  // document indices
 };
@@ -149,7 +156,7 @@ Split split_documents(const Corpus& corpus, const ClassifyOptions& o) {
   for (auto& m : members) {
     std::vector<std::pair<std::pair<uint64_t, std::string>, int64_t>> order;
     for (const int64_t i : m) {
-      const std::string key = fs::path(docs[size_t(i)].path).lexically_relative(corpus.root).generic_string();
+      const std::string key = relative_key(corpus, docs[size_t(i)]);
       order.push_back({{fnv1a(key), key}, i});
     }
     std::sort(order.begin(), order.end());
@@ -186,7 +193,8 @@ data::SentencePiece train_sentencepiece(const Corpus& corpus, const Split& split
                                         const TemporaryFolder& scratch) {
   // The training documents in hash order (classes mixed) until the byte budget is spent.
   std::vector<std::pair<uint64_t, int64_t>> order;
-  for (const int64_t i : split.train) order.push_back({fnv1a(corpus.documents.documents[size_t(i)].path), i});
+  for (const int64_t i : split.train)
+    order.push_back({fnv1a(relative_key(corpus, corpus.documents.documents[size_t(i)])), i});
   std::sort(order.begin(), order.end());
   const std::string text_file = scratch.file("train.txt");
   {
@@ -278,7 +286,10 @@ Prepared prepare(const ClassifyOptions& o, const std::vector<std::string>& spm_p
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 
   std::vector<int64_t> counts(p.classes.size(), 0);
-  for (const int64_t i : p.split.train) ++counts[size_t(p.labels[size_t(i)])], p.train_tokens += int64_t(p.tokens[size_t(i)].size());
+  for (const int64_t i : p.split.train) {
+    ++counts[size_t(p.labels[size_t(i)])];
+    p.train_tokens += int64_t(p.tokens[size_t(i)].size());
+  }
   const int64_t majority = int64_t(std::max_element(counts.begin(), counts.end()) - counts.begin());
   int64_t hits = 0;
   for (const int64_t i : p.eval(o.eval_split)) hits += p.labels[size_t(i)] == majority;
@@ -338,7 +349,8 @@ class ClassifyRun : public train::Task {
     return {{"epoch", sampler_.state().epoch}, {"position", sampler_.state().position}};
   }
   void load_data_state(const nlohmann::json& state) override {
-    if (state.contains("epoch")) sampler_.restore({state.at("epoch").get<int64_t>(), state.at("position").get<int64_t>()});
+    if (state.contains("epoch"))
+      sampler_.restore({state.at("epoch").get<int64_t>(), state.at("position").get<int64_t>()});
   }
 
  private:
@@ -352,7 +364,10 @@ class ClassifyRun : public train::Task {
   Forward forward(const std::vector<int64_t>& docs, Generator& gen) {
     const data::Batch batch = data::make_batch(p_.tokens, docs);
     Forward f;
-    for (const int64_t i : docs) f.targets.push_back(p_.labels[size_t(i)]), f.tokens += int64_t(p_.tokens[size_t(i)].size());
+    for (const int64_t i : docs) {
+      f.targets.push_back(p_.labels[size_t(i)]);
+      f.tokens += int64_t(p_.tokens[size_t(i)].size());
+    }
     f.out = model_.forward(to(batch.tokens, device_), to(batch.lengths, device_), gen);
     f.loss = cross_entropy(f.out.logits, from_vector(f.targets, {int64_t(docs.size())}, device_));
     return f;
@@ -591,25 +606,28 @@ nlohmann::json run_classify_sweep(const ClassifyOptions& base, const SweepOption
                    " steps, " + base.eval_split + " split (majority class " + format("%.4f", p.majority_accuracy) +
                    ")\n";
   if (s.grid != "table5") {
-    md += "\n## Clusters (Table 4's shape)\n\n| attention | accuracy | macro-F1 | s / epoch | peak MiB |\n|---|---|---|---|---|\n";
+    md += "\n## Clusters (Table 4's shape)\n\n"
+          "| attention | accuracy | macro-F1 | s / epoch | peak MiB |\n|---|---|---|---|---|\n";
     for (const auto& row : rows)
       if (row["grid"] == "table4")
-        md += "| " + row["attention"].get<std::string>() + " | " + format("%.4f", row["accuracy"].get<double>()) + " | " +
-              format("%.4f", row["macro_f1"].get<double>()) + " | " + format("%.3g", row["seconds_per_epoch"].get<double>()) + " | " +
+        md += "| " + row["attention"].get<std::string>() + " | " + format("%.4f", row["accuracy"].get<double>()) +
+              " | " + format("%.4f", row["macro_f1"].get<double>()) + " | " +
+              format("%.3g", row["seconds_per_epoch"].get<double>()) + " | " +
               format("%.1f", row["peak_bytes"].get<double>() / (1 << 20)) + " |\n";
   }
   if (s.grid != "table4") {
-    md += "\n## Clustering losses (Table 5's shape), neural-clustering:clusters=" + std::to_string(s.ablation_clusters) +
-          ", " + std::to_string(s.seeds) + " seed(s): mean ± std\n\n| µ (L1) | ν (L2) | accuracy | macro-F1 |\n|---|---|---|---|\n";
+    md += "\n## Clustering losses (Table 5's shape), neural-clustering:clusters=" +
+          std::to_string(s.ablation_clusters) + ", " + std::to_string(s.seeds) +
+          " seed(s): mean ± std\n\n| µ (L1) | ν (L2) | accuracy | macro-F1 |\n|---|---|---|---|\n";
     for (const double mu : {0.0, base.mu})
       for (const double nu : {0.0, base.nu}) {
         std::vector<double> accuracy, f1;
         for (const auto& row : rows)
           if (row["grid"] == "table5" && row["mu"] == mu && row["nu"] == nu)
             accuracy.push_back(row["accuracy"].get<double>()), f1.push_back(row["macro_f1"].get<double>());
-        md += "| " + format("%g", mu) + " | " + format("%g", nu) + " | " + format("%.4f", mean_of(accuracy)) + " ± " +
-              format("%.4f", std_of(accuracy)) + " | " + format("%.4f", mean_of(f1)) + " ± " + format("%.4f", std_of(f1)) +
-              " |\n";
+        md += "| " + format("%g", mu) + " | " + format("%g", nu) + " | " + format("%.4f", mean_of(accuracy)) +
+              " ± " + format("%.4f", std_of(accuracy)) + " | " + format("%.4f", mean_of(f1)) + " ± " +
+              format("%.4f", std_of(f1)) + " |\n";
       }
   }
   const nlohmann::json result = {{"data", base.data},

@@ -122,6 +122,11 @@ TEST_CASE("classify: the split is stratified, deterministic and independent of t
   const train::Report again = app::run_classify(o);
   CHECK(again.fields.at("documents") == documents);
   CHECK(again.metrics == first.metrics);
+  // The split and the tokens depend on paths within the corpus, not on where it lies.
+  std::filesystem::create_directories(dir.file("elsewhere"));
+  std::filesystem::copy(dir.file("corpus"), dir.file("elsewhere/copy"), std::filesystem::copy_options::recursive);
+  o.data = dir.file("elsewhere/copy");
+  CHECK(app::run_classify(o).metrics == first.metrics);
 }
 
 TEST_CASE("classify: a resumed run continues exactly; a checkpoint classifies on its own") {
