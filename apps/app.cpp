@@ -45,8 +45,10 @@ int CommandLine::main(int argc, char** argv) {
     const int code = app_.exit(e);
     return code == 0 ? 0 : kExitUsage;
   }
-  for (const auto& [command, run] : commands_)
-    if (command->parsed()) return run();
+  // A subcommand is registered after its parent and both count as parsed: the last one parsed is
+  // the one named (`classify sweep` runs sweep, not classify).
+  for (auto it = commands_.rbegin(); it != commands_.rend(); ++it)
+    if (it->first->parsed()) return it->second();
   return 0;
 }
 

@@ -61,8 +61,8 @@ class CommandLine {
   CLI::App* add(const std::string& name, const std::string& description, const Setup& setup, CLI::App* parent = nullptr);
   // A subcommand that only groups others (`tapestry bench attention`).
   CLI::App* add_group(const std::string& name, const std::string& description);
-  // Parses, runs the chosen subcommand and returns the process's exit code: --help 0, a bad command
-  // line kExitUsage, otherwise the subcommand's.
+  // Parses, runs the chosen subcommand (the innermost one named) and returns the process's exit
+  // code: --help 0, a bad command line kExitUsage, otherwise the subcommand's.
   int main(int argc, char** argv);
 
  private:

@@ -3,6 +3,7 @@
 
 #include "apps/app.h"
 #include "apps/bench.h"
+#include "apps/classify.h"
 #include "apps/copy_task.h"
 #include "apps/reverse.h"
 #include "tapestry.h"
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
       return 0;
     };
   });
+  app::add_classify(cli);
   app::add_copy_task(cli);
   app::add_reverse(cli);
   app::add_bench(cli);

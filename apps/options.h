@@ -252,10 +252,11 @@ struct TrainingApp {
 
 // Registers `app`: its table's flags and --json. After parsing, app.check runs (an Error is a bad
 // command line: exit 2), then app.run (an Error is exit 1); the summary line goes to stdout, or with
-// --json one JSON object (Report::to_json) goes to stdout and the summary line to stderr.
+// --json one JSON object (Report::to_json) goes to stdout and the summary line to stderr. Returns the
+// subcommand, for subcommands of its own (`tapestry classify sweep`).
 template <class Options>
-void add_training_app(CommandLine& cli, TrainingApp<Options> app) {
-  cli.add(app.name, app.description, [app](CLI::App& command) {
+CLI::App* add_training_app(CommandLine& cli, TrainingApp<Options> app) {
+  return cli.add(app.name, app.description, [app](CLI::App& command) {
     app.table->add_to(command);
     auto json = std::make_shared<bool>(false);
     command.add_flag("--json", *json, "print the result as one JSON object on stdout (progress stays on stderr)");

@@ -1,0 +1,703 @@
+#include "apps/classify.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include "apps/options.h"
+#include "core/creation.h"
+#include "core/device.h"
+#include "data/batch.h"
+#include "data/classification.h"
+#include "data/datasets.h"
+#include "data/sentencepiece.h"
+#include "metrics/f1.h"
+#include "models/classifier.h"
+#include "models/naive_bayes.h"
+#include "ops/loss.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+
+namespace tapestry::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kTask = "classify";
+// Documents sorted by length together when batching: enough to pad little, few enough that a
+// batch's documents differ from epoch to epoch.
+constexpr int64_t kBatchingWindow = 256;
+
+Check<std::string> one_of(std::vector<std::string> values) {
+  std::string allowed;
+  for (const auto& v : values) allowed += (allowed.empty() ? "" : " | ") + v;
+  return {[values, allowed](const std::string& v) {
+            return std::find(values.begin(), values.end(), v) != values.end() ? std::string()
+                                                                              : "must be " + allowed + ", got '" + v + "'";
+          },
+          allowed};
+}
+
+OptionTable<ClassifyOptions> make_table() {
+  using O = ClassifyOptions;
+  OptionTable<O> t({{"default", classify_preset(ClassifyPreset::Default)},
+                    {"smoke", classify_preset(ClassifyPreset::Smoke)}});
+  t.add("--data", &O::data,
+        "brown, spam-assassin (5 groups), spam-assassin-2way (ham/spam), or a path: a folder per class or a "
+        "list file of path<TAB>label lines",
+        {}, Recorded::Training);
+  t.add("--layout", &O::layout, "for a --data path: auto chooses by whether it is a folder or a file",
+        one_of({"auto", "folders", "list"}));
+  t.add("--max-per-class", &O::max_per_class, "keep at most N documents of each class, 0: all", between(0, 1 << 30),
+        Recorded::Training);
+  t.add("--valid-fraction", &O::valid_fraction, "share of each class held out for validation",
+        in_range(0, 0.5), Recorded::Training);
+  t.add("--test-fraction", &O::test_fraction, "share of each class held out for testing", in_range(0, 0.5),
+        Recorded::Training);
+  t.add("--eval-split", &O::eval_split, "the split evaluations score", one_of({"valid", "test"}));
+  t.add("--vocab-size", &O::vocab_size, "SentencePiece pieces, trained on the training split", between(8, 1 << 20),
+        Recorded::Model);
+  t.add("--max-length", &O::max_length, "tokens of a document the model reads (the rest is cut)",
+        between(1, 1 << 20), Recorded::Training);
+  t.add("--batch-tokens", &O::batch_tokens, "padded tokens per training batch", between(1, 1 << 30),
+        Recorded::Training);
+  t.add("--pooling", &O::pooling, "a document's vector: mean over its tokens, or a [CLS] token's output",
+        one_of({"mean", "cls"}), Recorded::Model);
+  t.add("--layers", &O::layers, "encoder layers", between(1, 1024), Recorded::Model);
+  t.add("--heads", &O::heads, "attention heads", between(1, 4096), Recorded::Model);
+  t.add("--head-dim", &O::head_dim, "width of each head (model width = heads x head-dim)", between(1, 65536),
+        Recorded::Model);
+  t.add("--ff", &O::ff, "feed-forward width", between(1, 1 << 20), Recorded::Model);
+  t.add("--dropout", &O::dropout, "dropout probability", in_range(0, 1, Bounds::HighOpen), Recorded::Training);
+  add_attention_options(t, &O::attention, &O::eval_attention);
+  t.add("--mu", &O::mu, "neural-clustering: weight µ of the clustering loss L1", in_range(0, 1e6), Recorded::Training);
+  t.add("--nu", &O::nu, "neural-clustering: weight ν of the centroid sorting loss L2", in_range(0, 1e6),
+        Recorded::Training);
+  t.add("--baseline", &O::baseline,
+        "none, or bow: multinomial naive Bayes on the same split and tokens instead of a model (no checkpoint)",
+        one_of({"none", "bow"}));
+  add_train_options(t, &O::train);
+  return t;
+}
+
+const OptionTable<ClassifyOptions>& table() {
+  static const OptionTable<ClassifyOptions> t = make_table();
+  return t;
+}
+
+// ---- data ----
+
+struct Corpus {
+  data::ClassifiedDocuments documents;
+  std::string root;  // the folder document paths are taken relative to, for the split's hash
+};
+
+Corpus read_corpus(const ClassifyOptions& o) {
+  const bool two_way = o.data == "spam-assassin-2way";
+  if (o.data == "brown") {
+    const std::string root = data::dataset_directory("brown");
+    return {data::read_class_list(root + "/labels.tsv"), root};
+  }
+  if (o.data == "spam-assassin" || two_way) {
+    const std::string root = data::dataset_directory("spam-assassin");
+    Corpus corpus{data::read_class_folders(root), root};
+    if (two_way) {
+      const std::vector<std::string> groups = corpus.documents.classes;
+      corpus.documents.classes = {"ham", "spam"};
+      for (data::Document& d : corpus.documents.documents)
+        d.label = groups[size_t(d.label)].rfind("spam", 0) == 0 ? 1 : 0;
+    }
+    return corpus;
+  }
+  std::error_code error;
+  const fs::file_status status = fs::status(o.data, error);
+  TP_CHECK(fs::exists(status), "--data", "'", o.data,
+           "' is neither brown, spam-assassin, spam-assassin-2way nor an existing folder or list file");
+  const bool folders = o.layout == "folders" || (o.layout == "auto" && fs::is_directory(status));
+  if (folders) return {data::read_class_folders(o.data), o.data};
+  return {data::read_class_list(o.data), fs::path(o.data).parent_path().string()};
+}
+
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 14695981039346656037ull;
+  for (const unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// A document's path relative to the corpus root: what the split and the SentencePiece sample hash,
+// so that neither depends on where the corpus lies.
+std::string relative_key(const Corpus& corpus, const data::Document& document) {
+  const fs::path relative = fs::path(document.path).lexically_relative(corpus.root.empty() ? "." : corpus.root);
+  return relative.empty() ? fs::path(document.path).generic_string() : relative.generic_string();
+}
+
+struct Split {
+  std::vector<int64_t> train, valid, test;  // document indices
+};
+
+// See the top of apps/classify.h.
+Split split_documents(const Corpus& corpus, const ClassifyOptions& o) {
+  const auto& docs = corpus.documents.documents;
+  std::vector<std::vector<int64_t>> members(corpus.documents.classes.size());
+  for (size_t i = 0; i < docs.size(); ++i) members[size_t(docs[i].label)].push_back(int64_t(i));
+  const auto share = [](int64_t n, double fraction) -> int64_t {
+    if (fraction <= 0 || n < 3) return 0;
+    return std::max<int64_t>(1, std::llround(double(n) * fraction));
+  };
+  Split split;
+  for (auto& m : members) {
+    std::vector<std::pair<std::pair<uint64_t, std::string>, int64_t>> order;
+    for (const int64_t i : m) {
+      const std::string key = relative_key(corpus, docs[size_t(i)]);
+      order.push_back({{fnv1a(key), key}, i});
+    }
+    std::sort(order.begin(), order.end());
+    if (o.max_per_class > 0 && int64_t(order.size()) > o.max_per_class) order.resize(size_t(o.max_per_class));
+    const int64_t n = int64_t(order.size()), test = share(n, o.test_fraction), valid = share(n, o.valid_fraction);
+    for (int64_t j = 0; j < n; ++j)
+      (j < test ? split.test : j < test + valid ? split.valid : split.train).push_back(order[size_t(j)].second);
+  }
+  return split;
+}
+
+// A folder under $TMPDIR (or /tmp), removed with its contents at the end of the scope.
+class TemporaryFolder {
+ public:
+  TemporaryFolder() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base && *base ? base : "/tmp") + "/tapestry-classify-XXXXXX";
+    TP_CHECK(::mkdtemp(pattern.data()) != nullptr, kTask, "cannot create a temporary folder from ", pattern);
+    path_ = pattern;
+  }
+  ~TemporaryFolder() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  TemporaryFolder(const TemporaryFolder&) = delete;
+  TemporaryFolder& operator=(const TemporaryFolder&) = delete;
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+data::SentencePiece train_sentencepiece(const Corpus& corpus, const Split& split, const ClassifyOptions& o,
+                                        const TemporaryFolder& scratch) {
+  // The training documents in hash order (classes mixed) until the byte budget is spent.
+  std::vector<std::pair<uint64_t, int64_t>> order;
+  for (const int64_t i : split.train)
+    order.push_back({fnv1a(relative_key(corpus, corpus.documents.documents[size_t(i)])), i});
+  std::sort(order.begin(), order.end());
+  const std::string text_file = scratch.file("train.txt");
+  {
+    std::ofstream out(text_file, std::ios::binary);
+    int64_t written = 0;
+    for (const auto& [hash, i] : order) {
+      const std::string& text = corpus.documents.documents[size_t(i)].text;
+      if (written > 0 && written + int64_t(text.size()) > kSentencePieceTextBytes) break;
+      out << text << '\n';
+      written += int64_t(text.size()) + 1;
+    }
+    TP_CHECK(out.good(), kTask, "cannot write the SentencePiece training text to ", text_file);
+  }
+  data::SentencePieceOptions spm;
+  spm.vocab_size = o.vocab_size;
+  // E-mails carry stray bytes and rare symbols: the rarest characters become <unk>.
+  spm.character_coverage = 0.9995;
+  try {
+    return data::SentencePiece::train({text_file}, spm);
+  } catch (const Error& e) {
+    fail("--vocab-size", "SentencePiece could not train ", o.vocab_size, " pieces on the training split (",
+         split.train.size(), " documents); a smaller --vocab-size may fit: ", e.what());
+  }
+}
+
+// What every run of the app works on: the tokenized splits.
+struct Prepared {
+  std::vector<std::string> classes;
+  std::vector<std::vector<int64_t>> tokens;  // per document, cut to max_length
+  std::vector<int64_t> labels;               // per document
+  Split split;                               // without the empty documents
+  int64_t vocabulary = 0;
+  int64_t empty_documents = 0;
+  int64_t skipped_entries = 0;
+  int64_t train_tokens = 0;                  // an epoch's tokens
+  double majority_accuracy = 0;              // on the eval split, of the training split's most frequent class
+
+  const std::vector<int64_t>& eval(const std::string& name) const { return name == "test" ? split.test : split.valid; }
+};
+
+Prepared prepare(const ClassifyOptions& o, const std::vector<std::string>& spm_paths) {
+  Corpus corpus = read_corpus(o);
+  Prepared p;
+  p.classes = corpus.documents.classes;
+  p.skipped_entries = int64_t(corpus.documents.skipped.size());
+  for (const std::string& s : corpus.documents.skipped)
+    if (s.find(": hidden") == std::string::npos) std::fprintf(stderr, "classify: skipped %s\n", s.c_str());
+  const Split split = split_documents(corpus, o);
+  TP_CHECK(!split.train.empty(), "--data", "'", o.data, "' leaves no training document");
+
+  TemporaryFolder scratch;
+  const auto start = std::chrono::steady_clock::now();
+  const data::SentencePiece sp = !o.train.resume.empty() ? data::SentencePiece::load(o.train.resume + ".spm")
+                                                         : train_sentencepiece(corpus, split, o, scratch);
+  for (const std::string& path : spm_paths) sp.save(path);
+  p.vocabulary = sp.vocab_size();
+
+  const auto& docs = corpus.documents.documents;
+  p.tokens.resize(docs.size());
+  p.labels.resize(docs.size());
+  std::vector<std::string> empty;
+  const auto keep = [&](const std::vector<int64_t>& from, std::vector<int64_t>& to) {
+    for (const int64_t i : from) {
+      std::vector<int64_t> ids = sp.encode(docs[size_t(i)].text);
+      if (ids.empty()) {
+        empty.push_back(docs[size_t(i)].path);
+        continue;
+      }
+      if (int64_t(ids.size()) > o.max_length) ids.resize(size_t(o.max_length));
+      p.tokens[size_t(i)] = std::move(ids);
+      p.labels[size_t(i)] = docs[size_t(i)].label;
+      to.push_back(i);
+    }
+  };
+  keep(split.train, p.split.train);
+  keep(split.valid, p.split.valid);
+  keep(split.test, p.split.test);
+  p.empty_documents = int64_t(empty.size());
+  if (!empty.empty())
+    std::fprintf(stderr, "classify: left out %zu document(s) with no tokens, e.g. %s\n", empty.size(),
+                 empty.front().c_str());
+  TP_CHECK(!p.split.train.empty(), "--data", "'", o.data, "' has no training document with a token");
+  TP_CHECK(!p.eval(o.eval_split).empty(), "--eval-split", "the ", o.eval_split, " split of '", o.data,
+           "' is empty (raise --", o.eval_split, "-fraction, or use more documents)");
+
+  if (o.train.progress)
+    std::fprintf(stderr, "classify: %zu / %zu / %zu documents (train / valid / test), %lld pieces, tokenized in %.1f s\n",
+                 p.split.train.size(), p.split.valid.size(), p.split.test.size(), (long long)p.vocabulary,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+
+  std::vector<int64_t> counts(p.classes.size(), 0);
+  for (const int64_t i : p.split.train) {
+    ++counts[size_t(p.labels[size_t(i)])];
+    p.train_tokens += int64_t(p.tokens[size_t(i)].size());
+  }
+  const int64_t majority = int64_t(std::max_element(counts.begin(), counts.end()) - counts.begin());
+  int64_t hits = 0;
+  for (const int64_t i : p.eval(o.eval_split)) hits += p.labels[size_t(i)] == majority;
+  p.majority_accuracy = double(hits) / double(p.eval(o.eval_split).size());
+  return p;
+}
+
+// ---- the model's run ----
+
+class ClassifyRun : public train::Task {
+ public:
+  ClassifyRun(const Prepared& p, const ClassifyOptions& o, const Attentions& a, Generator& gen, Device device)
+      : p_(p),
+        a_(a),
+        device_(device),
+        model_(classifier_options(p, o, a), gen),
+        sampler_(lengths(p.split.train), batching(o, data::Shuffle::Yes), train::derived_seed(o.train.seed, 3)),
+        eval_seed_(train::derived_seed(o.train.seed, 2)) {
+    model_.to(device);
+    const std::vector<int64_t>& held_out = p.eval(o.eval_split);
+    for (const auto& rows : data::bucket_batches(lengths(held_out), batching(o, data::Shuffle::No))) {
+      std::vector<int64_t> docs;
+      for (const int64_t r : rows) docs.push_back(held_out[size_t(r)]);
+      eval_batches_.push_back(std::move(docs));
+    }
+  }
+
+  nn::Module& model() override { return model_; }
+
+  train::Step step(Generator& gen) override {
+    std::vector<int64_t> docs;
+    for (const int64_t r : sampler_.next()) docs.push_back(p_.split.train[size_t(r)]);
+    const Forward f = forward(docs, gen);
+    metrics::ConfusionMatrix cm(int64_t(p_.classes.size()));
+    cm.add(argmax(f.out.logits.detach(), -1).to_vector<int64_t>(), f.targets);
+    return {f.out.objective(f.loss), f.loss.item<double>(), {{"acc", cm.accuracy()}}, double(f.tokens)};
+  }
+
+  train::Evaluation evaluate() override {
+    model_.set_attention(a_.eval);
+    Generator gen(eval_seed_);
+    metrics::ConfusionMatrix cm(int64_t(p_.classes.size()));
+    double loss = 0;
+    int64_t tokens = 0;
+    for (const auto& docs : eval_batches_) {
+      const Forward f = forward(docs, gen);
+      loss += f.loss.item<double>() * double(docs.size());
+      tokens += f.tokens;
+      cm.add(argmax(f.out.logits, -1).to_vector<int64_t>(), f.targets);
+    }
+    model_.set_attention(a_.train);
+    return {{{"accuracy", cm.accuracy()}, {"macro_f1", cm.macro_f1()}, {"loss", loss / double(cm.total())}},
+            double(tokens)};
+  }
+
+  nlohmann::json data_state() const override {
+    return {{"epoch", sampler_.state().epoch}, {"position", sampler_.state().position}};
+  }
+  void load_data_state(const nlohmann::json& state) override {
+    if (state.contains("epoch"))
+      sampler_.restore({state.at("epoch").get<int64_t>(), state.at("position").get<int64_t>()});
+  }
+
+ private:
+  struct Forward {
+    models::Classifier::Output out;
+    Tensor loss;
+    std::vector<int64_t> targets;
+    int64_t tokens = 0;
+  };
+
+  Forward forward(const std::vector<int64_t>& docs, Generator& gen) {
+    const data::Batch batch = data::make_batch(p_.tokens, docs);
+    Forward f;
+    for (const int64_t i : docs) {
+      f.targets.push_back(p_.labels[size_t(i)]);
+      f.tokens += int64_t(p_.tokens[size_t(i)].size());
+    }
+    f.out = model_.forward(to(batch.tokens, device_), to(batch.lengths, device_), gen);
+    f.loss = cross_entropy(f.out.logits, from_vector(f.targets, {int64_t(docs.size())}, device_));
+    return f;
+  }
+
+  std::vector<int64_t> lengths(const std::vector<int64_t>& docs) const {
+    std::vector<int64_t> out;
+    for (const int64_t i : docs) out.push_back(int64_t(p_.tokens[size_t(i)].size()));
+    return out;
+  }
+
+  static data::BatchingOptions batching(const ClassifyOptions& o, data::Shuffle shuffle) {
+    data::BatchingOptions b;
+    b.max_tokens = o.batch_tokens;
+    b.window = kBatchingWindow;
+    b.shuffle = shuffle;
+    return b;
+  }
+
+  static models::ClassifierOptions classifier_options(const Prepared& p, const ClassifyOptions& o,
+                                                      const Attentions& a) {
+    models::ClassifierOptions m;
+    m.vocabulary = p.vocabulary;
+    m.classes = int64_t(p.classes.size());
+    m.layers = o.layers;
+    m.heads = o.heads;
+    m.head_dim = o.head_dim;
+    m.ff = o.ff;
+    m.dropout = o.dropout;
+    m.pooling = models::parse_pooling(o.pooling);
+    m.attention = a.train;
+    m.clustering = {o.mu, o.nu};
+    return m;
+  }
+
+  const Prepared& p_;
+  Attentions a_;
+  Device device_;
+  models::Classifier model_;
+  data::BatchSampler sampler_;             // over positions in p_.split.train
+  std::vector<std::vector<int64_t>> eval_batches_;  // document indices
+  uint64_t eval_seed_;
+};
+
+nlohmann::json fields(const Prepared& p, const ClassifyOptions& o) {
+  return {{"data", o.data},
+          {"classes", p.classes.size()},
+          {"documents", {{"train", p.split.train.size()}, {"valid", p.split.valid.size()}, {"test", p.split.test.size()}}},
+          {"eval_split", o.eval_split},
+          {"majority_accuracy", p.majority_accuracy},
+          {"empty_documents", p.empty_documents},
+          {"skipped_entries", p.skipped_entries},
+          {"vocabulary", p.vocabulary},
+          {"train_tokens", p.train_tokens},
+          {"max_length", o.max_length}};
+}
+
+// --baseline bow: naive Bayes fitted on the training split, scored on the eval split.
+train::Report run_baseline(const ClassifyOptions& o, const Prepared& p, std::chrono::steady_clock::time_point start) {
+  models::NaiveBayes nb(p.vocabulary, int64_t(p.classes.size()));
+  std::vector<std::vector<int64_t>> documents;
+  std::vector<int64_t> labels;
+  for (const int64_t i : p.split.train) documents.push_back(p.tokens[size_t(i)]), labels.push_back(p.labels[size_t(i)]);
+  nb.fit(documents, labels);
+  metrics::ConfusionMatrix cm(int64_t(p.classes.size()));
+  double loss = 0, tokens = 0;
+  for (const int64_t i : p.eval(o.eval_split)) {
+    const std::vector<double> lp = nb.log_posterior(p.tokens[size_t(i)]);
+    cm.add(int64_t(std::max_element(lp.begin(), lp.end()) - lp.begin()), p.labels[size_t(i)]);
+    loss -= lp[size_t(p.labels[size_t(i)])];
+    tokens += double(p.tokens[size_t(i)].size());
+  }
+  train::Report r;
+  r.task = kTask;
+  r.fields = fields(p, o);
+  r.fields["model"] = "bow";
+  r.metrics = {{"accuracy", cm.accuracy()}, {"macro_f1", cm.macro_f1()}, {"loss", loss / double(cm.total())}};
+  r.best_metric = "accuracy";
+  r.best = cm.accuracy();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.items_per_second = tokens / std::max(r.seconds, 1e-9);
+  r.device = "cpu";
+  r.seed = o.train.seed;
+  r.parameters = p.vocabulary * int64_t(p.classes.size());
+  return r;
+}
+
+}  // namespace
+
+ClassifyOptions::ClassifyOptions() {
+  train.optimizer = "adam:lr=1e-3";
+  train.clip = 1.0;
+  train.steps = 2000;
+  train.eval_every = 200;
+}
+
+ClassifyOptions classify_preset(ClassifyPreset preset) {
+  ClassifyOptions o;
+  if (preset == ClassifyPreset::Smoke) {
+    o.vocab_size = 2000;
+    o.max_length = 256;
+    o.batch_tokens = 4096;
+    o.layers = 1;
+    o.heads = 2;
+    o.head_dim = 16;
+    o.ff = 64;
+    o.dropout = 0.0;
+    o.train.optimizer = "adam:lr=3e-3";
+    o.train.steps = 150;
+    o.train.eval_every = 50;
+    o.train.threads = 1;
+  }
+  return o;
+}
+
+void check_classify_options(const ClassifyOptions& o) {
+  table().check(o);
+  train::check_options(o.train);
+  attentions(o.attention, o.eval_attention);
+  const int64_t longest = o.max_length + (o.pooling == "cls" ? 1 : 0);
+  TP_CHECK(o.batch_tokens >= longest, "--batch-tokens", "must hold one whole document: at least --max-length",
+           o.pooling == "cls" ? " + 1 (the [CLS] token)" : "", " = ", longest, ", got ", o.batch_tokens);
+  TP_CHECK(o.valid_fraction + o.test_fraction < 1, "--valid-fraction",
+           "with --test-fraction leaves no training document: their sum must be below 1");
+  if (o.baseline == "bow")
+    TP_CHECK(o.train.save.empty() && o.train.save_best.empty() && o.train.resume.empty(), "--baseline",
+             "bow fits naive Bayes and writes no checkpoint: drop --save, --save-best and --resume");
+}
+
+namespace {
+
+// Trains (or evaluates) on data already prepared.
+train::Report run_prepared(const ClassifyOptions& o, const Prepared& p, std::chrono::steady_clock::time_point start) {
+  if (o.baseline == "bow") return run_baseline(o, p, start);
+  const Attentions a = attentions(o.attention, o.eval_attention);
+  train::RunSpec spec;
+  spec.identity = table().identity(kTask, o);
+  spec.identity.model["classes"] = p.classes;
+  spec.best = {"accuracy", train::Goal::Max};
+  spec.log_fields = fields(p, o);
+  spec.log_fields["model"] = "transformer";
+  spec.log_fields["attention"] = a.train.to_string();
+  spec.log_fields["eval_attention"] = a.eval.to_string();
+  train::Trainer trainer(spec, o.train);
+  return trainer.run(
+      [&](Generator& gen, Device device) { return std::make_unique<ClassifyRun>(p, o, a, gen, device); });
+}
+
+double mean_of(const std::vector<double>& v) {
+  double sum = 0;
+  for (const double x : v) sum += x;
+  return sum / double(v.size());
+}
+
+// The sample standard deviation (0 for one value).
+double std_of(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  const double m = mean_of(v);
+  double sum = 0;
+  for (const double x : v) sum += (x - m) * (x - m);
+  return std::sqrt(sum / double(v.size() - 1));
+}
+
+std::string format(const char* spec, double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, spec, value);
+  return text;
+}
+
+}  // namespace
+
+train::Report run_classify(const ClassifyOptions& o) {
+  check_classify_options(o);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> spm_paths;
+  for (const std::string& checkpoint : {o.train.save, o.train.save_best})
+    if (!checkpoint.empty() && checkpoint != o.train.resume) spm_paths.push_back(checkpoint + ".spm");
+  return run_prepared(o, prepare(o, spm_paths), start);
+}
+
+void check_sweep_options(const ClassifyOptions& o, const SweepOptions& s) {
+  check_classify_options(o);
+  TP_CHECK(o.baseline == "none", "--baseline", "a sweep compares attentions; run --baseline bow on its own");
+  TP_CHECK(o.train.save.empty() && o.train.save_best.empty() && o.train.resume.empty() && o.train.log.empty(),
+           "sweep", "runs many models: drop --save, --save-best, --resume and --log");
+  TP_CHECK(s.grid == "table4" || s.grid == "table5" || s.grid == "both", "--grid",
+           "must be table4, table5 or both, got '", s.grid, "'");
+  TP_CHECK(!s.clusters.empty() || s.grid == "table5", "--clusters", "needs at least one value for table4");
+  for (const int64_t k : s.clusters) TP_CHECK(k >= 1, "--clusters", "values must be at least 1, got ", k);
+  TP_CHECK(s.ablation_clusters >= 1, "--ablation-clusters", "must be at least 1, got ", s.ablation_clusters);
+  TP_CHECK(s.seeds >= 1 && s.seeds <= 1000, "--seeds", "must be in [1, 1000], got ", s.seeds);
+  TP_CHECK(!s.out.empty(), "--out", "must name the files to write");
+}
+
+nlohmann::json run_classify_sweep(const ClassifyOptions& base, const SweepOptions& s) {
+  check_sweep_options(base, s);
+  const Prepared p = prepare(base, {});
+  const Device device = train::resolve_device(base.train.device);
+  Allocator& allocator = context(device).allocator();
+  nlohmann::json rows = nlohmann::json::array();
+  const auto run = [&](const std::string& grid, const std::string& attention, double mu, double nu, uint64_t seed) {
+    ClassifyOptions o = base;
+    o.attention = attention;
+    o.eval_attention.clear();
+    o.mu = mu;
+    o.nu = nu;
+    o.train.seed = seed;
+    allocator.empty_cache();
+    allocator.reset_peak();
+    const train::Report r = run_prepared(o, p, std::chrono::steady_clock::now());
+    rows.push_back({{"grid", grid},
+                    {"attention", r.fields.at("attention")},
+                    {"mu", mu},
+                    {"nu", nu},
+                    {"seed", seed},
+                    {"accuracy", r.metric("accuracy")},
+                    {"macro_f1", r.metric("macro_f1")},
+                    {"seconds", r.seconds},
+                    {"seconds_per_epoch", double(p.train_tokens) / std::max(r.items_per_second, 1e-9)},
+                    {"peak_bytes", allocator.stats().peak}});
+  };
+  if (s.grid != "table5") {
+    run("table4", "full", base.mu, base.nu, base.train.seed);
+    for (const int64_t k : s.clusters)
+      run("table4", "neural-clustering:clusters=" + std::to_string(k), base.mu, base.nu, base.train.seed);
+  }
+  if (s.grid != "table4")
+    for (const double mu : {0.0, base.mu})
+      for (const double nu : {0.0, base.nu})
+        for (int64_t i = 0; i < s.seeds; ++i)
+          run("table5", "neural-clustering:clusters=" + std::to_string(s.ablation_clusters), mu, nu,
+              base.train.seed + uint64_t(i));
+
+  std::string md = "# tapestry classify sweep: " + base.data + " (" + std::to_string(p.classes.size()) +
+                   " classes), N = " + std::to_string(base.max_length) + ", " + std::to_string(base.train.steps) +
+                   " steps, " + base.eval_split + " split (majority class " + format("%.4f", p.majority_accuracy) +
+                   ")\n";
+  if (s.grid != "table5") {
+    md += "\n## Clusters (Table 4's shape)\n\n"
+          "| attention | accuracy | macro-F1 | s / epoch | peak MiB |\n|---|---|---|---|---|\n";
+    for (const auto& row : rows)
+      if (row["grid"] == "table4")
+        md += "| " + row["attention"].get<std::string>() + " | " + format("%.4f", row["accuracy"].get<double>()) +
+              " | " + format("%.4f", row["macro_f1"].get<double>()) + " | " +
+              format("%.3g", row["seconds_per_epoch"].get<double>()) + " | " +
+              format("%.1f", row["peak_bytes"].get<double>() / (1 << 20)) + " |\n";
+  }
+  if (s.grid != "table4") {
+    md += "\n## Clustering losses (Table 5's shape), neural-clustering:clusters=" +
+          std::to_string(s.ablation_clusters) + ", " + std::to_string(s.seeds) +
+          " seed(s): mean ± std\n\n| µ (L1) | ν (L2) | accuracy | macro-F1 |\n|---|---|---|---|\n";
+    for (const double mu : {0.0, base.mu})
+      for (const double nu : {0.0, base.nu}) {
+        std::vector<double> accuracy, f1;
+        for (const auto& row : rows)
+          if (row["grid"] == "table5" && row["mu"] == mu && row["nu"] == nu)
+            accuracy.push_back(row["accuracy"].get<double>()), f1.push_back(row["macro_f1"].get<double>());
+        md += "| " + format("%g", mu) + " | " + format("%g", nu) + " | " + format("%.4f", mean_of(accuracy)) +
+              " ± " + format("%.4f", std_of(accuracy)) + " | " + format("%.4f", mean_of(f1)) + " ± " +
+              format("%.4f", std_of(f1)) + " |\n";
+      }
+  }
+  const nlohmann::json result = {{"data", base.data},
+                                 {"classes", p.classes.size()},
+                                 {"max_length", base.max_length},
+                                 {"steps", base.train.steps},
+                                 {"eval_split", base.eval_split},
+                                 {"majority_accuracy", p.majority_accuracy},
+                                 {"device", tapestry::to_string(device)},
+                                 {"rows", rows},
+                                 {"markdown", md}};
+  std::ofstream(s.out + ".md") << md;
+  std::ofstream(s.out + ".json") << result.dump(2) << "\n";
+  TP_CHECK(std::ifstream(s.out + ".json").good(), "--out", "cannot write ", s.out, ".json");
+  return result;
+}
+
+void add_classify(CommandLine& cli) {
+  TrainingApp<ClassifyOptions> app;
+  app.name = kTask;
+  app.description =
+      "Classify long documents (Brown genres, SpamAssassin e-mails, or any folder-per-class or list-file corpus) "
+      "with a Transformer or ClusterFormer, or with the naive Bayes floor (--baseline bow). Flags override the "
+      "preset's values.";
+  app.table = std::make_shared<OptionTable<ClassifyOptions>>(make_table());
+  app.check = check_classify_options;
+  app.run = run_classify;
+  app.headline = [](const ClassifyOptions& o, const train::Report& r) {
+    const std::string model = r.fields.at("model") == "bow" ? std::string("naive Bayes (bag of words)")
+                                                            : "step " + std::to_string(r.steps) + ", " +
+                                                                  r.fields.at("attention").get<std::string>();
+    return std::string(kTask) + ": " + o.data + " (" + std::to_string(r.fields.at("classes").get<int64_t>()) +
+           " classes), " + o.eval_split + " split, " + model + " (majority class " +
+           std::to_string(r.fields.at("majority_accuracy").get<double>()).substr(0, 6) + ")";
+  };
+  CLI::App* classify = add_training_app(cli, app);
+
+  // `tapestry classify [flags] sweep [sweep flags]`: the classify flags set every run's options.
+  const auto table = app.table;
+  cli.add(
+      "sweep",
+      "Train the Table 4 grid (full, and neural-clustering for each --clusters) and the Table 5 grid (mu, nu each "
+      "zero or the classify value, --seeds seeds) on one prepared corpus; write <out>.md and <out>.json",
+      [table](CLI::App& command) {
+        auto s = std::make_shared<SweepOptions>();
+        auto json = std::make_shared<bool>(false);
+        command.add_option("--grid", s->grid, "table4, table5 or both")->capture_default_str();
+        command.add_option("--clusters", s->clusters, "Table 4's numbers of clusters k")
+            ->delimiter(',')
+            ->capture_default_str();
+        command.add_option("--ablation-clusters", s->ablation_clusters, "k of the Table 5 runs")->capture_default_str();
+        command.add_option("--seeds", s->seeds, "seeds per Table 5 configuration")->capture_default_str();
+        command.add_option("--out", s->out, "write <out>.md and <out>.json")->capture_default_str();
+        command.add_flag("--json", *json, "print the JSON on stdout instead of the Markdown");
+        return [table, s, json]() {
+          const ClassifyOptions o = table->parsed();
+          try {
+            check_sweep_options(o, *s);
+          } catch (const Error& e) {
+            std::fprintf(stderr, "tapestry classify sweep: %s\n", e.what());
+            return kExitUsage;
+          }
+          return run_reporting_errors("classify sweep", [&] {
+            const nlohmann::json result = run_classify_sweep(o, *s);
+            std::printf("%s\n", *json ? result.dump().c_str() : result["markdown"].get<std::string>().c_str());
+            return 0;
+          });
+        };
+      },
+      classify);
+}
+
+}  // namespace tapestry::app
