@@ -37,6 +37,7 @@
 #include "ops/bits.h"
 #include "ops/cluster.h"
 #include "ops/creation.h"
+#include "ops/ctc.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
