@@ -27,6 +27,7 @@
 #include "nn/attention/full.h"
 #include "nn/attention/neural_clustering.h"
 #include "nn/clusterformer.h"
+#include "nn/decode/ctc.h"
 #include "nn/encoder.h"
 #include "nn/gradcheck.h"
 #include "nn/layers.h"
