@@ -1,0 +1,191 @@
+// CTC loss: checks on the host, the forward (α) and backward (β, gradient) recursions of
+// ops/ctc_math.h per utterance, the reduction composed from primitive ops.
+//
+// Shapes: log_probs and its gradient (B, T, C), targets (B, S), lengths and per-utterance losses (B),
+// α (B, T, L) with L = 2S + 1 (rows t ≥ T_b and positions s ≥ 2S_b + 1 of utterance b unused).
+#include "ops/ctc.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "ops/common.h"
+#include "ops/ctc_math.h"
+#include "ops/cuda/ctc.h"
+#include "ops/dispatch.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+
+namespace tapestry {
+
+namespace {
+
+struct CtcForward {
+  Tensor alpha;  // (B, T, L)
+  Tensor log_p;  // (B): log p(z_b | x_b), −inf when no path has a nonzero probability
+  Tensor loss;   // (B): −log_p, or 0 for an infinite one under CtcInfinity::Zero
+};
+
+CtcForward ctc_forward(const Tensor& lp_t, const Tensor& targets_t, const Tensor& in_len_t, const Tensor& tg_len_t,
+                       int64_t blank, CtcInfinity infinity) {
+  const int64_t B = lp_t.shape()[0], T = lp_t.shape()[1], C = lp_t.shape()[2], S = targets_t.shape()[1];
+  const int64_t L = 2 * S + 1;
+  CtcForward out{empty({B, T, L}, lp_t.options()), empty({B}, lp_t.options()), empty({B}, lp_t.options())};
+  if (on_cuda("ctc_loss", lp_t, [&] {
+        cuda::ctc_forward(lp_t, targets_t, in_len_t, tg_len_t, blank, infinity, out.alpha, out.log_p, out.loss);
+      }))
+    return out;
+  visit_floating(lp_t.dtype(), "ctc_loss", [&](auto tag) {
+    using F = decltype(tag);
+    const F* lp = lp_t.data<F>();
+    const int64_t* targets = targets_t.data<int64_t>();
+    const int64_t* in_len = in_len_t.data<int64_t>();
+    const int64_t* tg_len = tg_len_t.data<int64_t>();
+    F* alpha = out.alpha.data<F>();
+    F* log_p = out.log_p.data<F>();
+    F* loss = out.loss.data<F>();
+#pragma omp parallel for schedule(dynamic) if (B > 1)
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t Tb = in_len[b], Lb = 2 * tg_len[b] + 1;
+      const F* x = lp + b * T * C;       // (T, C)
+      const int64_t* z = targets + b * S;  // (S)
+      F* a = alpha + b * T * L;           // (T, L)
+      F lpb;
+      if (Tb == 0) {
+        lpb = Lb == 1 ? F(0) : ctc::minus_infinity<F>();  // zero frames emit only the empty labelling
+      } else {
+        for (int64_t s = 0; s < Lb; ++s) a[s] = ctc::alpha_start(x, z, s, blank);
+        for (int64_t t = 1; t < Tb; ++t)
+          for (int64_t s = 0; s < Lb; ++s) a[t * L + s] = ctc::alpha_step(a + (t - 1) * L, x + t * C, z, s, blank);
+        lpb = ctc::log_likelihood(a + (Tb - 1) * L, Lb);
+      }
+      log_p[b] = lpb;
+      loss[b] = lpb == ctc::minus_infinity<F>() && infinity == CtcInfinity::Zero ? F(0) : -lpb;
+    }
+  });
+  return out;
+}
+
+// For t < T_b, with lcab_t(k) = log Σ_{s: z'_s = k} α_t(s) β_t(s) (Graves et al. 2006, eq. 14–15):
+//   ∂ℓ_b/∂(log y_t^k) = −e^{lcab_t(k) − log y_t^k − log p(z_b|x_b)}      (eq. 16, w.r.t. log y)
+// and 0 for t ≥ T_b and for an utterance with log p = −inf; scaled by dy_b.
+Tensor ctc_backward(const Tensor& dy_in, const Tensor& lp_t, const Tensor& targets_t, const Tensor& in_len_t,
+                    const Tensor& tg_len_t, int64_t blank, const Tensor& alpha_t, const Tensor& log_p_t) {
+  const Tensor dy = contiguous(dy_in);
+  Tensor grad = empty(lp_t.shape(), lp_t.options());
+  if (on_cuda("ctc_loss", dy, [&] {
+        cuda::ctc_backward(dy, lp_t, targets_t, in_len_t, tg_len_t, blank, alpha_t, log_p_t, grad);
+      }))
+    return grad;
+  const int64_t B = lp_t.shape()[0], T = lp_t.shape()[1], C = lp_t.shape()[2], S = targets_t.shape()[1];
+  const int64_t L = 2 * S + 1;
+  visit_floating(lp_t.dtype(), "ctc_loss", [&](auto tag) {
+    using F = decltype(tag);
+    const F* lp = lp_t.data<F>();
+    const int64_t* targets = targets_t.data<int64_t>();
+    const int64_t* in_len = in_len_t.data<int64_t>();
+    const int64_t* tg_len = tg_len_t.data<int64_t>();
+    const F* alpha = alpha_t.data<F>();
+    const F* log_p = log_p_t.data<F>();
+    const F* dys = dy.data<F>();
+    F* g = grad.data<F>();
+#pragma omp parallel for schedule(dynamic) if (B > 1)
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t Tb = in_len[b], Lb = 2 * tg_len[b] + 1;
+      const F* x = lp + b * T * C;          // (T, C)
+      const int64_t* z = targets + b * S;     // (S)
+      const F* a = alpha + b * T * L;        // (T, L)
+      F* gb = g + b * T * C;                 // (T, C)
+      std::fill(gb, gb + T * C, F(0));
+      if (Tb == 0 || log_p[b] == ctc::minus_infinity<F>()) continue;
+      std::vector<F> beta(static_cast<size_t>(Tb * Lb));  // (T_b, L_b)
+      for (int64_t s = 0; s < Lb; ++s) beta[(Tb - 1) * Lb + s] = ctc::beta_start(x + (Tb - 1) * C, z, s, Lb, blank);
+      for (int64_t t = Tb - 2; t >= 0; --t)
+        for (int64_t s = 0; s < Lb; ++s)
+          beta[t * Lb + s] = ctc::beta_step(beta.data() + (t + 1) * Lb, x + t * C, z, s, Lb, blank);
+      std::vector<F> lcab(static_cast<size_t>(C));
+      for (int64_t t = 0; t < Tb; ++t) {
+        std::fill(lcab.begin(), lcab.end(), ctc::minus_infinity<F>());
+        for (int64_t s = 0; s < Lb; ++s) {  // s ascending: the order the CUDA kernel sums in too
+          const int64_t k = ctc::extended_label(z, s, blank);
+          lcab[k] = ctc::log_add(lcab[k], a[t * L + s] + beta[t * Lb + s]);
+        }
+        for (int64_t k = 0; k < C; ++k) gb[t * C + k] = ctc::ctc_gradient(dys[b], lcab[k], x[t * C + k], log_p[b]);
+      }
+    }
+  });
+  return grad;
+}
+
+// An int64 (B) lengths tensor on the host, each entry in [0, limit].
+std::vector<int64_t> read_lengths(const char* op, const char* name, const Tensor& lengths, int64_t B, int64_t limit,
+                                  const char* limit_name) {
+  TP_CHECK(lengths.dtype() == DType::Int64, op, name, " must be int64, got ", lengths.dtype(), " of shape ",
+           to_string(lengths.shape()));
+  TP_CHECK(lengths.shape() == Shape{B}, op, name, " must have shape (B) = (", B, "), got ",
+           to_string(lengths.shape()));
+  std::vector<int64_t> v = lengths.to_vector<int64_t>();
+  for (int64_t b = 0; b < B; ++b)
+    TP_CHECK(v[b] >= 0 && v[b] <= limit, op, name, "[", b, "] = ", v[b], " is out of range [0, ", limit, "] (",
+             limit_name, " = ", limit, ")");
+  return v;
+}
+
+}  // namespace
+
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                const Tensor& target_lengths, int64_t blank, CtcReduction reduction, CtcInfinity infinity) {
+  const char* op = "ctc_loss";
+  TP_CHECK(log_probs.defined() && targets.defined() && input_lengths.defined() && target_lengths.defined(), op,
+           "got an undefined tensor among log_probs, targets, input_lengths, target_lengths");
+  TP_CHECK(is_floating(log_probs.dtype()), op, "log_probs must be floating, got ", log_probs.dtype(), " of shape ",
+           to_string(log_probs.shape()));
+  TP_CHECK(log_probs.dim() == 3, op, "log_probs must have shape (B, T, C), got ", to_string(log_probs.shape()));
+  const int64_t B = log_probs.shape()[0], T = log_probs.shape()[1], C = log_probs.shape()[2];
+  TP_CHECK(C >= 1, op, "log_probs must have at least one class (the blank), got shape ", to_string(log_probs.shape()));
+  check_same_device(op, {&log_probs, &targets, &input_lengths, &target_lengths});
+  TP_CHECK(targets.dtype() == DType::Int64, op, "targets must be int64, got ", targets.dtype(), " of shape ",
+           to_string(targets.shape()));
+  TP_CHECK(targets.dim() == 2 && targets.shape()[0] == B, op, "targets must have shape (B, S) with B = ", B,
+           " (log_probs of shape ", to_string(log_probs.shape()), "), got ", to_string(targets.shape()));
+  TP_CHECK(blank >= 0 && blank < C, op, "blank = ", blank, " is out of range for ", C, " classes (log_probs of shape ",
+           to_string(log_probs.shape()), ")");
+  const int64_t S = targets.shape()[1];
+  const std::vector<int64_t> in_len = read_lengths(op, "input_lengths", input_lengths, B, T, "T");
+  const std::vector<int64_t> tg_len = read_lengths(op, "target_lengths", target_lengths, B, S, "S");
+  const Tensor z = contiguous(targets);
+  const std::vector<int64_t> labels = z.to_vector<int64_t>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < tg_len[b]; ++i) {
+      const int64_t k = labels[static_cast<size_t>(b * S + i)];
+      TP_CHECK(k >= 0 && k < C && k != blank, op, "targets[", b, ", ", i, "] = ", k, " is ",
+               k == blank ? "the blank" : "out of range", " (", C, " classes, blank = ", blank,
+               "); labels must lie in [0, C) and differ from the blank");
+    }
+
+  const Tensor x = contiguous(log_probs.detach());
+  const Tensor il = contiguous(input_lengths), tl = contiguous(target_lengths);
+  const CtcForward f = ctc_forward(x, z, il, tl, blank, infinity);
+  // d(log y_t^k) = dy_b · ∂ℓ_b/∂(log y_t^k), the α/β formula of ctc_backward above
+  record(op, {log_probs}, {f.loss},
+         [blank, xs = Saved(x), zs = Saved(z), ils = Saved(il), tls = Saved(tl), as = Saved(f.alpha),
+          lps = Saved(f.log_p)](const std::vector<Tensor>& dy, Gradients& g) {
+           g.accumulate(0, ctc_backward(dy[0], xs.get(), zs.get(), ils.get(), tls.get(), blank, as.get(), lps.get()));
+         });
+
+  switch (reduction) {
+    case CtcReduction::None: return f.loss;
+    case CtcReduction::Sum: return sum(f.loss);
+    case CtcReduction::Mean: {
+      std::vector<double> weight(static_cast<size_t>(B));  // 1 / (max(S_b, 1) · B)
+      for (int64_t b = 0; b < B; ++b)
+        weight[static_cast<size_t>(b)] = 1.0 / (static_cast<double>(std::max<int64_t>(tg_len[b], 1)) * static_cast<double>(B));
+      const Tensor w = to(to(from_vector<double>(weight, {B}), log_probs.dtype()), log_probs.device());
+      return sum(f.loss * w);
+    }
+  }
+  fail(op, "unknown reduction");
+}
+
+}  // namespace tapestry
