@@ -1,18 +1,19 @@
-// Learning-rate schedules. A schedule drives one optimizer's learning rate:
-//
-//   optim::Adam adam(params, {/*lr=*/1e-3});
-//   optim::InverseSqrtSchedule schedule(adam, /*warmup=*/4000);  // sets adam's lr for step 1
-//   for (...) {
-//     ...backward...;
-//     adam.step();
-//     schedule.step();  // sets the lr for the next optimizer step
-//   }
-//
-// Steps are counted from 1: step s is the s-th optimizer step, and rate(s) the learning rate it uses.
-// Construction sets the optimizer's lr to rate(1); the k-th call of step() sets it to rate(k + 1).
-// The peak rate `lr` in the formulas below is the optimizer's learning rate when the schedule is
-// built. ReduceOnPlateau is fed a metric instead (step(metric)). A schedule holds a reference to its
-// optimizer, which must outlive it.
+/// @file
+/// Learning-rate schedules. A schedule drives one optimizer's learning rate:
+///
+///   optim::Adam adam(params, {/*lr=*/1e-3});
+///   optim::InverseSqrtSchedule schedule(adam, /*warmup=*/4000);  // sets adam's lr for step 1
+///   for (...) {
+///     ...backward...;
+///     adam.step();
+///     schedule.step();  // sets the lr for the next optimizer step
+///   }
+///
+/// Steps are counted from 1: step s is the s-th optimizer step, and rate(s) the learning rate it uses.
+/// Construction sets the optimizer's lr to rate(1); the k-th call of step() sets it to rate(k + 1).
+/// The peak rate `lr` in the formulas below is the optimizer's learning rate when the schedule is
+/// built. ReduceOnPlateau is fed a metric instead (step(metric)). A schedule holds a reference to its
+/// optimizer, which must outlive it.
 #pragma once
 
 #include <cstdint>
@@ -23,15 +24,15 @@
 
 namespace tapestry::optim {
 
-// Everything a schedule's step() changes, for checkpoints: restoring it into a schedule built with
-// the same options continues bit for bit (and sets the optimizer's lr to the restored rate).
+/// Everything a schedule's step() changes, for checkpoints: restoring it into a schedule built with
+/// the same options continues bit for bit (and sets the optimizer's lr to the restored rate).
 struct ScheduleState {
-  std::string schedule;    // name() of the schedule that saved it
-  int64_t steps = 0;       // step() calls so far (ReduceOnPlateau: metrics seen)
-  double base_lr = 0.0;    // the peak rate the formula scales
-  double lr = 0.0;         // the rate in force
-  double best = std::numeric_limits<double>::infinity();  // ReduceOnPlateau: lowest metric so far
-  int64_t bad_steps = 0;   // ReduceOnPlateau: consecutive metrics that did not improve on best
+  std::string schedule;    ///< name() of the schedule that saved it
+  int64_t steps = 0;       ///< step() calls so far (ReduceOnPlateau: metrics seen)
+  double base_lr = 0.0;    ///< the peak rate the formula scales
+  double lr = 0.0;         ///< the rate in force
+  double best = std::numeric_limits<double>::infinity();  ///< ReduceOnPlateau: lowest metric so far
+  int64_t bad_steps = 0;   ///< ReduceOnPlateau: consecutive metrics that did not improve on best
 };
 
 class Schedule {
@@ -41,18 +42,18 @@ class Schedule {
   Schedule& operator=(const Schedule&) = delete;
 
   const char* name() const { return name_; }
-  // The rate in force (also the optimizer's, unless someone else changed it).
+  /// The rate in force (also the optimizer's, unless someone else changed it).
   double lr() const { return lr_; }
   double base_lr() const { return base_lr_; }
   int64_t steps() const { return steps_; }
 
   ScheduleState state_dict() const;
-  // Refuses another schedule's state; sets the optimizer's learning rate to the restored rate.
+  /// Refuses another schedule's state; sets the optimizer's learning rate to the restored rate.
   void load_state_dict(const ScheduleState& state);
 
  protected:
   Schedule(const char* name, Optimizer& optimizer);
-  void set_lr(double lr);  // here and in the optimizer
+  void set_lr(double lr);  ///< here and in the optimizer
 
   const char* name_;
   Optimizer& optimizer_;
@@ -63,31 +64,31 @@ class Schedule {
   int64_t bad_steps_ = 0;
 };
 
-// A schedule that is a function of the step number.
+/// A schedule that is a function of the step number.
 class StepSchedule : public Schedule {
  public:
-  // Advances one step: the optimizer's lr becomes rate(steps() + 1).
+  /// Advances one step: the optimizer's lr becomes rate(steps() + 1).
   void step();
-  // The learning rate of optimizer step s ≥ 1.
+  /// The learning rate of optimizer step s ≥ 1.
   virtual double rate(int64_t s) const = 0;
 
  protected:
   using Schedule::Schedule;
-  void start();  // sets rate(1); called by the derived constructor once its options are set
+  void start();  ///< sets rate(1); called by the derived constructor once its options are set
 };
 
-// rate(s) = lr.
+/// rate(s) = lr.
 class ConstantSchedule : public StepSchedule {
  public:
   explicit ConstantSchedule(Optimizer& optimizer);
   double rate(int64_t s) const override;
 };
 
-// Linear warmup, then decay with the inverse square root of the step (Vaswani et al. 2017, §5.3,
-// with the peak rate lr in place of d_model^−0.5·warmup^−0.5):
-//   rate(s) = lr · min(s / W, √(W / s))
-// rising linearly to lr at s = W, then lr·√(W/s). W = 0 means no warmup and behaves as W = 1:
-// rate(s) = lr / √s. W ≥ 0.
+/// Linear warmup, then decay with the inverse square root of the step (Vaswani et al. 2017, §5.3,
+/// with the peak rate lr in place of d_model^−0.5·warmup^−0.5):
+///   rate(s) = lr · min(s / W, √(W / s))
+/// rising linearly to lr at s = W, then lr·√(W/s). W = 0 means no warmup and behaves as W = 1:
+/// rate(s) = lr / √s. W ≥ 0.
 class InverseSqrtSchedule : public StepSchedule {
  public:
   InverseSqrtSchedule(Optimizer& optimizer, int64_t warmup);
@@ -98,10 +99,10 @@ class InverseSqrtSchedule : public StepSchedule {
   int64_t warmup_;
 };
 
-// Optional linear warmup over W steps, then cosine decay from lr to min_lr, reached at step T:
-//   rate(s) = lr · s / W                                           for s ≤ W
-//   rate(s) = min_lr + (lr − min_lr) · (1 + cos(π·p)) / 2,  p = min(1, (s − W) / (T − W))   for s > W
-// and min_lr from step T on. 0 ≤ W < T, 0 ≤ min_lr ≤ lr.
+/// Optional linear warmup over W steps, then cosine decay from lr to min_lr, reached at step T:
+///   rate(s) = lr · s / W                                           for s ≤ W
+///   rate(s) = min_lr + (lr − min_lr) · (1 + cos(π·p)) / 2,  p = min(1, (s − W) / (T − W))   for s > W
+/// and min_lr from step T on. 0 ≤ W < T, 0 ≤ min_lr ≤ lr.
 class CosineSchedule : public StepSchedule {
  public:
   CosineSchedule(Optimizer& optimizer, int64_t total_steps, double min_lr = 0.0, int64_t warmup = 0);
@@ -114,17 +115,17 @@ class CosineSchedule : public StepSchedule {
 };
 
 struct ReduceOnPlateauOptions {
-  double factor = 0.1;   // in (0, 1): the rate is multiplied by it on a plateau
-  int64_t patience = 10;  // ≥ 0: bad metrics tolerated before reducing
-  double min_lr = 0.0;   // ≥ 0: the rate never goes below it
+  double factor = 0.1;   ///< in (0, 1): the rate is multiplied by it on a plateau
+  int64_t patience = 10;  ///< ≥ 0: bad metrics tolerated before reducing
+  double min_lr = 0.0;   ///< ≥ 0: the rate never goes below it
 };
 
-// Mode "min": a metric improves when it is strictly lower than the best so far. Each step(metric):
-//   metric < best:  best ← metric, bad ← 0
-//   otherwise:      bad ← bad + 1; if bad > patience: lr ← max(lr·factor, min_lr), bad ← 0
-// so the rate drops on the (patience + 1)-th consecutive metric without improvement (as in PyTorch's
-// ReduceLROnPlateau with threshold 0 and no cooldown). A NaN metric never improves. The starting
-// rate is the optimizer's; if it is already below min_lr it is left alone.
+/// Mode "min": a metric improves when it is strictly lower than the best so far. Each step(metric):
+///   metric < best:  best ← metric, bad ← 0
+///   otherwise:      bad ← bad + 1; if bad > patience: lr ← max(lr·factor, min_lr), bad ← 0
+/// so the rate drops on the (patience + 1)-th consecutive metric without improvement (as in PyTorch's
+/// ReduceLROnPlateau with threshold 0 and no cooldown). A NaN metric never improves. The starting
+/// rate is the optimizer's; if it is already below min_lr it is left alone.
 class ReduceOnPlateau : public Schedule {
  public:
   explicit ReduceOnPlateau(Optimizer& optimizer, ReduceOnPlateauOptions options = {});

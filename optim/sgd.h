@@ -1,4 +1,5 @@
-// Stochastic gradient descent with optional momentum, Nesterov momentum and L2 weight decay.
+/// @file
+/// Stochastic gradient descent with optional momentum, Nesterov momentum and L2 weight decay.
 #pragma once
 
 #include <vector>
@@ -11,14 +12,14 @@ enum class Nesterov { No, Yes };
 
 struct SGDOptions {
   double lr = 1e-2;
-  double momentum = 0.0;      // μ in [0, 1); 0: plain SGD, no state
-  double weight_decay = 0.0;  // λ ≥ 0, added to the gradient: g ← g + λθ
-  Nesterov nesterov = Nesterov::No;  // Yes needs momentum > 0
+  double momentum = 0.0;      ///< μ in [0, 1); 0: plain SGD, no state
+  double weight_decay = 0.0;  ///< λ ≥ 0, added to the gradient: g ← g + λθ
+  Nesterov nesterov = Nesterov::No;  ///< Yes needs momentum > 0
 };
 
-// Per step, for each parameter with a gradient (the buffer b starts at 0):
-//   g ← g + λθ;   b ← μ b + g;   θ ← θ − lr·(g + μ b) with Nesterov, θ ← θ − lr·b without.
-// State: "momentum_buffer" (when momentum > 0).
+/// Per step, for each parameter with a gradient (the buffer b starts at 0):
+///   g ← g + λθ;   b ← μ b + g;   θ ← θ − lr·(g + μ b) with Nesterov, θ ← θ − lr·b without.
+/// State: "momentum_buffer" (when momentum > 0).
 class SGD : public Optimizer {
  public:
   explicit SGD(std::vector<Tensor> params, SGDOptions options = {});
