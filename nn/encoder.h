@@ -23,6 +23,7 @@ namespace tapestry::nn {
 
 struct TransformerLayerOptions;
 
+/// What Encoder::encode returns.
 struct EncoderOutput {
   Tensor output;    ///< (B, N, D)
   Tensor aux_loss;  ///< 0-d, what the encoder adds to the training objective; undefined when nothing
@@ -31,6 +32,7 @@ struct EncoderOutput {
   Tensor objective(const Tensor& task_loss) const;
 };
 
+/// A stack of encoder layers, whatever its attention (make_encoder builds one).
 class Encoder : public Module {
  public:
   /// x (B, N, D); lengths (B) int64 marks padding (undefined: none).

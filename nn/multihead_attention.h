@@ -15,6 +15,7 @@
 
 namespace tapestry::nn {
 
+/// Settings of MultiheadAttention.
 struct MultiheadAttentionOptions {
   int64_t d_model = 512;  ///< D
   int64_t heads = 8;      ///< H, must divide D
@@ -41,7 +42,9 @@ struct MultiheadAttentionOptions {
 /// point that knows which types this class runs.)
 class MultiheadAttention : public Module {
  public:
+  /// The four projections, initialised from `gen` (as nn::Linear); throws Error for bad options.
   MultiheadAttention(const MultiheadAttentionOptions& options, Generator& gen);
+  /// query (B, N, D), key and value (B, S, D) -> (B, N, D), with the configured attention.
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, const attention::Padding& padding,
                  attention::Causal causal, Generator& gen);
 
@@ -49,8 +52,8 @@ class MultiheadAttention : public Module {
   /// one attention can be evaluated with another. Throws for neural-clustering.
   void set_attention(const attention::AttentionConfig& config);
   void set_attention(const std::string& config);  ///< parsed by AttentionConfig::parse
-  const attention::AttentionConfig& attention() const { return options_.attention; }
-  const MultiheadAttentionOptions& options() const { return options_; }
+  const attention::AttentionConfig& attention() const { return options_.attention; }  ///< the attention it runs now
+  const MultiheadAttentionOptions& options() const { return options_; }  ///< its settings
 
   /// Throws Error naming `layer` when `config` is not an attention MultiheadAttention runs, or, with
   /// Causal::Yes, one that has no causal form.
@@ -59,7 +62,10 @@ class MultiheadAttention : public Module {
   /// AttentionConfig::parse(text), with `layer` named in front of its errors.
   static attention::AttentionConfig parse_attention(const std::string& layer, const std::string& text);
 
-  std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;  ///< each D -> D
+  ///@{
+  /// The query, key, value and output projections, each D -> D.
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
+  ///@}
 
  private:
   MultiheadAttentionOptions options_;

@@ -9,8 +9,9 @@
 
 namespace tapestry::optim {
 
+/// Settings of Adam.
 struct AdamOptions {
-  double lr = 1e-3;
+  double lr = 1e-3;  ///< learning rate α
   std::pair<double, double> betas = {0.9, 0.999};  ///< β₁, β₂, each in [0, 1)
   double eps = 1e-8;                               ///< ε > 0
   double weight_decay = 0.0;                       ///< λ ≥ 0: L2, added to the gradient
@@ -23,8 +24,9 @@ struct AdamOptions {
 /// State: "exp_avg" (m), "exp_avg_sq" (v).
 class Adam : public Optimizer {
  public:
+  /// Updates `params` with these settings; throws Error for settings out of range.
   explicit Adam(std::vector<Tensor> params, AdamOptions options = {});
-  const AdamOptions& options() const { return options_; }
+  const AdamOptions& options() const { return options_; }  ///< its settings
 
  private:
   void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers,
@@ -32,8 +34,9 @@ class Adam : public Optimizer {
   AdamOptions options_;
 };
 
+/// Settings of AdamW.
 struct AdamWOptions {
-  double lr = 1e-3;
+  double lr = 1e-3;  ///< learning rate α
   std::pair<double, double> betas = {0.9, 0.999};  ///< β₁, β₂, each in [0, 1)
   double eps = 1e-8;                               ///< ε > 0
   double weight_decay = 1e-2;                      ///< λ ≥ 0: decoupled, see below
@@ -50,8 +53,9 @@ struct AdamWOptions {
 /// State: "exp_avg" (m), "exp_avg_sq" (v).
 class AdamW : public Optimizer {
  public:
+  /// Updates `params` with these settings; throws Error for settings out of range.
   explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {});
-  const AdamWOptions& options() const { return options_; }
+  const AdamWOptions& options() const { return options_; }  ///< its settings
 
  private:
   void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers,

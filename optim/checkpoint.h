@@ -21,10 +21,12 @@ namespace tapestry {
 /// The optimizer's scalars go to metadata[prefix] = {"optimizer", "lr", "steps", "buffers"}; each
 /// buffer to the tensor "<prefix>.<buffer key>", e.g. "optimizer.exp_avg.3".
 void add_optimizer_state(Checkpoint& checkpoint, const std::string& prefix, const optim::OptimizerState& state);
+/// The optimizer state that add_optimizer_state stored under `prefix`.
 optim::OptimizerState optimizer_state(const Checkpoint& checkpoint, const std::string& prefix);
 
 /// metadata[prefix] = {"schedule", "steps", "base_lr", "lr", "best", "bad_steps"}.
 void add_schedule_state(Checkpoint& checkpoint, const std::string& prefix, const optim::ScheduleState& state);
+/// The schedule state that add_schedule_state stored under `prefix`.
 optim::ScheduleState schedule_state(const Checkpoint& checkpoint, const std::string& prefix);
 
 }  // namespace tapestry

@@ -27,27 +27,32 @@ namespace tapestry::optim {
 
 /// A type and the value of each of its keys (all of them, in the type's order).
 struct KeyedConfig {
-  std::string type;
-  std::vector<std::pair<std::string, double>> values;
+  std::string type;  ///< "sgd", "adam", ... or "constant", "cosine", ...
+  std::vector<std::pair<std::string, double>> values;  ///< each key of the type with its value
 
+  /// The config as text, every key spelled out ("adam:lr=0.001,beta1=0.9,...").
   std::string to_string() const;
   /// Throws Error when the type has no such key.
   double get(const std::string& key) const;
-  bool operator==(const KeyedConfig& other) const { return to_string() == other.to_string(); }
+  bool operator==(const KeyedConfig& other) const { return to_string() == other.to_string(); }  ///< same type and values
 };
 
+/// An optimizer config, e.g. "radam:lr=2e-4" (the README lists the types and keys).
 struct OptimizerConfig : KeyedConfig {
   /// Throws Error naming the text: unknown type or key, a malformed or out-of-range value.
   static OptimizerConfig parse(const std::string& text);
 };
 
+/// A learning-rate schedule config, e.g. "inverse-sqrt:warmup=4000".
 struct ScheduleConfig : KeyedConfig {
+  /// Throws Error naming the text: unknown type or key, a malformed or out-of-range value.
   static ScheduleConfig parse(const std::string& text);
   /// plateau is stepped with an evaluation metric (Trainer: after each evaluation), the others once per
   /// optimizer step.
   bool steps_on_metric() const { return type == "plateau"; }
 };
 
+/// The optimizer `config` names, over `params`.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, const std::vector<Tensor>& params);
 
 /// `total_steps` replaces cosine's total = 0. The schedule sets the optimizer's lr at once.

@@ -40,6 +40,8 @@ struct OptimizerState {
                                           ///< for every parameter with steps > 0, copies of the data
 };
 
+/// The base of every optimizer (see the top of this file): it owns the parameter list, the learning
+/// rate and the per-parameter state buffers; a subclass supplies the update rule.
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -51,12 +53,13 @@ class Optimizer {
   /// Drops every parameter's gradient (Tensor::zero_grad): the next backward assigns fresh ones.
   void zero_grad();
 
+  /// The learning rate the next step uses.
   double lr() const { return lr_; }
   /// Throws when lr is negative or not finite.
   void set_lr(double lr);
 
-  const char* name() const { return name_; }
-  const std::vector<Tensor>& parameters() const { return params_; }
+  const char* name() const { return name_; }  ///< "sgd", "adam", "adamw" or "radam"
+  const std::vector<Tensor>& parameters() const { return params_; }  ///< the parameters it updates, in the order given
   /// Updates parameter i has received.
   int64_t steps(size_t i) const;
 

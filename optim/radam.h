@@ -11,8 +11,9 @@
 
 namespace tapestry::optim {
 
+/// Settings of RAdam.
 struct RAdamOptions {
-  double lr = 1e-3;
+  double lr = 1e-3;  ///< learning rate α
   std::pair<double, double> betas = {0.9, 0.999};  ///< β₁, β₂, each in [0, 1)
   double eps = 1e-8;                               ///< ε > 0
   double weight_decay = 0.0;                       ///< λ ≥ 0: L2, added to the gradient
@@ -37,8 +38,9 @@ double radam_rectification(int64_t t, double beta2);
 /// State: "exp_avg" (m), "exp_avg_sq" (v).
 class RAdam : public Optimizer {
  public:
+  /// Updates `params` with these settings; throws Error for settings out of range.
   explicit RAdam(std::vector<Tensor> params, RAdamOptions options = {});
-  const RAdamOptions& options() const { return options_; }
+  const RAdamOptions& options() const { return options_; }  ///< its settings
 
  private:
   void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers,

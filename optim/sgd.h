@@ -8,10 +8,12 @@
 
 namespace tapestry::optim {
 
+/// Whether SGD's momentum is Nesterov's.
 enum class Nesterov { No, Yes };
 
+/// Settings of SGD.
 struct SGDOptions {
-  double lr = 1e-2;
+  double lr = 1e-2;  ///< learning rate
   double momentum = 0.0;      ///< μ in [0, 1); 0: plain SGD, no state
   double weight_decay = 0.0;  ///< λ ≥ 0, added to the gradient: g ← g + λθ
   Nesterov nesterov = Nesterov::No;  ///< Yes needs momentum > 0
@@ -22,8 +24,9 @@ struct SGDOptions {
 /// State: "momentum_buffer" (when momentum > 0).
 class SGD : public Optimizer {
  public:
+  /// Updates `params` with these settings; throws Error for settings out of range.
   explicit SGD(std::vector<Tensor> params, SGDOptions options = {});
-  const SGDOptions& options() const { return options_; }
+  const SGDOptions& options() const { return options_; }  ///< its settings
 
  private:
   void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers,

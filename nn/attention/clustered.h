@@ -16,12 +16,14 @@
 
 namespace tapestry::attention {
 
+/// How clustered attention groups the queries (clustered-attention paper §3.2).
 struct ClusteringOptions {
   int64_t clusters = 100;  ///< C
   int64_t bits = 63;       ///< R, hash bits, 1..63
   int64_t iterations = 10; ///< L, Lloyd iterations
 };
 
+/// The cluster of each query, from cluster_queries.
 struct QueryClusters {
   Tensor ids;        ///< (B, H, N) int64 in [0, C]; C marks a padded query
   int64_t count = 0; ///< C

@@ -9,6 +9,7 @@
 
 namespace tapestry::attention {
 
+/// Whether a query may attend to later keys (No) or only to keys at or before its position (Yes).
 enum class Causal { No, Yes };
 
 /// Padding is given by lengths: positions ≥ lengths[b] of sample b are padding. An undefined tensor

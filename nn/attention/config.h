@@ -18,10 +18,12 @@
 
 namespace tapestry::attention {
 
+/// The attention families (DESIGN §5).
 enum class AttentionType { Full, Clustered, ImprovedClustered, NeuralClustering };
 
+/// An attention and its settings; a layer runs the one its config names.
 struct AttentionConfig {
-  AttentionType type = AttentionType::Full;
+  AttentionType type = AttentionType::Full;  ///< which attention
   int64_t clusters = 100;  ///< C (clustered, improved-clustered); k blocks (neural-clustering)
   int64_t bits = 63;       ///< R: hash bits, 1..63
   int64_t iterations = 10; ///< L: Lloyd iterations
@@ -30,7 +32,9 @@ struct AttentionConfig {
   /// Throws Error naming the text and what is wrong with it (unknown type or key, a key the type
   /// does not take, a value that is not an integer or is out of range).
   static AttentionConfig parse(const std::string& text);
+  /// The config as text, every setting spelled out (parse reads it back).
   std::string to_string() const;
+  /// Same type and settings.
   bool operator==(const AttentionConfig& other) const;
 };
 

@@ -14,8 +14,12 @@ Tensor full_attention(const Tensor& q, const Tensor& k, const Tensor& v, const P
 
 /// Checks q, k, v as above and returns (B, H, N, S, E, M); `op` names the caller in errors.
 struct QkvShape {
+  ///@{
+  /// Batch, heads, queries, keys, query/key head dimension, value head dimension.
   int64_t B, H, N, S, E, M;
+  ///@}
 };
+/// Throws Error from `op` unless q, k, v fit the shapes above.
 QkvShape check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v);
 
 /// The (B, 1, 1, S) bool keep-mask of real keys; undefined when there is no key padding.

@@ -55,6 +55,7 @@ struct NeuralClusteringWeights {
   Tensor w_o;  ///< (H·M, D)   W_O: the output projection after the heads are concatenated
 };
 
+/// What neural_clustering_attention returns.
 struct NeuralClusteringResult {
   Tensor output;           ///< (B, N, D)  Z W_O, in the original word order
   Tensor centroids;        ///< (B, C, D)  Ĉ, the updated centroids to hand to the next layer
