@@ -19,7 +19,8 @@ const char* dtype_name(DType dtype);  ///< "float32", ...
 inline bool is_floating(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
 /// | dtype == DType::Int64; }|<int32 or int64
 inline bool is_integer(DType dtype) { return dtype == DType::Int32 || dtype == DType::Int64; }
-inline std::ostream& operator<<(std::ostream& out, DType dtype) { return out << dtype_name(dtype); }  ///< prints dtype_name
+/// Prints dtype_name.
+inline std::ostream& operator<<(std::ostream& out, DType dtype) { return out << dtype_name(dtype); }
 
 ///@{
 /// The DType of a C++ element type: dtype_of<float>() == DType::Float32.

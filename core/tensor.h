@@ -110,7 +110,8 @@ class Tensor {
   void register_hook(GradHook hook) const;
   /// Back-propagates from this tensor: a scalar, or any shape with an explicit seed gradient.
   void backward(Retain retain = Retain::No) const;
-  void backward(const Tensor& seed, Retain retain = Retain::No) const;  ///< `seed` is the gradient of this tensor, of its shape
+  /// `seed` is the gradient of this tensor, of its shape.
+  void backward(const Tensor& seed, Retain retain = Retain::No) const;
   /// The same data, cut from the tape: no gradient flows through the result.
   Tensor detach() const;
 

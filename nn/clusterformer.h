@@ -15,6 +15,7 @@
 
 namespace tapestry::nn {
 
+/// What a ClusterFormer layer or encoder returns.
 struct ClusterFormerOutput {
   Tensor output;           ///< (B, N, D)
   Tensor centroids;        ///< Ĉ of the last layer (B, C, D)
@@ -28,17 +29,28 @@ struct ClusterFormerOutput {
 /// W_O (D, D) start uniform in ±1/√D.
 class ClusterFormerEncoderLayer : public Module {
  public:
+  /// Initial values from `gen`; throws Error for bad options or an attention other than
+  /// neural-clustering.
   ClusterFormerEncoderLayer(const TransformerLayerOptions& options, Generator& gen);
   /// x (B, N, D), centroids (C, D) or (B, C, D); the clustering runs on the layer's input to the
   /// attention (after the norm in pre-norm).
   ClusterFormerOutput forward(const Tensor& x, const Tensor& centroids, const Tensor& lengths,
                               attention::Causal causal, Generator& gen);
-  const TransformerLayerOptions& options() const { return options_; }
+  const TransformerLayerOptions& options() const { return options_; }  ///< its settings
 
+  ///@{
+  /// W_C, W_Q, W_K, W_V, W_O (D, D): the clustering, query, key, value and output weights
   Tensor w_c, w_q, w_k, w_v, w_o;
-  std::shared_ptr<FeedForward> ff;
+  ///@}
+  std::shared_ptr<FeedForward> ff;  ///< the feed-forward sublayer
+  ///@{
+  /// of the attention and the feed-forward residual blocks
   std::shared_ptr<LayerNorm> norm1, norm2;
+  ///@}
+  ///@{
+  /// on the attention's and the feed-forward block's outputs
   std::shared_ptr<Dropout> dropout1, dropout2;
+  ///@}
 
  private:
   TransformerLayerOptions options_;
@@ -50,17 +62,21 @@ class ClusterFormerEncoderLayer : public Module {
 /// `weights` given here (µ, ν ≥ 0; λ is ignored: the task loss is added with weight 1).
 class ClusterFormerEncoder : public Encoder {
  public:
+  /// Initial values from `gen`; throws Error for bad options or an attention other than
+  /// neural-clustering.
   ClusterFormerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen,
                        const ClusteringLossWeights& weights = {});
+  /// x (B, N, D), lengths (B) int64 or undefined: the output and the summed losses L1, L2.
   ClusterFormerOutput forward(const Tensor& x, const Tensor& lengths, Generator& gen,
                               attention::Causal causal = attention::Causal::No);
+  /// forward(), with µ·L1 + ν·L2 as the auxiliary loss.
   EncoderOutput encode(const Tensor& x, const Tensor& lengths, Generator& gen) override;
   /// Accepts only the neural-clustering config the encoder was built with: its weights (W_C, the
   /// centroids) belong to it, and another attention would drop them.
   void set_attention(const attention::AttentionConfig& config) override;
 
-  Tensor centroids;
-  std::shared_ptr<ModuleList<ClusterFormerEncoderLayer>> layers;
+  Tensor centroids;  ///< the first layer's centroids (C, D), a parameter
+  std::shared_ptr<ModuleList<ClusterFormerEncoderLayer>> layers;  ///< the layers, applied in order
   std::shared_ptr<LayerNorm> norm;  ///< null for post-norm
 
  private:
@@ -73,9 +89,11 @@ class ClusterFormerEncoder : public Encoder {
 /// away from the task.
 class ClusterFormerLoss : public Module {
  public:
+  /// Throws Error for a negative weight.
   explicit ClusterFormerLoss(const ClusteringLossWeights& weights = {});
+  /// Μ·out.clustering_loss + ν·out.sorting_loss + λ·task_loss, 0-d.
   Tensor forward(const Tensor& task_loss, const ClusterFormerOutput& out) const;
-  const ClusteringLossWeights& weights() const { return weights_; }
+  const ClusteringLossWeights& weights() const { return weights_; }  ///< µ, ν, λ
 
  private:
   ClusteringLossWeights weights_;

@@ -16,17 +16,19 @@
 
 namespace tapestry::nn {
 
+/// Whether a Linear layer has a bias.
 enum class Bias { No, Yes };
 
 /// y = x Wᵀ + b: (..., in) -> (..., out). weight (out, in), bias (out,), both initialised as in
 /// PyTorch (kaiming-uniform with a = √5): uniform in [−1/√in, 1/√in] (0 when in = 0).
 class Linear : public Module {
  public:
+  /// Initial values from `gen`, as described above; throws Error for negative sizes.
   Linear(int64_t in_features, int64_t out_features, Generator& gen, Bias bias = Bias::Yes);
-  Tensor forward(const Tensor& x);
+  Tensor forward(const Tensor& x);  ///< x (..., in) -> (..., out)
 
-  int64_t in_features() const { return in_features_; }
-  int64_t out_features() const { return out_features_; }
+  int64_t in_features() const { return in_features_; }  ///< in
+  int64_t out_features() const { return out_features_; }  ///< out
   Tensor weight;  ///< (out, in)
   Tensor bias;    ///< (out,), undefined with Bias::No
 
@@ -39,12 +41,14 @@ class Linear : public Module {
 /// receives a gradient. −1: no padding row.
 class Embedding : public Module {
  public:
+  /// A table (num_embeddings, embedding_dim) drawn from `gen`.
   Embedding(int64_t num_embeddings, int64_t embedding_dim, Generator& gen, int64_t padding_idx = -1);
+  /// Indices (...) -> (..., D); throws Error for an index outside [0, V).
   Tensor forward(const Tensor& indices);
 
-  int64_t num_embeddings() const { return weight.size(0); }
-  int64_t embedding_dim() const { return weight.size(1); }
-  int64_t padding_idx() const { return padding_idx_; }
+  int64_t num_embeddings() const { return weight.size(0); }  ///< V
+  int64_t embedding_dim() const { return weight.size(1); }  ///< D
+  int64_t padding_idx() const { return padding_idx_; }  ///< the padding row, or −1
   Tensor weight;  ///< (V, D)
 
  private:
@@ -55,10 +59,11 @@ class Embedding : public Module {
 /// (zeros): (..., dim) -> (..., dim).
 class LayerNorm : public Module {
  public:
+  /// Normalises over a last dim of size `dim`; eps is added to the variance.
   explicit LayerNorm(int64_t dim, double eps = 1e-5);
-  Tensor forward(const Tensor& x);
+  Tensor forward(const Tensor& x);  ///< x (..., dim) -> (..., dim)
 
-  double eps() const { return eps_; }
+  double eps() const { return eps_; }  ///< ε
   Tensor weight;  ///< (dim,)
   Tensor bias;    ///< (dim,)
 
@@ -70,9 +75,12 @@ class LayerNorm : public Module {
 /// is drawn from `gen` (x.numel() counters) only in training mode.
 class Dropout : public Module {
  public:
+  /// p in [0, 1); throws Error otherwise.
   explicit Dropout(double p);
+  /// In training mode x with each element zeroed with probability p and the rest scaled by
+  /// 1/(1 − p); x itself in eval mode.
   Tensor forward(const Tensor& x, Generator& gen);
-  double p() const { return p_; }
+  double p() const { return p_; }  ///< the probability of dropping an element
 
  private:
   double p_;
@@ -84,36 +92,40 @@ class Dropout : public Module {
 /// float64, then converted once to x's dtype and device) and kept for later calls.
 class SinusoidalPositionalEncoding : public Module {
  public:
+  /// For a model width D = d_model (positive).
   explicit SinusoidalPositionalEncoding(int64_t d_model);
   /// x + PE[:N], for x (..., N, D) floating (any dtype and device).
   Tensor forward(const Tensor& x);
   /// The table PE (length, d_model) on its own.
   static Tensor table(int64_t length, int64_t d_model, Options options = {});
-  int64_t d_model() const { return d_model_; }
+  int64_t d_model() const { return d_model_; }  ///< D
 
  private:
   int64_t d_model_;
   Tensor cache_;  ///< (≥ N, D), the dtype and device of the last input
 };
 
+/// The feed-forward block's nonlinearity.
 enum class Activation { ReLU, GELU };
 
+/// Settings of FeedForward.
 struct FeedForwardOptions {
   int64_t d_model = 512;  ///< D
   int64_t d_ff = 2048;    ///< F
-  Activation activation = Activation::ReLU;
+  Activation activation = Activation::ReLU;  ///< between the two linear maps
   double dropout = 0.1;   ///< after the activation
 };
 
 /// The position-wise feed-forward block: linear2(dropout(activation(linear1(x)))), (..., D) -> (..., D).
 class FeedForward : public Module {
  public:
+  /// Both linear maps initialised from `gen`; throws Error for bad options.
   FeedForward(const FeedForwardOptions& options, Generator& gen);
-  Tensor forward(const Tensor& x, Generator& gen);
-  const FeedForwardOptions& options() const { return options_; }
+  Tensor forward(const Tensor& x, Generator& gen);  ///< x (..., D) -> (..., D)
+  const FeedForwardOptions& options() const { return options_; }  ///< its settings
 
   std::shared_ptr<Linear> linear1;  ///< D -> F
-  std::shared_ptr<Dropout> dropout;
+  std::shared_ptr<Dropout> dropout;  ///< after the activation
   std::shared_ptr<Linear> linear2;  ///< F -> D
 
  private:

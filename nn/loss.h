@@ -20,7 +20,8 @@ class CrossEntropyLoss : public Module {
  public:
   /// A loss with these settings; it has no parameters.
   explicit CrossEntropyLoss(const CrossEntropyOptions& options = {});
-  Tensor forward(const Tensor& logits, const Tensor& targets);  ///< the loss of logits (..., C) against targets (...)
+  /// The loss of logits (..., C) against targets (...).
+  Tensor forward(const Tensor& logits, const Tensor& targets);
   const CrossEntropyOptions& options() const { return options_; }  ///< its settings
 
  private:

@@ -47,11 +47,13 @@
 
 namespace tapestry::nn {
 
+/// (name, tensor) pairs in registration order.
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 /// Parameter name -> values. A state dict from state_dict() shares memory with the parameters:
 /// clone the tensors to keep a snapshot that later training steps do not change.
 using StateDict = std::map<std::string, Tensor>;
 
+/// The base of every layer and model (see the top of this file).
 class Module {
  public:
   /// `name` is the module's type, used in error messages ("Linear: ...").
@@ -60,7 +62,7 @@ class Module {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
-  const std::string& name() const { return name_; }
+  const std::string& name() const { return name_; }  ///< the module's type, as given to the constructor
 
   /// Registers `tensor` as parameter `name` and returns the handle to keep: the tensor itself when
   /// it is a leaf (now marked requires_grad), else a detached leaf over its data. The tensor must be
@@ -75,23 +77,24 @@ class Module {
 
   /// Recursive listings, in registration order (see the top of this file).
   std::vector<Tensor> parameters() const;
-  NamedTensors named_parameters() const;
+  NamedTensors named_parameters() const;  ///< parameters() with their full names
   /// Direct children only, in registration order.
   std::vector<std::shared_ptr<Module>> children() const;
+  /// Children() with their names.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
   /// Elements of all parameters (each tensor counted once).
   int64_t parameter_count() const;
 
   /// Sets the mode of this module and all its descendants (a new module is in Train mode).
   void train(Mode mode = Mode::Train);
-  void eval() { train(Mode::Eval); }
-  bool is_training() const { return mode_ == Mode::Train; }
-  Mode mode() const { return mode_; }
+  void eval() { train(Mode::Eval); }  ///< train(Mode::Eval)
+  bool is_training() const { return mode_ == Mode::Train; }  ///< whether in Train mode
+  Mode mode() const { return mode_; }  ///< Train or Eval
 
   /// Moves / converts every parameter in place of its handles (see the top of this file) and drops
   /// its gradient. to(DType) takes a floating dtype.
   void to(Device device);
-  void to(DType dtype);
+  void to(DType dtype);  ///< converts every parameter to `dtype`
   /// Drops every parameter's gradient (Tensor::zero_grad).
   void zero_grad();
 
@@ -119,13 +122,15 @@ template <class M>
 class ModuleList : public Module {
  public:
   ModuleList() : Module("ModuleList") {}
+  /// Registers `module` as the next item.
   void push_back(std::shared_ptr<M> module) {
     items_.push_back(register_module(std::to_string(items_.size()), std::move(module)));
   }
-  size_t size() const { return items_.size(); }
+  size_t size() const { return items_.size(); }  ///< the number of items
+  /// Item i (std::out_of_range past the end).
   const std::shared_ptr<M>& operator[](size_t i) const { return items_.at(i); }
-  auto begin() const { return items_.begin(); }
-  auto end() const { return items_.end(); }
+  auto begin() const { return items_.begin(); }  ///< iteration over the items, in order
+  auto end() const { return items_.end(); }  ///< the end of the items
 
  private:
   std::vector<std::shared_ptr<M>> items_;

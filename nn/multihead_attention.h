@@ -52,7 +52,8 @@ class MultiheadAttention : public Module {
   /// one attention can be evaluated with another. Throws for neural-clustering.
   void set_attention(const attention::AttentionConfig& config);
   void set_attention(const std::string& config);  ///< parsed by AttentionConfig::parse
-  const attention::AttentionConfig& attention() const { return options_.attention; }  ///< the attention it runs now
+  /// The attention it runs now.
+  const attention::AttentionConfig& attention() const { return options_.attention; }
   const MultiheadAttentionOptions& options() const { return options_; }  ///< its settings
 
   /// Throws Error naming `layer` when `config` is not an attention MultiheadAttention runs, or, with

@@ -34,7 +34,8 @@ struct KeyedConfig {
   std::string to_string() const;
   /// Throws Error when the type has no such key.
   double get(const std::string& key) const;
-  bool operator==(const KeyedConfig& other) const { return to_string() == other.to_string(); }  ///< same type and values
+  /// Same type and values.
+  bool operator==(const KeyedConfig& other) const { return to_string() == other.to_string(); }
 };
 
 /// An optimizer config, e.g. "radam:lr=2e-4" (the README lists the types and keys).

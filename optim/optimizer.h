@@ -59,7 +59,8 @@ class Optimizer {
   void set_lr(double lr);
 
   const char* name() const { return name_; }  ///< "sgd", "adam", "adamw" or "radam"
-  const std::vector<Tensor>& parameters() const { return params_; }  ///< the parameters it updates, in the order given
+  /// The parameters it updates, in the order given.
+  const std::vector<Tensor>& parameters() const { return params_; }
   /// Updates parameter i has received.
   int64_t steps(size_t i) const;
 

@@ -35,33 +35,36 @@ struct ScheduleState {
   int64_t bad_steps = 0;   ///< ReduceOnPlateau: consecutive metrics that did not improve on best
 };
 
+/// The base of the learning-rate schedules: it sets the optimizer's learning rate as it steps
+/// (see the top of this file).
 class Schedule {
  public:
   virtual ~Schedule() = default;
   Schedule(const Schedule&) = delete;
   Schedule& operator=(const Schedule&) = delete;
 
-  const char* name() const { return name_; }
+  const char* name() const { return name_; }  ///< "constant", "inverse-sqrt", "cosine" or "plateau"
   /// The rate in force (also the optimizer's, unless someone else changed it).
   double lr() const { return lr_; }
-  double base_lr() const { return base_lr_; }
-  int64_t steps() const { return steps_; }
+  double base_lr() const { return base_lr_; }  ///< the optimizer's learning rate when the schedule was made
+  int64_t steps() const { return steps_; }  ///< steps taken
 
-  ScheduleState state_dict() const;
+  ScheduleState state_dict() const;  ///< the state a checkpoint saves
   /// Refuses another schedule's state; sets the optimizer's learning rate to the restored rate.
   void load_state_dict(const ScheduleState& state);
 
  protected:
+  /// Schedules `optimizer`, whose current rate is base_lr().
   Schedule(const char* name, Optimizer& optimizer);
   void set_lr(double lr);  ///< here and in the optimizer
 
-  const char* name_;
-  Optimizer& optimizer_;
-  double base_lr_;
-  double lr_;
-  int64_t steps_ = 0;
-  double best_ = std::numeric_limits<double>::infinity();
-  int64_t bad_steps_ = 0;
+  const char* name_;  ///< see name()
+  Optimizer& optimizer_;  ///< the optimizer whose rate it sets
+  double base_lr_;  ///< see base_lr()
+  double lr_;  ///< see lr()
+  int64_t steps_ = 0;  ///< see steps()
+  double best_ = std::numeric_limits<double>::infinity();  ///< the best metric so far (ReduceOnPlateau)
+  int64_t bad_steps_ = 0;  ///< metrics without improvement since the last (ReduceOnPlateau)
 };
 
 /// A schedule that is a function of the step number.
@@ -73,13 +76,14 @@ class StepSchedule : public Schedule {
   virtual double rate(int64_t s) const = 0;
 
  protected:
-  using Schedule::Schedule;
+  using Schedule::Schedule;  ///< the base's constructor
   void start();  ///< sets rate(1); called by the derived constructor once its options are set
 };
 
 /// rate(s) = lr.
 class ConstantSchedule : public StepSchedule {
  public:
+  /// Keeps the optimizer's rate.
   explicit ConstantSchedule(Optimizer& optimizer);
   double rate(int64_t s) const override;
 };
@@ -91,9 +95,10 @@ class ConstantSchedule : public StepSchedule {
 /// rate(s) = lr / √s. W ≥ 0.
 class InverseSqrtSchedule : public StepSchedule {
  public:
+  /// W = warmup; throws Error when negative.
   InverseSqrtSchedule(Optimizer& optimizer, int64_t warmup);
   double rate(int64_t s) const override;
-  int64_t warmup() const { return warmup_; }
+  int64_t warmup() const { return warmup_; }  ///< W
 
  private:
   int64_t warmup_;
@@ -105,6 +110,7 @@ class InverseSqrtSchedule : public StepSchedule {
 /// and min_lr from step T on. 0 ≤ W < T, 0 ≤ min_lr ≤ lr.
 class CosineSchedule : public StepSchedule {
  public:
+  /// Throws Error for settings out of range (above).
   CosineSchedule(Optimizer& optimizer, int64_t total_steps, double min_lr = 0.0, int64_t warmup = 0);
   double rate(int64_t s) const override;
 
@@ -114,6 +120,7 @@ class CosineSchedule : public StepSchedule {
   int64_t warmup_;
 };
 
+/// Settings of ReduceOnPlateau.
 struct ReduceOnPlateauOptions {
   double factor = 0.1;   ///< in (0, 1): the rate is multiplied by it on a plateau
   int64_t patience = 10;  ///< ≥ 0: bad metrics tolerated before reducing
@@ -128,10 +135,11 @@ struct ReduceOnPlateauOptions {
 /// rate is the optimizer's; if it is already below min_lr it is left alone.
 class ReduceOnPlateau : public Schedule {
  public:
+  /// Throws Error for options out of range.
   explicit ReduceOnPlateau(Optimizer& optimizer, ReduceOnPlateauOptions options = {});
-  void step(double metric);
-  double best() const { return best_; }
-  int64_t bad_steps() const { return bad_steps_; }
+  void step(double metric);  ///< one evaluation's metric (lower is better), as above
+  double best() const { return best_; }  ///< the best metric so far (+∞ before the first)
+  int64_t bad_steps() const { return bad_steps_; }  ///< consecutive metrics without improvement
 
  private:
   ReduceOnPlateauOptions options_;

@@ -26,9 +26,13 @@ namespace tapestry::optim {
 /// With μ = 0 the buffer is a scratch value and the rule is θ ← θ − lr·(g + λθ).
 template <class T>
 struct SGDRule {
+  ///@{
+  /// lr, μ and λ
   T lr, momentum, weight_decay;
-  bool nesterov;
+  ///@}
+  bool nesterov;  ///< Nesterov's form of momentum
 
+  /// Updates one element θ with its gradient g and momentum buffer b.
   TP_HOST_DEVICE void operator()(T& theta, T g, T& buffer) const {
     g += weight_decay * theta;
     buffer = momentum * buffer + g;
@@ -41,8 +45,9 @@ struct SGDRule {
 /// θ ← θ − lr·(g + λθ).
 template <class T>
 struct SGDStatelessRule {
-  SGDRule<T> rule;
+  SGDRule<T> rule;  ///< the rule, applied with a scratch buffer
 
+  /// Updates one element θ with its gradient g.
   TP_HOST_DEVICE void operator()(T& theta, T g) const {
     T scratch = 0;
     rule(theta, g, scratch);
@@ -60,8 +65,12 @@ struct SGDStatelessRule {
 /// Adam uses λ_d = 0, AdamW λ₂ = 0. `decay` holds 1 − lr·λ_d; bias1 = 1 − β₁ᵗ, bias2 = 1 − β₂ᵗ.
 template <class T>
 struct AdamRule {
+  ///@{
+  /// the settings and this step's bias corrections, as above
   T lr, beta1, beta2, eps, l2, decay, bias1, bias2;
+  ///@}
 
+  /// Updates one element θ with its gradient g and moments m, v.
   TP_HOST_DEVICE void operator()(T& theta, T g, T& m, T& v) const {
     g += l2 * theta;
     m = beta1 * m + (T(1) - beta1) * g;
@@ -89,9 +98,13 @@ struct AdamRule {
 /// v is updated in both branches, so the rectified steps see the full history.
 template <class T>
 struct RAdamRule {
+  ///@{
+  /// the settings, this step's bias corrections and the rectification term r_t, as above
   T lr, beta1, beta2, eps, l2, bias1, bias2, r;
-  bool rectified;
+  ///@}
+  bool rectified;  ///< whether ρ_t > 4 (the rectified branch)
 
+  /// Updates one element θ with its gradient g and moments m, v.
   TP_HOST_DEVICE void operator()(T& theta, T g, T& m, T& v) const {
     g += l2 * theta;
     v = beta2 * v + (T(1) - beta2) * g * g;
