@@ -10,8 +10,10 @@ CMAKE_ARGS ?=
 # e.g. make run DEVICE=cpu RUN_FLAGS="--steps 1000 --json" (a repeated flag's last value wins).
 DEVICE     ?= auto
 RUN_FLAGS  ?=
+# `make install`: where the headers, library, binary, CMake package and tapestry.pc go.
+PREFIX     ?= /usr/local
 
-.PHONY: all setup data build run test test-asan test-cuda bench clean
+.PHONY: all setup data build run test test-asan test-cuda install install-check docs bench clean
 
 all: build
 
@@ -33,6 +35,22 @@ run: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -V
+
+# The library, headers, `tapestry` binary, CMake package and tapestry.pc under PREFIX (README.md,
+# "Use it from your own project").
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+# Installs into a temporary prefix and builds and runs every examples/ project against it
+# (scripts/check-install); the MLP needs `make data`'s Fashion-MNIST.
+install-check: build
+	scripts/check-install $(BUILD)
+
+# The API reference (Doxygen, installed by scripts/setup-docs) in build/docs/html; fails on any
+# Doxygen warning, and on an undocumented entity in the headers scripts/docs holds to that.
+docs:
+	@scripts/setup-docs
+	@scripts/docs
 
 # The CPU suite under AddressSanitizer + UndefinedBehaviorSanitizer (no CUDA).
 test-asan: setup

@@ -1,9 +1,10 @@
-// Calling a generic lambda with the C++ type of a runtime DType.
-//
-//   visit_floating(x.dtype(), "exp", [&](auto tag) { using T = decltype(tag); ... });
-//
-// The lambda receives a value-initialised T; only its type matters. Each visitor throws an Error
-// naming the op when the dtype is not one it accepts.
+/// @file
+/// Calling a generic lambda with the C++ type of a runtime DType.
+///
+///   visit_floating(x.dtype(), "exp", [&](auto tag) { using T = decltype(tag); ... });
+///
+/// The lambda receives a value-initialised T; only its type matters. Each visitor throws an Error
+/// naming the op when the dtype is not one it accepts.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,8 @@
 namespace tapestry {
 
 template <class F>
+/// Calls f(T{}) with the C++ type T of a floating dtype (float32, float64); throws Error from `op`
+/// for any other.
 decltype(auto) visit_floating(DType dtype, const char* op, F&& f) {
   switch (dtype) {
     case DType::Float32: return f(float{});
@@ -22,7 +25,7 @@ decltype(auto) visit_floating(DType dtype, const char* op, F&& f) {
   }
 }
 
-// float32, float64, int32, int64: the types arithmetic is defined on.
+/// float32, float64, int32, int64: the types arithmetic is defined on.
 template <class F>
 decltype(auto) visit_numeric(DType dtype, const char* op, F&& f) {
   switch (dtype) {
@@ -35,6 +38,8 @@ decltype(auto) visit_numeric(DType dtype, const char* op, F&& f) {
 }
 
 template <class F>
+/// Calls f(T{}) with the C++ type T of an index dtype (int32, int64); throws Error from `op` for
+/// any other.
 decltype(auto) visit_index(DType dtype, const char* op, F&& f) {
   switch (dtype) {
     case DType::Int32: return f(int32_t{});
@@ -44,6 +49,7 @@ decltype(auto) visit_index(DType dtype, const char* op, F&& f) {
 }
 
 template <class F>
+/// Calls f(T{}) with the C++ type T of any dtype.
 decltype(auto) visit_all(DType dtype, F&& f) {
   switch (dtype) {
     case DType::Float32: return f(float{});

@@ -1,4 +1,5 @@
-// Shapes and strides. Both are in elements, not bytes.
+/// @file
+/// Shapes and strides. Both are in elements, not bytes.
 #pragma once
 
 #include <cstdint>
@@ -8,19 +9,23 @@
 
 namespace tapestry {
 
+/// A tensor's sizes, outermost first; {} is a 0-d tensor (one element).
 using Shape = std::vector<int64_t>;
+/// Elements to step per index along each dim (0 along broadcast dims).
 using Strides = std::vector<int64_t>;
 
+/// The number of elements: the product of the sizes (1 for a 0-d shape).
 int64_t numel(const Shape& shape);
+/// The row-major strides of a contiguous tensor of `shape`.
 Strides contiguous_strides(const Shape& shape);
-std::string to_string(const Shape& shape);  // "(2, 3)"; a 1-d shape prints as "(4,)"
-// The multi-index of row-major position `flat` in `shape`, printed: index_string(5, {2, 3}) = "(1, 2)".
+std::string to_string(const Shape& shape);  ///< "(2, 3)"; a 1-d shape prints as "(4,)"
+/// The multi-index of row-major position `flat` in `shape`, printed: index_string(5, {2, 3}) = "(1, 2)".
 std::string index_string(int64_t flat, const Shape& shape);
 
-// Wraps a possibly negative dim into [0, ndim); throws Error naming `op` when out of range.
+/// Wraps a possibly negative dim into [0, ndim); throws Error naming `op` when out of range.
 int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op);
 
-// The broadcast of two shapes (numpy rules); throws Error naming `op` when they do not broadcast.
+/// The broadcast of two shapes (numpy rules); throws Error naming `op` when they do not broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 
 }  // namespace tapestry

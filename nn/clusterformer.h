@@ -1,10 +1,11 @@
-// ClusterFormer encoder (Wang et al., ACL 2022): Transformer encoder layers whose self-attention is
-// neural clustering attention (nn/attention/neural_clustering.h). The first layer's centroids C are
-// a parameter; each layer hands its updated centroids Ĉ to the next (§3.1), and the stack collects
-// every layer's clustering loss L1 (eq. 6) and centroid sorting loss L2 (eq. 11) for the joint
-// objective of appendix C, eq. 17: L_total = µ·L1 + ν·L2 + λ·L_task.
-//
-// Shape letters: B batch, N positions, D model width, C clusters (= blocks), H heads.
+/// @file
+/// ClusterFormer encoder (Wang et al., ACL 2022): Transformer encoder layers whose self-attention is
+/// neural clustering attention (nn/attention/neural_clustering.h). The first layer's centroids C are
+/// a parameter; each layer hands its updated centroids Ĉ to the next (§3.1), and the stack collects
+/// every layer's clustering loss L1 (eq. 6) and centroid sorting loss L2 (eq. 11) for the joint
+/// objective of appendix C, eq. 17: L_total = µ·L1 + ν·L2 + λ·L_task.
+///
+/// Shape letters: B batch, N positions, D model width, C clusters (= blocks), H heads.
 #pragma once
 
 #include <memory>
@@ -14,67 +15,85 @@
 
 namespace tapestry::nn {
 
+/// What a ClusterFormer layer or encoder returns.
 struct ClusterFormerOutput {
-  Tensor output;           // (B, N, D)
-  Tensor centroids;        // Ĉ of the last layer (B, C, D)
-  Tensor clustering_loss;  // L1 summed over the layers, 0-d
-  Tensor sorting_loss;     // L2 summed over the layers, 0-d
+  Tensor output;           ///< (B, N, D)
+  Tensor centroids;        ///< Ĉ of the last layer (B, C, D)
+  Tensor clustering_loss;  ///< L1 summed over the layers, 0-d
+  Tensor sorting_loss;     ///< L2 summed over the layers, 0-d
 };
 
-// One layer: neural clustering self-attention + feed-forward, each in a residual block
-// (options.norm: post- or pre-norm, as TransformerEncoderLayer). options.attention must be
-// neural-clustering; its `clusters` is C. The attention weights W_C (D, D), W_Q, W_K, W_V (D, D) and
-// W_O (D, D) start uniform in ±1/√D.
+/// One layer: neural clustering self-attention + feed-forward, each in a residual block
+/// (options.norm: post- or pre-norm, as TransformerEncoderLayer). options.attention must be
+/// neural-clustering; its `clusters` is C. The attention weights W_C (D, D), W_Q, W_K, W_V (D, D) and
+/// W_O (D, D) start uniform in ±1/√D.
 class ClusterFormerEncoderLayer : public Module {
  public:
+  /// Initial values from `gen`; throws Error for bad options or an attention other than
+  /// neural-clustering.
   ClusterFormerEncoderLayer(const TransformerLayerOptions& options, Generator& gen);
-  // x (B, N, D), centroids (C, D) or (B, C, D); the clustering runs on the layer's input to the
-  // attention (after the norm in pre-norm).
+  /// x (B, N, D), centroids (C, D) or (B, C, D); the clustering runs on the layer's input to the
+  /// attention (after the norm in pre-norm).
   ClusterFormerOutput forward(const Tensor& x, const Tensor& centroids, const Tensor& lengths,
                               attention::Causal causal, Generator& gen);
-  const TransformerLayerOptions& options() const { return options_; }
+  const TransformerLayerOptions& options() const { return options_; }  ///< its settings
 
+  ///@{
+  /// W_C, W_Q, W_K, W_V, W_O (D, D): the clustering, query, key, value and output weights
   Tensor w_c, w_q, w_k, w_v, w_o;
-  std::shared_ptr<FeedForward> ff;
+  ///@}
+  std::shared_ptr<FeedForward> ff;  ///< the feed-forward sublayer
+  ///@{
+  /// of the attention and the feed-forward residual blocks
   std::shared_ptr<LayerNorm> norm1, norm2;
+  ///@}
+  ///@{
+  /// on the attention's and the feed-forward block's outputs
   std::shared_ptr<Dropout> dropout1, dropout2;
+  ///@}
 
  private:
   TransformerLayerOptions options_;
 };
 
-// num_layers ClusterFormer layers ("layers.0", ...), the initial centroids ("centroids", (C, D),
-// N(0, 1/D) so that the first similarities are O(1)), and for pre-norm a final LayerNorm ("norm").
-// As an Encoder, encode() returns the output and the auxiliary loss µ·L1 + ν·L2 of eq. 17 with the
-// `weights` given here (µ, ν ≥ 0; λ is ignored: the task loss is added with weight 1).
+/// num_layers ClusterFormer layers ("layers.0", ...), the initial centroids ("centroids", (C, D),
+/// N(0, 1/D) so that the first similarities are O(1)), and for pre-norm a final LayerNorm ("norm").
+/// As an Encoder, encode() returns the output and the auxiliary loss µ·L1 + ν·L2 of eq. 17 with the
+/// `weights` given here (µ, ν ≥ 0; λ is ignored: the task loss is added with weight 1).
 class ClusterFormerEncoder : public Encoder {
  public:
+  /// Initial values from `gen`; throws Error for bad options or an attention other than
+  /// neural-clustering.
   ClusterFormerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen,
                        const ClusteringLossWeights& weights = {});
+  /// x (B, N, D), lengths (B) int64 or undefined: the output and the summed losses L1, L2.
   ClusterFormerOutput forward(const Tensor& x, const Tensor& lengths, Generator& gen,
                               attention::Causal causal = attention::Causal::No);
+  /// forward(), with µ·L1 + ν·L2 as the auxiliary loss.
   EncoderOutput encode(const Tensor& x, const Tensor& lengths, Generator& gen) override;
-  // Accepts only the neural-clustering config the encoder was built with: its weights (W_C, the
-  // centroids) belong to it, and another attention would drop them.
+  /// Accepts only the neural-clustering config the encoder was built with: its weights (W_C, the
+  /// centroids) belong to it, and another attention would drop them.
   void set_attention(const attention::AttentionConfig& config) override;
 
-  Tensor centroids;
-  std::shared_ptr<ModuleList<ClusterFormerEncoderLayer>> layers;
-  std::shared_ptr<LayerNorm> norm;  // null for post-norm
+  Tensor centroids;  ///< the first layer's centroids (C, D), a parameter
+  std::shared_ptr<ModuleList<ClusterFormerEncoderLayer>> layers;  ///< the layers, applied in order
+  std::shared_ptr<LayerNorm> norm;  ///< null for post-norm
 
  private:
   attention::AttentionConfig attention_;
   ClusteringLossWeights weights_;
 };
 
-// The joint objective of appendix C, eq. 17: µ·L1 + ν·L2 + λ·task_loss, with µ, ν, λ ≥ 0 (checked
-// when constructed). L1 and L2 are inner products, unbounded below: large µ, ν can pull training
-// away from the task.
+/// The joint objective of appendix C, eq. 17: µ·L1 + ν·L2 + λ·task_loss, with µ, ν, λ ≥ 0 (checked
+/// when constructed). L1 and L2 are inner products, unbounded below: large µ, ν can pull training
+/// away from the task.
 class ClusterFormerLoss : public Module {
  public:
+  /// Throws Error for a negative weight.
   explicit ClusterFormerLoss(const ClusteringLossWeights& weights = {});
+  /// Μ·out.clustering_loss + ν·out.sorting_loss + λ·task_loss, 0-d.
   Tensor forward(const Tensor& task_loss, const ClusterFormerOutput& out) const;
-  const ClusteringLossWeights& weights() const { return weights_; }
+  const ClusteringLossWeights& weights() const { return weights_; }  ///< µ, ν, λ
 
  private:
   ClusteringLossWeights weights_;

@@ -1,7 +1,8 @@
-// Multi-head attention as a layer: q/k/v projections, H heads, an attention chosen by config
-// (nn/attention/config.h: full, clustered, improved-clustered), and an output projection.
-//
-// Shape letters: B batch, N queries, S keys, D model width, H heads, E = D / H head width.
+/// @file
+/// Multi-head attention as a layer: q/k/v projections, H heads, an attention chosen by config
+/// (nn/attention/config.h: full, clustered, improved-clustered), and an output projection.
+///
+/// Shape letters: B batch, N queries, S keys, D model width, H heads, E = D / H head width.
 #pragma once
 
 #include <cstdint>
@@ -14,51 +15,58 @@
 
 namespace tapestry::nn {
 
+/// Settings of MultiheadAttention.
 struct MultiheadAttentionOptions {
-  int64_t d_model = 512;  // D
-  int64_t heads = 8;      // H, must divide D
-  attention::AttentionConfig attention;  // full by default
-  Bias bias = Bias::Yes;  // in all four projections
+  int64_t d_model = 512;  ///< D
+  int64_t heads = 8;      ///< H, must divide D
+  attention::AttentionConfig attention;  ///< full by default
+  Bias bias = Bias::Yes;  ///< in all four projections
 };
 
-// out = out_proj(concat_h attend(q_proj(query)_h, k_proj(key)_h, v_proj(value)_h)), i.e.
-// query (B, N, D), key (B, S, D), value (B, S, D) -> (B, N, D). Self-attention passes one tensor
-// three times; cross-attention passes the memory as key and value.
-//
-// Padding: padding.query_lengths (B,) and padding.key_lengths (B,) int64, each undefined for none.
-// Padded keys are never attended to, and the padded rows of all three inputs are zeroed before the
-// projections, so no value there (not even NaN or inf) can reach a real position. Outputs at padded
-// queries are finite and meaningless.
-// Causal::Yes: query i sees keys j ≤ i (needs N = S; full attention only: the clustered types have
-// no causal form).
-// gen: the clustered types draw their hash planes from it on every call (in both modes); full
-// attention draws nothing.
-//
-// Attention types. neural-clustering is not a MultiheadAttention: it clusters the hidden states
-// before projecting them and returns losses and centroids besides its output, so it is handled by
-// the ClusterFormer encoder layer. Asking for it here throws. (check_attention is the one branch
-// point that knows which types this class runs.)
+/// out = out_proj(concat_h attend(q_proj(query)_h, k_proj(key)_h, v_proj(value)_h)), i.e.
+/// query (B, N, D), key (B, S, D), value (B, S, D) -> (B, N, D). Self-attention passes one tensor
+/// three times; cross-attention passes the memory as key and value.
+///
+/// Padding: padding.query_lengths (B,) and padding.key_lengths (B,) int64, each undefined for none.
+/// Padded keys are never attended to, and the padded rows of all three inputs are zeroed before the
+/// projections, so no value there (not even NaN or inf) can reach a real position. Outputs at padded
+/// queries are finite and meaningless.
+/// Causal::Yes: query i sees keys j ≤ i (needs N = S; full attention only: the clustered types have
+/// no causal form).
+/// gen: the clustered types draw their hash planes from it on every call (in both modes); full
+/// attention draws nothing.
+///
+/// Attention types. neural-clustering is not a MultiheadAttention: it clusters the hidden states
+/// before projecting them and returns losses and centroids besides its output, so it is handled by
+/// the ClusterFormer encoder layer. Asking for it here throws. (check_attention is the one branch
+/// point that knows which types this class runs.)
 class MultiheadAttention : public Module {
  public:
+  /// The four projections, initialised from `gen` (as nn::Linear); throws Error for bad options.
   MultiheadAttention(const MultiheadAttentionOptions& options, Generator& gen);
+  /// query (B, N, D), key and value (B, S, D) -> (B, N, D), with the configured attention.
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, const attention::Padding& padding,
                  attention::Causal causal, Generator& gen);
 
-  // The attention used from the next forward on; the projections are kept, so a model trained with
-  // one attention can be evaluated with another. Throws for neural-clustering.
+  /// The attention used from the next forward on; the projections are kept, so a model trained with
+  /// one attention can be evaluated with another. Throws for neural-clustering.
   void set_attention(const attention::AttentionConfig& config);
-  void set_attention(const std::string& config);  // parsed by AttentionConfig::parse
+  void set_attention(const std::string& config);  ///< parsed by AttentionConfig::parse
+  /// The attention it runs now.
   const attention::AttentionConfig& attention() const { return options_.attention; }
-  const MultiheadAttentionOptions& options() const { return options_; }
+  const MultiheadAttentionOptions& options() const { return options_; }  ///< its settings
 
-  // Throws Error naming `layer` when `config` is not an attention MultiheadAttention runs, or, with
-  // Causal::Yes, one that has no causal form.
+  /// Throws Error naming `layer` when `config` is not an attention MultiheadAttention runs, or, with
+  /// Causal::Yes, one that has no causal form.
   static void check_attention(const std::string& layer, const attention::AttentionConfig& config,
                               attention::Causal causal);
-  // AttentionConfig::parse(text), with `layer` named in front of its errors.
+  /// AttentionConfig::parse(text), with `layer` named in front of its errors.
   static attention::AttentionConfig parse_attention(const std::string& layer, const std::string& text);
 
-  std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;  // each D -> D
+  ///@{
+  /// The query, key, value and output projections, each D -> D.
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
+  ///@}
 
  private:
   MultiheadAttentionOptions options_;

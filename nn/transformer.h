@@ -1,17 +1,18 @@
-// Transformer encoder and decoder layers (Vaswani et al., 2017) and their stacks.
-//
-// Shape letters: B batch, N positions (target positions in the decoder), S memory positions,
-// D model width, F feed-forward width.
-//
-// Residual blocks, with sublayer f (self-attention, cross-attention, feed-forward):
-//   NormPosition::Post (the paper's):  x ← norm(x + dropout(f(x)))
-//   NormPosition::Pre:                 x ← x + dropout(f(norm(x)))
-// A pre-norm stack ends with one more LayerNorm ("norm"), since its residual stream is never
-// normalised otherwise; a post-norm stack has none.
-//
-// Padding is given by lengths (B,) int64 (positions ≥ lengths[b] are padding; undefined: none), as in
-// nn/attention/common.h. Padded positions never influence real ones; their outputs are meaningless.
-// gen feeds dropout (training mode) and the hashing of clustered attention (both modes).
+/// @file
+/// Transformer encoder and decoder layers (Vaswani et al., 2017) and their stacks.
+///
+/// Shape letters: B batch, N positions (target positions in the decoder), S memory positions,
+/// D model width, F feed-forward width.
+///
+/// Residual blocks, with sublayer f (self-attention, cross-attention, feed-forward):
+///   NormPosition::Post (the paper's):  x ← norm(x + dropout(f(x)))
+///   NormPosition::Pre:                 x ← x + dropout(f(norm(x)))
+/// A pre-norm stack ends with one more LayerNorm ("norm"), since its residual stream is never
+/// normalised otherwise; a post-norm stack has none.
+///
+/// Padding is given by lengths (B,) int64 (positions ≥ lengths[b] are padding; undefined: none), as in
+/// nn/attention/common.h. Padded positions never influence real ones; their outputs are meaningless.
+/// gen feeds dropout (training mode) and the hashing of clustered attention (both modes).
 #pragma once
 
 #include <cstdint>
@@ -27,105 +28,136 @@
 
 namespace tapestry::nn {
 
+/// Where a residual block's LayerNorm sits: after the residual sum (Post, the original Transformer)
+/// or before the sublayer (Pre).
 enum class NormPosition { Post, Pre };
 
+/// Settings of the Transformer layers and of the encoders make_encoder builds.
 struct TransformerLayerOptions {
-  int64_t d_model = 512;  // D
-  int64_t heads = 8;      // H, divides D
-  int64_t d_ff = 2048;    // F
-  double dropout = 0.1;   // on every sublayer's output, and inside the feed-forward block
-  Activation activation = Activation::ReLU;
-  NormPosition norm = NormPosition::Post;
-  double layer_norm_eps = 1e-5;
-  attention::AttentionConfig attention;        // self-attention (full by default)
-  attention::AttentionConfig cross_attention;  // the decoder's attention over the memory (decoder only)
+  int64_t d_model = 512;  ///< D
+  int64_t heads = 8;      ///< H, divides D
+  int64_t d_ff = 2048;    ///< F
+  double dropout = 0.1;   ///< on every sublayer's output, and inside the feed-forward block
+  Activation activation = Activation::ReLU;  ///< the feed-forward block's nonlinearity
+  NormPosition norm = NormPosition::Post;  ///< where the LayerNorms sit
+  double layer_norm_eps = 1e-5;  ///< ε of every LayerNorm
+  attention::AttentionConfig attention;        ///< self-attention (full by default)
+  attention::AttentionConfig cross_attention;  ///< the decoder's attention over the memory (decoder only)
 };
 
-// Checks shared by the layers built from these pieces (here and in nn/clusterformer.h): positive
-// sizes, heads dividing d_model, dropout in [0, 1), num_layers ≥ 1; errors name `layer`.
+/// Checks shared by the layers built from these pieces (here and in nn/clusterformer.h): positive
+/// sizes, heads dividing d_model, dropout in [0, 1), num_layers ≥ 1; errors name `layer`.
 void check_options(const char* layer, const TransformerLayerOptions& options, int64_t num_layers = 1);
+/// The feed-forward block's settings within `options`.
 FeedForwardOptions feed_forward_options(const TransformerLayerOptions& options);
-// x must be (B, N, d_model) with the dtype and device of `like` (a parameter of the layer).
+/// x must be (B, N, d_model) with the dtype and device of `like` (a parameter of the layer).
 void check_sequence(const Module& layer, const char* what, const Tensor& x, const Tensor& like, int64_t d_model);
 
-// One residual block around `sublayer`, as above: Post gives norm(x + dropout(sublayer(x))), Pre gives
-// x + dropout(sublayer(norm(x))). The layers below are built from it; so can other layers (the
-// ClusterFormer encoder layer).
+/// One residual block around `sublayer`, as above: Post gives norm(x + dropout(sublayer(x))), Pre gives
+/// x + dropout(sublayer(norm(x))). The layers below are built from it; so can other layers (the
+/// ClusterFormer encoder layer).
 Tensor residual(NormPosition position, const Tensor& x, LayerNorm& norm, Dropout& dropout, Generator& gen,
                 const std::function<Tensor(const Tensor&)>& sublayer);
 
-// Self-attention + feed-forward: x (B, N, D) -> (B, N, D).
+/// Self-attention + feed-forward: x (B, N, D) -> (B, N, D).
 class TransformerEncoderLayer : public Module {
  public:
+  /// Initial values from `gen`; throws Error for bad options (check_options).
   TransformerEncoderLayer(const TransformerLayerOptions& options, Generator& gen);
+  /// x (B, N, D), lengths (B) int64 or undefined (no padding) -> (B, N, D).
   Tensor forward(const Tensor& x, const Tensor& lengths, Generator& gen);
-  // The self-attention from the next forward on (the weights stay).
+  /// The self-attention from the next forward on (the weights stay).
   void set_attention(const attention::AttentionConfig& config);
-  void set_attention(const std::string& config);  // parsed by AttentionConfig::parse
-  const TransformerLayerOptions& options() const { return options_; }
+  void set_attention(const std::string& config);  ///< parsed by AttentionConfig::parse
+  const TransformerLayerOptions& options() const { return options_; }  ///< its settings
 
-  std::shared_ptr<MultiheadAttention> self_attn;
-  std::shared_ptr<FeedForward> ff;
-  std::shared_ptr<LayerNorm> norm1, norm2;  // before / after self_attn, ff (see the top of this file)
+  std::shared_ptr<MultiheadAttention> self_attn;  ///< the self-attention sublayer
+  std::shared_ptr<FeedForward> ff;  ///< the feed-forward sublayer
+  ///@{
+  /// before / after self_attn, ff (see the top of this file)
+  std::shared_ptr<LayerNorm> norm1, norm2;
+  ///@}
+  ///@{
+  /// on the self-attention's and the feed-forward block's outputs
   std::shared_ptr<Dropout> dropout1, dropout2;
+  ///@}
 
  private:
   TransformerLayerOptions options_;
 };
 
-// Causal self-attention + cross-attention over the memory + feed-forward:
-// x (B, N, D), memory (B, S, D) -> (B, N, D). Output position t depends on x only through
-// positions ≤ t. The self-attention must be full (the clustered types have no causal form); the
-// cross-attention may be any type MultiheadAttention runs.
+/// Causal self-attention + cross-attention over the memory + feed-forward:
+/// x (B, N, D), memory (B, S, D) -> (B, N, D). Output position t depends on x only through
+/// positions ≤ t. The self-attention must be full (the clustered types have no causal form); the
+/// cross-attention may be any type MultiheadAttention runs.
 class TransformerDecoderLayer : public Module {
  public:
+  /// Initial values from `gen`; throws Error for bad options or a self-attention with no causal form.
   TransformerDecoderLayer(const TransformerLayerOptions& options, Generator& gen);
+  /// x (B, N, D) over memory (B, S, D); lengths and memory_lengths (B) int64 or undefined -> (B, N, D).
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& lengths, const Tensor& memory_lengths,
                  Generator& gen);
+  /// The self-attention from the next forward on (it must have a causal form).
   void set_self_attention(const attention::AttentionConfig& config);
+  /// The cross-attention from the next forward on (the weights stay).
   void set_cross_attention(const attention::AttentionConfig& config);
-  void set_self_attention(const std::string& config);  // parsed by AttentionConfig::parse
-  void set_cross_attention(const std::string& config);
-  const TransformerLayerOptions& options() const { return options_; }
+  void set_self_attention(const std::string& config);  ///< parsed by AttentionConfig::parse
+  void set_cross_attention(const std::string& config);  ///< parsed by AttentionConfig::parse
+  const TransformerLayerOptions& options() const { return options_; }  ///< its settings
 
+  ///@{
+  /// the causal self-attention and the attention over the memory
   std::shared_ptr<MultiheadAttention> self_attn, cross_attn;
-  std::shared_ptr<FeedForward> ff;
+  ///@}
+  std::shared_ptr<FeedForward> ff;  ///< the feed-forward sublayer
+  ///@{
+  /// one per sublayer: self-attention, cross-attention, feed-forward
   std::shared_ptr<LayerNorm> norm1, norm2, norm3;
+  ///@}
+  ///@{
+  /// on the three sublayers' outputs
   std::shared_ptr<Dropout> dropout1, dropout2, dropout3;
+  ///@}
 
  private:
   TransformerLayerOptions options_;
 };
 
-// num_layers encoder layers ("layers.0", ...) and, for pre-norm, a final LayerNorm ("norm").
+/// num_layers encoder layers ("layers.0", ...) and, for pre-norm, a final LayerNorm ("norm").
 class TransformerEncoder : public Encoder {
  public:
+  /// num_layers ≥ 1 layers initialised from `gen`; throws Error for bad options.
   TransformerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen);
+  /// x (B, N, D), lengths (B) int64 or undefined (no padding) -> (B, N, D).
   Tensor forward(const Tensor& x, const Tensor& lengths, Generator& gen);
-  // forward(x, lengths, gen) with no auxiliary loss.
+  /// forward(x, lengths, gen) with no auxiliary loss.
   EncoderOutput encode(const Tensor& x, const Tensor& lengths, Generator& gen) override;
-  // Every layer's self-attention, e.g. to evaluate a model trained with full attention with
-  // improved-clustered attention.
+  /// Every layer's self-attention, e.g. to evaluate a model trained with full attention with
+  /// improved-clustered attention.
   void set_attention(const attention::AttentionConfig& config) override;
-  void set_attention(const std::string& config);  // parsed by AttentionConfig::parse
+  void set_attention(const std::string& config);  ///< parsed by AttentionConfig::parse
 
-  std::shared_ptr<ModuleList<TransformerEncoderLayer>> layers;
-  std::shared_ptr<LayerNorm> norm;  // null for post-norm
+  std::shared_ptr<ModuleList<TransformerEncoderLayer>> layers;  ///< the layers, applied in order
+  std::shared_ptr<LayerNorm> norm;  ///< null for post-norm
 };
 
-// num_layers decoder layers ("layers.0", ...) and, for pre-norm, a final LayerNorm ("norm").
+/// num_layers decoder layers ("layers.0", ...) and, for pre-norm, a final LayerNorm ("norm").
 class TransformerDecoder : public Module {
  public:
+  /// num_layers ≥ 1 layers initialised from `gen`; throws Error for bad options.
   TransformerDecoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen);
+  /// x (B, N, D) over memory (B, S, D); lengths and memory_lengths (B) int64 or undefined -> (B, N, D).
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& lengths, const Tensor& memory_lengths,
                  Generator& gen);
+  /// The self-attention from the next forward on (it must have a causal form).
   void set_self_attention(const attention::AttentionConfig& config);
+  /// The cross-attention from the next forward on (the weights stay).
   void set_cross_attention(const attention::AttentionConfig& config);
-  void set_self_attention(const std::string& config);  // parsed by AttentionConfig::parse
-  void set_cross_attention(const std::string& config);
+  void set_self_attention(const std::string& config);  ///< parsed by AttentionConfig::parse
+  void set_cross_attention(const std::string& config);  ///< parsed by AttentionConfig::parse
 
-  std::shared_ptr<ModuleList<TransformerDecoderLayer>> layers;
-  std::shared_ptr<LayerNorm> norm;  // null for post-norm
+  std::shared_ptr<ModuleList<TransformerDecoderLayer>> layers;  ///< the layers, applied in order
+  std::shared_ptr<LayerNorm> norm;  ///< null for post-norm
 };
 
 }  // namespace tapestry::nn

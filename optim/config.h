@@ -1,17 +1,18 @@
-// Choosing an optimizer and a learning-rate schedule by a string, the way attentions are chosen:
-//
-//   sgd:lr=0.01,momentum=0,weight_decay=0,nesterov=0
-//   adam:lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0
-//   adamw:lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0.01
-//   radam:lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0
-//
-//   constant
-//   inverse-sqrt:warmup=4000
-//   cosine:total=0,min_lr=0,warmup=0      (total = 0: the run's number of steps)
-//   plateau:factor=0.1,patience=10,min_lr=0
-//
-// Keys left out take the defaults above (the optimizers' and schedules' own, optim/*.h). to_string()
-// prints every key of the type, so parse(to_string(c)) == c; it is what checkpoints record.
+/// @file
+/// Choosing an optimizer and a learning-rate schedule by a string, the way attentions are chosen:
+///
+///   sgd:lr=0.01,momentum=0,weight_decay=0,nesterov=0
+///   adam:lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0
+///   adamw:lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0.01
+///   radam:lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0
+///
+///   constant
+///   inverse-sqrt:warmup=4000
+///   cosine:total=0,min_lr=0,warmup=0      (total = 0: the run's number of steps)
+///   plateau:factor=0.1,patience=10,min_lr=0
+///
+/// Keys left out take the defaults above (the optimizers' and schedules' own, optim/*.h). to_string()
+/// prints every key of the type, so parse(to_string(c)) == c; it is what checkpoints record.
 #pragma once
 
 #include <memory>
@@ -24,32 +25,38 @@
 
 namespace tapestry::optim {
 
-// A type and the value of each of its keys (all of them, in the type's order).
+/// A type and the value of each of its keys (all of them, in the type's order).
 struct KeyedConfig {
-  std::string type;
-  std::vector<std::pair<std::string, double>> values;
+  std::string type;  ///< "sgd", "adam", ... or "constant", "cosine", ...
+  std::vector<std::pair<std::string, double>> values;  ///< each key of the type with its value
 
+  /// The config as text, every key spelled out ("adam:lr=0.001,beta1=0.9,...").
   std::string to_string() const;
-  // Throws Error when the type has no such key.
+  /// Throws Error when the type has no such key.
   double get(const std::string& key) const;
+  /// Same type and values.
   bool operator==(const KeyedConfig& other) const { return to_string() == other.to_string(); }
 };
 
+/// An optimizer config, e.g. "radam:lr=2e-4" (the README lists the types and keys).
 struct OptimizerConfig : KeyedConfig {
-  // Throws Error naming the text: unknown type or key, a malformed or out-of-range value.
+  /// Throws Error naming the text: unknown type or key, a malformed or out-of-range value.
   static OptimizerConfig parse(const std::string& text);
 };
 
+/// A learning-rate schedule config, e.g. "inverse-sqrt:warmup=4000".
 struct ScheduleConfig : KeyedConfig {
+  /// Throws Error naming the text: unknown type or key, a malformed or out-of-range value.
   static ScheduleConfig parse(const std::string& text);
-  // plateau is stepped with an evaluation metric (Trainer: after each evaluation), the others once per
-  // optimizer step.
+  /// plateau is stepped with an evaluation metric (Trainer: after each evaluation), the others once per
+  /// optimizer step.
   bool steps_on_metric() const { return type == "plateau"; }
 };
 
+/// The optimizer `config` names, over `params`.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, const std::vector<Tensor>& params);
 
-// `total_steps` replaces cosine's total = 0. The schedule sets the optimizer's lr at once.
+/// `total_steps` replaces cosine's total = 0. The schedule sets the optimizer's lr at once.
 std::unique_ptr<Schedule> make_schedule(const ScheduleConfig& config, Optimizer& optimizer, int64_t total_steps);
 
 }  // namespace tapestry::optim

@@ -1,18 +1,19 @@
-// Learning-rate schedules. A schedule drives one optimizer's learning rate:
-//
-//   optim::Adam adam(params, {/*lr=*/1e-3});
-//   optim::InverseSqrtSchedule schedule(adam, /*warmup=*/4000);  // sets adam's lr for step 1
-//   for (...) {
-//     ...backward...;
-//     adam.step();
-//     schedule.step();  // sets the lr for the next optimizer step
-//   }
-//
-// Steps are counted from 1: step s is the s-th optimizer step, and rate(s) the learning rate it uses.
-// Construction sets the optimizer's lr to rate(1); the k-th call of step() sets it to rate(k + 1).
-// The peak rate `lr` in the formulas below is the optimizer's learning rate when the schedule is
-// built. ReduceOnPlateau is fed a metric instead (step(metric)). A schedule holds a reference to its
-// optimizer, which must outlive it.
+/// @file
+/// Learning-rate schedules. A schedule drives one optimizer's learning rate:
+///
+///   optim::Adam adam(params, {/*lr=*/1e-3});
+///   optim::InverseSqrtSchedule schedule(adam, /*warmup=*/4000);  // sets adam's lr for step 1
+///   for (...) {
+///     ...backward...;
+///     adam.step();
+///     schedule.step();  // sets the lr for the next optimizer step
+///   }
+///
+/// Steps are counted from 1: step s is the s-th optimizer step, and rate(s) the learning rate it uses.
+/// Construction sets the optimizer's lr to rate(1); the k-th call of step() sets it to rate(k + 1).
+/// The peak rate `lr` in the formulas below is the optimizer's learning rate when the schedule is
+/// built. ReduceOnPlateau is fed a metric instead (step(metric)). A schedule holds a reference to its
+/// optimizer, which must outlive it.
 #pragma once
 
 #include <cstdint>
@@ -23,87 +24,93 @@
 
 namespace tapestry::optim {
 
-// Everything a schedule's step() changes, for checkpoints: restoring it into a schedule built with
-// the same options continues bit for bit (and sets the optimizer's lr to the restored rate).
+/// Everything a schedule's step() changes, for checkpoints: restoring it into a schedule built with
+/// the same options continues bit for bit (and sets the optimizer's lr to the restored rate).
 struct ScheduleState {
-  std::string schedule;    // name() of the schedule that saved it
-  int64_t steps = 0;       // step() calls so far (ReduceOnPlateau: metrics seen)
-  double base_lr = 0.0;    // the peak rate the formula scales
-  double lr = 0.0;         // the rate in force
-  double best = std::numeric_limits<double>::infinity();  // ReduceOnPlateau: lowest metric so far
-  int64_t bad_steps = 0;   // ReduceOnPlateau: consecutive metrics that did not improve on best
+  std::string schedule;    ///< name() of the schedule that saved it
+  int64_t steps = 0;       ///< step() calls so far (ReduceOnPlateau: metrics seen)
+  double base_lr = 0.0;    ///< the peak rate the formula scales
+  double lr = 0.0;         ///< the rate in force
+  double best = std::numeric_limits<double>::infinity();  ///< ReduceOnPlateau: lowest metric so far
+  int64_t bad_steps = 0;   ///< ReduceOnPlateau: consecutive metrics that did not improve on best
 };
 
+/// The base of the learning-rate schedules: it sets the optimizer's learning rate as it steps
+/// (see the top of this file).
 class Schedule {
  public:
   virtual ~Schedule() = default;
   Schedule(const Schedule&) = delete;
   Schedule& operator=(const Schedule&) = delete;
 
-  const char* name() const { return name_; }
-  // The rate in force (also the optimizer's, unless someone else changed it).
+  const char* name() const { return name_; }  ///< "constant", "inverse-sqrt", "cosine" or "plateau"
+  /// The rate in force (also the optimizer's, unless someone else changed it).
   double lr() const { return lr_; }
-  double base_lr() const { return base_lr_; }
-  int64_t steps() const { return steps_; }
+  double base_lr() const { return base_lr_; }  ///< the optimizer's learning rate when the schedule was made
+  int64_t steps() const { return steps_; }  ///< steps taken
 
-  ScheduleState state_dict() const;
-  // Refuses another schedule's state; sets the optimizer's learning rate to the restored rate.
+  ScheduleState state_dict() const;  ///< the state a checkpoint saves
+  /// Refuses another schedule's state; sets the optimizer's learning rate to the restored rate.
   void load_state_dict(const ScheduleState& state);
 
  protected:
+  /// Schedules `optimizer`, whose current rate is base_lr().
   Schedule(const char* name, Optimizer& optimizer);
-  void set_lr(double lr);  // here and in the optimizer
+  void set_lr(double lr);  ///< here and in the optimizer
 
-  const char* name_;
-  Optimizer& optimizer_;
-  double base_lr_;
-  double lr_;
-  int64_t steps_ = 0;
-  double best_ = std::numeric_limits<double>::infinity();
-  int64_t bad_steps_ = 0;
+  const char* name_;  ///< see name()
+  Optimizer& optimizer_;  ///< the optimizer whose rate it sets
+  double base_lr_;  ///< see base_lr()
+  double lr_;  ///< see lr()
+  int64_t steps_ = 0;  ///< see steps()
+  double best_ = std::numeric_limits<double>::infinity();  ///< the best metric so far (ReduceOnPlateau)
+  int64_t bad_steps_ = 0;  ///< metrics without improvement since the last (ReduceOnPlateau)
 };
 
-// A schedule that is a function of the step number.
+/// A schedule that is a function of the step number.
 class StepSchedule : public Schedule {
  public:
-  // Advances one step: the optimizer's lr becomes rate(steps() + 1).
+  /// Advances one step: the optimizer's lr becomes rate(steps() + 1).
   void step();
-  // The learning rate of optimizer step s ≥ 1.
+  /// The learning rate of optimizer step s ≥ 1.
   virtual double rate(int64_t s) const = 0;
 
  protected:
-  using Schedule::Schedule;
-  void start();  // sets rate(1); called by the derived constructor once its options are set
+  using Schedule::Schedule;  ///< the base's constructor
+  void start();  ///< sets rate(1); called by the derived constructor once its options are set
 };
 
-// rate(s) = lr.
+/// rate(s) = lr.
 class ConstantSchedule : public StepSchedule {
  public:
+  /// Keeps the optimizer's rate.
   explicit ConstantSchedule(Optimizer& optimizer);
   double rate(int64_t s) const override;
 };
 
-// Linear warmup, then decay with the inverse square root of the step (Vaswani et al. 2017, §5.3,
-// with the peak rate lr in place of d_model^−0.5·warmup^−0.5):
-//   rate(s) = lr · min(s / W, √(W / s))
-// rising linearly to lr at s = W, then lr·√(W/s). W = 0 means no warmup and behaves as W = 1:
-// rate(s) = lr / √s. W ≥ 0.
+/// Linear warmup, then decay with the inverse square root of the step (Vaswani et al. 2017, §5.3,
+/// with the peak rate lr in place of d_model^−0.5·warmup^−0.5):
+///   rate(s) = lr · min(s / W, √(W / s))
+/// rising linearly to lr at s = W, then lr·√(W/s). W = 0 means no warmup and behaves as W = 1:
+/// rate(s) = lr / √s. W ≥ 0.
 class InverseSqrtSchedule : public StepSchedule {
  public:
+  /// W = warmup; throws Error when negative.
   InverseSqrtSchedule(Optimizer& optimizer, int64_t warmup);
   double rate(int64_t s) const override;
-  int64_t warmup() const { return warmup_; }
+  int64_t warmup() const { return warmup_; }  ///< W
 
  private:
   int64_t warmup_;
 };
 
-// Optional linear warmup over W steps, then cosine decay from lr to min_lr, reached at step T:
-//   rate(s) = lr · s / W                                           for s ≤ W
-//   rate(s) = min_lr + (lr − min_lr) · (1 + cos(π·p)) / 2,  p = min(1, (s − W) / (T − W))   for s > W
-// and min_lr from step T on. 0 ≤ W < T, 0 ≤ min_lr ≤ lr.
+/// Optional linear warmup over W steps, then cosine decay from lr to min_lr, reached at step T:
+///   rate(s) = lr · s / W                                           for s ≤ W
+///   rate(s) = min_lr + (lr − min_lr) · (1 + cos(π·p)) / 2,  p = min(1, (s − W) / (T − W))   for s > W
+/// and min_lr from step T on. 0 ≤ W < T, 0 ≤ min_lr ≤ lr.
 class CosineSchedule : public StepSchedule {
  public:
+  /// Throws Error for settings out of range (above).
   CosineSchedule(Optimizer& optimizer, int64_t total_steps, double min_lr = 0.0, int64_t warmup = 0);
   double rate(int64_t s) const override;
 
@@ -113,24 +120,26 @@ class CosineSchedule : public StepSchedule {
   int64_t warmup_;
 };
 
+/// Settings of ReduceOnPlateau.
 struct ReduceOnPlateauOptions {
-  double factor = 0.1;   // in (0, 1): the rate is multiplied by it on a plateau
-  int64_t patience = 10;  // ≥ 0: bad metrics tolerated before reducing
-  double min_lr = 0.0;   // ≥ 0: the rate never goes below it
+  double factor = 0.1;   ///< in (0, 1): the rate is multiplied by it on a plateau
+  int64_t patience = 10;  ///< ≥ 0: bad metrics tolerated before reducing
+  double min_lr = 0.0;   ///< ≥ 0: the rate never goes below it
 };
 
-// Mode "min": a metric improves when it is strictly lower than the best so far. Each step(metric):
-//   metric < best:  best ← metric, bad ← 0
-//   otherwise:      bad ← bad + 1; if bad > patience: lr ← max(lr·factor, min_lr), bad ← 0
-// so the rate drops on the (patience + 1)-th consecutive metric without improvement (as in PyTorch's
-// ReduceLROnPlateau with threshold 0 and no cooldown). A NaN metric never improves. The starting
-// rate is the optimizer's; if it is already below min_lr it is left alone.
+/// Mode "min": a metric improves when it is strictly lower than the best so far. Each step(metric):
+///   metric < best:  best ← metric, bad ← 0
+///   otherwise:      bad ← bad + 1; if bad > patience: lr ← max(lr·factor, min_lr), bad ← 0
+/// so the rate drops on the (patience + 1)-th consecutive metric without improvement (as in PyTorch's
+/// ReduceLROnPlateau with threshold 0 and no cooldown). A NaN metric never improves. The starting
+/// rate is the optimizer's; if it is already below min_lr it is left alone.
 class ReduceOnPlateau : public Schedule {
  public:
+  /// Throws Error for options out of range.
   explicit ReduceOnPlateau(Optimizer& optimizer, ReduceOnPlateauOptions options = {});
-  void step(double metric);
-  double best() const { return best_; }
-  int64_t bad_steps() const { return bad_steps_; }
+  void step(double metric);  ///< one evaluation's metric (lower is better), as above
+  double best() const { return best_; }  ///< the best metric so far (+∞ before the first)
+  int64_t bad_steps() const { return bad_steps_; }  ///< consecutive metrics without improvement
 
  private:
   ReduceOnPlateauOptions options_;

@@ -1,4 +1,5 @@
-// Stochastic gradient descent with optional momentum, Nesterov momentum and L2 weight decay.
+/// @file
+/// Stochastic gradient descent with optional momentum, Nesterov momentum and L2 weight decay.
 #pragma once
 
 #include <vector>
@@ -7,22 +8,25 @@
 
 namespace tapestry::optim {
 
+/// Whether SGD's momentum is Nesterov's.
 enum class Nesterov { No, Yes };
 
+/// Settings of SGD.
 struct SGDOptions {
-  double lr = 1e-2;
-  double momentum = 0.0;      // μ in [0, 1); 0: plain SGD, no state
-  double weight_decay = 0.0;  // λ ≥ 0, added to the gradient: g ← g + λθ
-  Nesterov nesterov = Nesterov::No;  // Yes needs momentum > 0
+  double lr = 1e-2;  ///< learning rate
+  double momentum = 0.0;      ///< μ in [0, 1); 0: plain SGD, no state
+  double weight_decay = 0.0;  ///< λ ≥ 0, added to the gradient: g ← g + λθ
+  Nesterov nesterov = Nesterov::No;  ///< Yes needs momentum > 0
 };
 
-// Per step, for each parameter with a gradient (the buffer b starts at 0):
-//   g ← g + λθ;   b ← μ b + g;   θ ← θ − lr·(g + μ b) with Nesterov, θ ← θ − lr·b without.
-// State: "momentum_buffer" (when momentum > 0).
+/// Per step, for each parameter with a gradient (the buffer b starts at 0):
+///   g ← g + λθ;   b ← μ b + g;   θ ← θ − lr·(g + μ b) with Nesterov, θ ← θ − lr·b without.
+/// State: "momentum_buffer" (when momentum > 0).
 class SGD : public Optimizer {
  public:
+  /// Updates `params` with these settings; throws Error for settings out of range.
   explicit SGD(std::vector<Tensor> params, SGDOptions options = {});
-  const SGDOptions& options() const { return options_; }
+  const SGDOptions& options() const { return options_; }  ///< its settings
 
  private:
   void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers,

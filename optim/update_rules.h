@@ -1,12 +1,13 @@
-// The per-element update rules of the optimizers, written once for both backends.
-//
-// Each rule is a functor that updates one element of a parameter in place from its gradient and its
-// state buffers: rule(θ, g, buffers...). The host computes every scalar that depends only on the step
-// (bias corrections, the RAdam rectification) once per step and stores it in the functor, so a
-// kernel (the OpenMP loop of optim/apply_rule.h, or the CUDA kernel of optim/cuda/apply_rule.cu)
-// evaluates the whole update in one pass over the elements. Notation: θ parameter, g gradient, t the
-// parameter's step count (1 for its first update), lr learning rate, λ weight decay, β momentum /
-// decay rates, ε the denominator's guard.
+/// @file
+/// The per-element update rules of the optimizers, written once for both backends.
+///
+/// Each rule is a functor that updates one element of a parameter in place from its gradient and its
+/// state buffers: rule(θ, g, buffers...). The host computes every scalar that depends only on the step
+/// (bias corrections, the RAdam rectification) once per step and stores it in the functor, so a
+/// kernel (the OpenMP loop of optim/apply_rule.h, or the CUDA kernel of optim/cuda/apply_rule.cu)
+/// evaluates the whole update in one pass over the elements. Notation: θ parameter, g gradient, t the
+/// parameter's step count (1 for its first update), lr learning rate, λ weight decay, β momentum /
+/// decay rates, ε the denominator's guard.
 #pragma once
 
 #include <cmath>
@@ -16,18 +17,22 @@
 
 namespace tapestry::optim {
 
-// SGD with momentum μ (Sutskever et al. 2013, in the form PyTorch uses; the buffer starts at 0, so
-// b₁ = g₁):
-//   g ← g + λθ                  (L2 weight decay)
-//   b ← μ b + g
-//   d = g + μ b   (Nesterov)   or   d = b
-//   θ ← θ − lr·d
-// With μ = 0 the buffer is a scratch value and the rule is θ ← θ − lr·(g + λθ).
+/// SGD with momentum μ (Sutskever et al. 2013, in the form PyTorch uses; the buffer starts at 0, so
+/// b₁ = g₁):
+///   g ← g + λθ                  (L2 weight decay)
+///   b ← μ b + g
+///   d = g + μ b   (Nesterov)   or   d = b
+///   θ ← θ − lr·d
+/// With μ = 0 the buffer is a scratch value and the rule is θ ← θ − lr·(g + λθ).
 template <class T>
 struct SGDRule {
+  ///@{
+  /// lr, μ and λ
   T lr, momentum, weight_decay;
-  bool nesterov;
+  ///@}
+  bool nesterov;  ///< Nesterov's form of momentum
 
+  /// Updates one element θ with its gradient g and momentum buffer b.
   TP_HOST_DEVICE void operator()(T& theta, T g, T& buffer) const {
     g += weight_decay * theta;
     buffer = momentum * buffer + g;
@@ -36,31 +41,36 @@ struct SGDRule {
   }
 };
 
-// SGD with μ = 0 keeps no state: SGDRule with a per-element scratch buffer, so b = g and
-// θ ← θ − lr·(g + λθ).
+/// SGD with μ = 0 keeps no state: SGDRule with a per-element scratch buffer, so b = g and
+/// θ ← θ − lr·(g + λθ).
 template <class T>
 struct SGDStatelessRule {
-  SGDRule<T> rule;
+  SGDRule<T> rule;  ///< the rule, applied with a scratch buffer
 
+  /// Updates one element θ with its gradient g.
   TP_HOST_DEVICE void operator()(T& theta, T g) const {
     T scratch = 0;
     rule(theta, g, scratch);
   }
 };
 
-// Adam (Kingma & Ba 2015, Algorithm 1), with optional L2 decay λ₂ added to the gradient (as the
-// paper's f would carry it, and as PyTorch's Adam does) and optional decoupled decay λ_d (AdamW,
-// Loshchilov & Hutter 2019, Algorithm 2 line 12, with the schedule multiplier η_t folded into lr):
-//   g ← g + λ₂θ
-//   m ← β₁ m + (1 − β₁) g                       (Alg. 1: m_t ← β₁·m_{t−1} + (1 − β₁)·g_t)
-//   v ← β₂ v + (1 − β₂) g²                      (Alg. 1: v_t ← β₂·v_{t−1} + (1 − β₂)·g_t²)
-//   m̂ = m / (1 − β₁ᵗ),  v̂ = v / (1 − β₂ᵗ)       (Alg. 1: bias corrections)
-//   θ ← θ·(1 − lr·λ_d) − lr·m̂ / (√v̂ + ε)        (Alg. 1: θ_t ← θ_{t−1} − α·m̂_t/(√v̂_t + ε))
-// Adam uses λ_d = 0, AdamW λ₂ = 0. `decay` holds 1 − lr·λ_d; bias1 = 1 − β₁ᵗ, bias2 = 1 − β₂ᵗ.
+/// Adam (Kingma & Ba 2015, Algorithm 1), with optional L2 decay λ₂ added to the gradient (as the
+/// paper's f would carry it, and as PyTorch's Adam does) and optional decoupled decay λ_d (AdamW,
+/// Loshchilov & Hutter 2019, Algorithm 2 line 12, with the schedule multiplier η_t folded into lr):
+///   g ← g + λ₂θ
+///   m ← β₁ m + (1 − β₁) g                       (Alg. 1: m_t ← β₁·m_{t−1} + (1 − β₁)·g_t)
+///   v ← β₂ v + (1 − β₂) g²                      (Alg. 1: v_t ← β₂·v_{t−1} + (1 − β₂)·g_t²)
+///   m̂ = m / (1 − β₁ᵗ),  v̂ = v / (1 − β₂ᵗ)       (Alg. 1: bias corrections)
+///   θ ← θ·(1 − lr·λ_d) − lr·m̂ / (√v̂ + ε)        (Alg. 1: θ_t ← θ_{t−1} − α·m̂_t/(√v̂_t + ε))
+/// Adam uses λ_d = 0, AdamW λ₂ = 0. `decay` holds 1 − lr·λ_d; bias1 = 1 − β₁ᵗ, bias2 = 1 − β₂ᵗ.
 template <class T>
 struct AdamRule {
+  ///@{
+  /// the settings and this step's bias corrections, as above
   T lr, beta1, beta2, eps, l2, decay, bias1, bias2;
+  ///@}
 
+  /// Updates one element θ with its gradient g and moments m, v.
   TP_HOST_DEVICE void operator()(T& theta, T g, T& m, T& v) const {
     g += l2 * theta;
     m = beta1 * m + (T(1) - beta1) * g;
@@ -71,26 +81,30 @@ struct AdamRule {
   }
 };
 
-// RAdam (Liu et al. 2020, "On the Variance of the Adaptive Learning Rate and Beyond", Algorithm 2),
-// with optional L2 decay λ₂ added to the gradient (as PyTorch's RAdam does):
-//   g ← g + λ₂θ
-//   v ← β₂ v + (1 − β₂) g²                      (Alg. 2: v_t ← β₂·v_{t−1} + (1 − β₂)·g_t²)
-//   m ← β₁ m + (1 − β₁) g                       (Alg. 2: m_t ← β₁·m_{t−1} + (1 − β₁)·g_t)
-//   m̂ = m / (1 − β₁ᵗ)                           (Alg. 2: m̂_t ← m_t/(1 − β₁ᵗ))
-//   if ρ_t > 4 (host: rectified = true, r = r_t; see radam.h for ρ_t and r_t):
-//     θ ← θ − lr·r_t·m̂ / (√v̂ + ε),  v̂ = v / (1 − β₂ᵗ)
-//       (Alg. 2: l_t ← √((1 − β₂ᵗ)/v_t);  θ_t ← θ_{t−1} − α_t·r_t·m̂_t·l_t. The paper's l_t = 1/√v̂_t
-//        has no ε; we use 1/(√v̂_t + ε), ε outside the square root and after the bias correction,
-//        exactly where Adam puts it. PyTorch and the authors' code add ε to √v_t before the bias
-//        correction instead, so they differ from this rule by O(ε).)
-//   else:
-//     θ ← θ − lr·m̂                              (Alg. 2: θ_t ← θ_{t−1} − α_t·m̂_t, un-adapted momentum)
-// v is updated in both branches, so the rectified steps see the full history.
+/// RAdam (Liu et al. 2020, "On the Variance of the Adaptive Learning Rate and Beyond", Algorithm 2),
+/// with optional L2 decay λ₂ added to the gradient (as PyTorch's RAdam does):
+///   g ← g + λ₂θ
+///   v ← β₂ v + (1 − β₂) g²                      (Alg. 2: v_t ← β₂·v_{t−1} + (1 − β₂)·g_t²)
+///   m ← β₁ m + (1 − β₁) g                       (Alg. 2: m_t ← β₁·m_{t−1} + (1 − β₁)·g_t)
+///   m̂ = m / (1 − β₁ᵗ)                           (Alg. 2: m̂_t ← m_t/(1 − β₁ᵗ))
+///   if ρ_t > 4 (host: rectified = true, r = r_t; see radam.h for ρ_t and r_t):
+///     θ ← θ − lr·r_t·m̂ / (√v̂ + ε),  v̂ = v / (1 − β₂ᵗ)
+///       (Alg. 2: l_t ← √((1 − β₂ᵗ)/v_t);  θ_t ← θ_{t−1} − α_t·r_t·m̂_t·l_t. The paper's l_t = 1/√v̂_t
+///        has no ε; we use 1/(√v̂_t + ε), ε outside the square root and after the bias correction,
+///        exactly where Adam puts it. PyTorch and the authors' code add ε to √v_t before the bias
+///        correction instead, so they differ from this rule by O(ε).)
+///   else:
+///     θ ← θ − lr·m̂                              (Alg. 2: θ_t ← θ_{t−1} − α_t·m̂_t, un-adapted momentum)
+/// v is updated in both branches, so the rectified steps see the full history.
 template <class T>
 struct RAdamRule {
+  ///@{
+  /// the settings, this step's bias corrections and the rectification term r_t, as above
   T lr, beta1, beta2, eps, l2, bias1, bias2, r;
-  bool rectified;
+  ///@}
+  bool rectified;  ///< whether ρ_t > 4 (the rectified branch)
 
+  /// Updates one element θ with its gradient g and moments m, v.
   TP_HOST_DEVICE void operator()(T& theta, T g, T& m, T& v) const {
     g += l2 * theta;
     v = beta2 * v + (T(1) - beta2) * g * g;

@@ -1,13 +1,14 @@
-// Clustered and improved clustered attention (Vyas, Katharopoulos, Fleuret, NeurIPS 2020).
-//
-// Queries are grouped per (batch, head) by LSH + Hamming k-means (§3.2.2); attention is computed
-// once per cluster centroid (§3.2, eq. 3–6); the improved form adds each query's exact attention on
-// its cluster's top-k keys (§3.3, supplementary A.2, eq. 13–17).
-//
-// What is defined where the reference implementation is not: C larger than a sample's length
-// leaves the extra clusters empty (their centroid is 0, no query reads it); C = 1 is one centroid,
-// the mean of all real queries; C is not limited by a kernel layout. Padded queries are in no
-// cluster (id C), never counted in a centroid, and get a zero output.
+/// @file
+/// Clustered and improved clustered attention (Vyas, Katharopoulos, Fleuret, NeurIPS 2020).
+///
+/// Queries are grouped per (batch, head) by LSH + Hamming k-means (§3.2.2); attention is computed
+/// once per cluster centroid (§3.2, eq. 3–6); the improved form adds each query's exact attention on
+/// its cluster's top-k keys (§3.3, supplementary A.2, eq. 13–17).
+///
+/// What is defined where the reference implementation is not: C larger than a sample's length
+/// leaves the extra clusters empty (their centroid is 0, no query reads it); C = 1 is one centroid,
+/// the mean of all real queries; C is not limited by a kernel layout. Padded queries are in no
+/// cluster (id C), never counted in a centroid, and get a zero output.
 #pragma once
 
 #include "core/random.h"
@@ -15,33 +16,35 @@
 
 namespace tapestry::attention {
 
+/// How clustered attention groups the queries (clustered-attention paper §3.2).
 struct ClusteringOptions {
-  int64_t clusters = 100;  // C
-  int64_t bits = 63;       // R, hash bits, 1..63
-  int64_t iterations = 10; // L, Lloyd iterations
+  int64_t clusters = 100;  ///< C
+  int64_t bits = 63;       ///< R, hash bits, 1..63
+  int64_t iterations = 10; ///< L, Lloyd iterations
 };
 
+/// The cluster of each query, from cluster_queries.
 struct QueryClusters {
-  Tensor ids;        // (B, H, N) int64 in [0, C]; C marks a padded query
-  int64_t count = 0; // C
+  Tensor ids;        ///< (B, H, N) int64 in [0, C]; C marks a padded query
+  int64_t count = 0; ///< C
 };
 
-// Hashes each query of q (B, H, N, E) with R sign random projections with a bias, planes (R, E) and
-// biases (R,) drawn N(0, 1) from gen, then runs L Lloyd iterations of k-means in Hamming space per
-// (batch, head) (ops/cluster.h: hamming_kmeans). No gradient flows through the grouping.
+/// Hashes each query of q (B, H, N, E) with R sign random projections with a bias, planes (R, E) and
+/// biases (R,) drawn N(0, 1) from gen, then runs L Lloyd iterations of k-means in Hamming space per
+/// (batch, head) (ops/cluster.h: hamming_kmeans). No gradient flows through the grouping.
 QueryClusters cluster_queries(const Tensor& q, const Tensor& query_lengths, const ClusteringOptions& options,
                               Generator& gen);
 
-// Clustered attention with given clusters (eq. 3–6): centroids Q^c are the means of their member
-// queries, A^c = softmax(Q^c Kᵀ/√E), V̂^c = A^c V, and each query takes its cluster's V̂^c.
-// q (B, H, N, E), k (B, H, S, E), v (B, H, S, M) -> (B, H, N, M). Gradients reach q through the
-// centroid means (dq_i = dQ^c_j / |cluster j|), k and v through the products.
+/// Clustered attention with given clusters (eq. 3–6): centroids Q^c are the means of their member
+/// queries, A^c = softmax(Q^c Kᵀ/√E), V̂^c = A^c V, and each query takes its cluster's V̂^c.
+/// q (B, H, N, E), k (B, H, S, E), v (B, H, S, M) -> (B, H, N, M). Gradients reach q through the
+/// centroid means (dq_i = dQ^c_j / |cluster j|), k and v through the products.
 Tensor clustered_attention(const Tensor& q, const Tensor& k, const Tensor& v, const QueryClusters& clusters,
                            const Padding& padding = {});
 
-// Improved clustered attention (eq. 13–17): from A^c each cluster's top-k keys T_j and their mass
-// m̂_j; each query's attention on T_j is its own softmax over those keys scaled by m̂_j, and on the
-// other keys it is A^c. topk ≥ 1 (more than S uses all keys: then this is full attention).
+/// Improved clustered attention (eq. 13–17): from A^c each cluster's top-k keys T_j and their mass
+/// m̂_j; each query's attention on T_j is its own softmax over those keys scaled by m̂_j, and on the
+/// other keys it is A^c. topk ≥ 1 (more than S uses all keys: then this is full attention).
 Tensor improved_clustered_attention(const Tensor& q, const Tensor& k, const Tensor& v, const QueryClusters& clusters,
                                     int64_t topk, const Padding& padding = {});
 

@@ -1,25 +1,27 @@
-// What every attention in Tapestry shares: shape letters and how padding and causality are given.
-//
-// Shape letters: B batch, H heads, N queries, S keys, E head dimension (queries/keys), M value
-// dimension, C clusters, k top-k keys, L Lloyd iterations, R hash bits, D model dimension.
+/// @file
+/// What every attention in Tapestry shares: shape letters and how padding and causality are given.
+///
+/// Shape letters: B batch, H heads, N queries, S keys, E head dimension (queries/keys), M value
+/// dimension, C clusters, k top-k keys, L Lloyd iterations, R hash bits, D model dimension.
 #pragma once
 
 #include "core/tensor.h"
 
 namespace tapestry::attention {
 
+/// Whether a query may attend to later keys (No) or only to keys at or before its position (Yes).
 enum class Causal { No, Yes };
 
-// Padding is given by lengths: positions ≥ lengths[b] of sample b are padding. An undefined tensor
-// means no padding. Padded keys are never attended to; outputs at padded queries are defined
-// (finite) but meaningless, and nothing at a padded position influences a real position.
+/// Padding is given by lengths: positions ≥ lengths[b] of sample b are padding. An undefined tensor
+/// means no padding. Padded keys are never attended to; outputs at padded queries are defined
+/// (finite) but meaningless, and nothing at a padded position influences a real position.
 struct Padding {
-  Tensor query_lengths;  // (B,) int64, or undefined
-  Tensor key_lengths;    // (B,) int64, or undefined
+  Tensor query_lengths;  ///< (B,) int64, or undefined
+  Tensor key_lengths;    ///< (B,) int64, or undefined
 };
 
-// Validates lengths against (B, N) and returns a (B, N) bool tensor, true at real positions.
-// `op` names the caller in errors.
+/// Validates lengths against (B, N) and returns a (B, N) bool tensor, true at real positions.
+/// `op` names the caller in errors.
 Tensor valid_positions(const Tensor& lengths, int64_t batch, int64_t length, Device device, const char* op);
 
 }  // namespace tapestry::attention

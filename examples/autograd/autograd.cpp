@@ -1,7 +1,7 @@
 // The README's example: a tensor expression and its gradient.
 #include <iostream>
 
-#include "tapestry.h"
+#include <tapestry/tapestry.h>
 
 int main() {
   using namespace tapestry;
