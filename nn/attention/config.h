@@ -19,6 +19,11 @@ namespace tapestry::attention {
 
 enum class AttentionType { Full, Clustered, ImprovedClustered, NeuralClustering };
 
+// The ranges parse() accepts: clusters 1..65536, bits 1..63, iterations 0..1000, topk 1..2^20.
+constexpr int64_t kMaxClusters = 65536;
+constexpr int64_t kMaxIterations = 1000;
+constexpr int64_t kMaxTopk = int64_t{1} << 20;
+
 struct AttentionConfig {
   AttentionType type = AttentionType::Full;
   int64_t clusters = 100;  // C (clustered, improved-clustered); k blocks (neural-clustering)
