@@ -50,10 +50,19 @@ std::string integer_problem(const std::string& text) {
          std::to_string(std::numeric_limits<T>::max()) + "]";
 }
 
-// A CLI11 check for an integer flag of type T (integer_problem); a failure is a usage error.
+// A CLI11 check for an integer flag of type T (integer_problem) that is at least `low`; a failure is
+// a usage error. (CLI11's PositiveNumber prints its bound, DBL_MAX, in 300 digits.)
 template <class T>
-CLI::Validator integer_check() {
-  return CLI::Validator([](std::string& input) { return integer_problem<T>(input); }, "", "integer");
+CLI::Validator integer_check(T low = std::numeric_limits<T>::min()) {
+  return CLI::Validator(
+      [low](std::string& input) {
+        const std::string problem = integer_problem<T>(input);
+        if (!problem.empty()) return problem;
+        T value{};
+        std::from_chars(input.data(), input.data() + input.size(), value);
+        return value < low ? "must be at least " + std::to_string(low) + ", got " + input : std::string();
+      },
+      "", "integer");
 }
 
 // Runs an app's body, turning exceptions into a message on stderr and an exit code.

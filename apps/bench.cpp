@@ -41,10 +41,10 @@ void add_common_options(CLI::App& command, CommonOptions& options) {
   command.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   options.device.add_to(command);
   command.add_option("--repeats", options.repeats, "Timed runs per row (the median is reported)")
-      ->check(integer_check<decltype(options.repeats)>() & CLI::PositiveNumber)
+      ->check(integer_check<decltype(options.repeats)>(1))
       ->capture_default_str();
   command.add_option("--warmup", options.warmup, "Untimed runs before the timed ones")
-      ->check(integer_check<decltype(options.warmup)>() & CLI::NonNegativeNumber)
+      ->check(integer_check<decltype(options.warmup)>(0))
       ->capture_default_str();
   command.add_option("--seed", options.seed, "Seed of the inputs and parameters")
       ->check(integer_check<decltype(options.seed)>())

@@ -299,7 +299,7 @@ void add_ops(CommandLine& cli, CLI::App* bench) {
     add_common_options(command, options->common);
     command.add_option("--elements", options->elements,
                         "Elements per tensor of the memory-bound ops (default 2^24 on CPU, 2^27 on GPU)")
-        ->check(integer_check<decltype(options->elements)>() & CLI::PositiveNumber);
+        ->check(integer_check<decltype(options->elements)>(1));
     command.add_option("--matmul", options->matmul,
                         "Matmul shapes MxKxN or BxMxKxN, comma-separated (default: square, feed-forward and "
                         "attention shapes)")

@@ -18,7 +18,8 @@ Shape infer_shape(const char* op, const Tensor& x, Shape shape) {
       infer = static_cast<int64_t>(i);
     } else {
       TP_CHECK(shape[i] >= 0, op, "invalid size in shape ", to_string(shape));
-      known = checked_mul(known, shape[i], op, "the element count of the requested shape");
+      TP_CHECK(!__builtin_mul_overflow(known, shape[i], &known), op, "shape ", to_string(shape),
+               " is too large: its element count does not fit in int64");
     }
   }
   if (infer >= 0) {

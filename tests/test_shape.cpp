@@ -416,7 +416,7 @@ TEST_CASE("views refuse shapes and strides that overflow int64") {
   // outside the storage (heap-buffer-overflow) or crashed.
   check_error([] { view(zeros({0}), {k62, 4}); }, {"view", "(4611686018427387904, 4)", "too large"});
   check_error([] { reshape(zeros({0}), {k32, k32}); }, {"reshape", "(4294967296, 4294967296)", "too large"});
-  check_error([] { reshape(zeros({0}), {k32, k32, k32}); }, {"reshape", "overflows int64"});
+  check_error([] { reshape(zeros({0}), {k32, k32, k32}); }, {"reshape", "too large"});
   check_error([] { reshape(zeros({0}), {0, k62, 8}); }, {"reshape", "too large"});
   check_error([] { expand(zeros({1, 1}), {k32, k32}); }, {"expand", "(4294967296, 4294967296)", "too large"});
   check_error([] { expand(zeros({1}), {k62, 2, 1}); }, {"expand", "too large"});
