@@ -13,7 +13,7 @@ RUN_FLAGS  ?=
 # `make install`: where the headers, library, binary, CMake package and tapestry.pc go.
 PREFIX     ?= /usr/local
 
-.PHONY: all setup data build run test test-asan test-cuda install install-check docs bench clean
+.PHONY: all setup data build run test test-asan test-cuda install install-check docs fuzz bench clean
 
 all: build
 
@@ -57,6 +57,28 @@ test-asan: setup
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTAPESTRY_CUDA=OFF -DTAPESTRY_SANITIZE=ON $(CMAKE_ARGS)
 	cmake --build build-asan -j $(JOBS) --target tapestry_tests
 	ASAN_OPTIONS=detect_leaks=1 build-asan/tapestry_tests
+
+# The libFuzzer targets (tests/fuzz/): built with clang under ASan + UBSan in build-fuzz (CPU only),
+# then each run for FUZZ_SECONDS from its seed corpus (tests/fuzz/corpus/<target>; what it finds
+# goes to build-fuzz/corpus/<target>, crashes to build-fuzz/). A finding fails the target.
+FUZZ_SECONDS ?= 20
+FUZZ_TARGETS := checkpoint configs readers
+
+fuzz:
+	@command -v clang++ >/dev/null || { echo "make fuzz: needs clang (apt-get install clang libomp-dev)"; exit 1; }
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAPESTRY_CUDA=OFF -DTAPESTRY_FUZZ=ON $(CMAKE_ARGS)
+	cmake --build build-fuzz -j $(JOBS) $(foreach t,$(FUZZ_TARGETS),--target fuzz_$(t))
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build-fuzz/corpus/$$t; \
+	  echo "make fuzz: $$t for $(FUZZ_SECONDS) s"; \
+	  if OMP_NUM_THREADS=1 build-fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
+	       -malloc_limit_mb=1024 -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/$$t- \
+	       build-fuzz/corpus/$$t tests/fuzz/corpus/$$t > build-fuzz/$$t.log 2>&1; then \
+	    grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)' build-fuzz/$$t.log; \
+	  else \
+	    tail -n 60 build-fuzz/$$t.log; echo "make fuzz: $$t found a defect (build-fuzz/$$t.log)"; exit 1; \
+	  fi; \
+	done
 
 # The CUDA parity suite (tests/cuda/), then, when compute-sanitizer is found and a GPU is present,
 # the suite again under its memcheck and racecheck tools (without the 70-million-element cases,
@@ -116,4 +138,4 @@ bench: build
 	$(BENCH_PYTHON) bench/compare.py $(BENCH_DIR)
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-fuzz

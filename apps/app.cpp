@@ -37,10 +37,42 @@ CLI::App* CommandLine::add_group(const std::string& name, const std::string& des
   return group;
 }
 
+namespace {
+
+// The first word of argv that is not a command of the group it follows ("frobnicate" in
+// `tapestry frobnicate`, "nope" in `tapestry bench nope`), with the commands that group has; empty
+// when the words before the first flag all name commands.
+std::pair<std::string, std::string> unknown_command(const CLI::App& top, int argc, char** argv) {
+  const CLI::App* at = &top;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    const auto commands = at->get_subcommands([](const CLI::App*) { return true; });
+    if (word.empty() || word[0] == '-' || commands.empty()) break;
+    const CLI::App* next = nullptr;
+    std::string names;
+    for (const CLI::App* c : commands) {
+      if (c->get_name() == word) next = c;
+      names += (names.empty() ? "" : ", ") + c->get_name();
+    }
+    if (!next) return {word, names};
+    at = next;
+  }
+  return {};
+}
+
+}  // namespace
+
 int CommandLine::main(int argc, char** argv) {
   try {
     app_.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // CLI11 says "A subcommand is required" for a misspelt command: name it instead.
+    const auto [word, commands] = unknown_command(app_, argc, argv);
+    if (!word.empty() && e.get_exit_code() != 0) {
+      std::fprintf(stderr, "tapestry: unknown command '%s' (commands: %s)\nRun with --help for more information.\n",
+                   word.c_str(), commands.c_str());
+      return kExitUsage;
+    }
     // --help prints and succeeds; anything else is a bad command line, whatever CLI11's own code.
     const int code = app_.exit(e);
     return code == 0 ? 0 : kExitUsage;

@@ -9,9 +9,12 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <charconv>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -30,6 +33,37 @@ struct DeviceOption {
   // The device named; throws Error when it is not usable here (e.g. cuda without a GPU).
   Device resolve() const;
 };
+
+// Integer flags are decimal integers in their type's range, whole: CLI11 alone clamps an
+// out-of-range value to the type's limit (--steps 9223372036854775808 trained for ever) and reads
+// -1 into an unsigned seed as 2^64 − 1. The problem with `text` as a T ("" when none); a long
+// text is shortened in the message.
+template <class T>
+std::string integer_problem(const std::string& text) {
+  static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
+  T value{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec == std::errc() && ptr == end && !text.empty()) return "";
+  const std::string shown = text.size() > 24 ? text.substr(0, 21) + "..." : text;
+  return "'" + shown + "' is not an integer in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
+         std::to_string(std::numeric_limits<T>::max()) + "]";
+}
+
+// A CLI11 check for an integer flag of type T (integer_problem) that is at least `low`; a failure is
+// a usage error. (CLI11's PositiveNumber prints its bound, DBL_MAX, in 300 digits.)
+template <class T>
+CLI::Validator integer_check(T low = std::numeric_limits<T>::min()) {
+  return CLI::Validator(
+      [low](std::string& input) {
+        const std::string problem = integer_problem<T>(input);
+        if (!problem.empty()) return problem;
+        T value{};
+        std::from_chars(input.data(), input.data() + input.size(), value);
+        return value < low ? "must be at least " + std::to_string(low) + ", got " + input : std::string();
+      },
+      "", "integer");
+}
 
 // Runs an app's body, turning exceptions into a message on stderr and an exit code.
 template <class Body>

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <new>
@@ -40,12 +41,14 @@ void add_common_options(CLI::App& command, CommonOptions& options) {
   command.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   options.device.add_to(command);
   command.add_option("--repeats", options.repeats, "Timed runs per row (the median is reported)")
-      ->check(CLI::PositiveNumber)
+      ->check(integer_check<decltype(options.repeats)>(1))
       ->capture_default_str();
   command.add_option("--warmup", options.warmup, "Untimed runs before the timed ones")
-      ->check(CLI::NonNegativeNumber)
+      ->check(integer_check<decltype(options.warmup)>(0))
       ->capture_default_str();
-  command.add_option("--seed", options.seed, "Seed of the inputs and parameters")->capture_default_str();
+  command.add_option("--seed", options.seed, "Seed of the inputs and parameters")
+      ->check(integer_check<decltype(options.seed)>())
+      ->capture_default_str();
   command.add_option("--json", options.json, "Also write the results as JSON to this file");
 }
 
@@ -173,6 +176,14 @@ nlohmann::json document(const std::string& benchmark, Device device, nlohmann::j
           {"date", date},
           {"config", std::move(config)},
           {"rows", std::move(rows)}};
+}
+
+void check_json_path(const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  std::error_code error;
+  TP_CHECK(folder.empty() || std::filesystem::is_directory(folder, error), "--json", "cannot write '", path,
+           "': no folder '", folder.string(), "'");
 }
 
 void write_json(const std::string& path, const nlohmann::json& doc) {

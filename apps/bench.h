@@ -92,6 +92,9 @@ std::string format(const char* spec, double value);
 // file cannot be written.
 nlohmann::json document(const std::string& benchmark, Device device, nlohmann::json config, nlohmann::json rows);
 void write_json(const std::string& path, const nlohmann::json& doc);
+// Before a benchmark runs: throws Error (exit 1) when `path` (not empty) cannot be written because
+// its folder is missing, rather than after minutes of measuring.
+void check_json_path(const std::string& path);
 
 // The device's name: the CPU model from /proc/cpuinfo, or the GPU's name.
 std::string device_name(Device device);

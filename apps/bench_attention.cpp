@@ -187,6 +187,7 @@ void print_table(const nlohmann::json& rows) {
 
 int run(const AttentionOptions& options) {
   const Device device = options.common.device.resolve();
+  check_json_path(options.common.json);
   const std::vector<int64_t> lengths = options.lengths.empty() ? default_lengths(device) : options.lengths;
   const std::vector<std::string> types = split_types(options.types);
   std::cout << "bench attention on " << device << " (" << device_name(device) << "): one layer, " << kHeads << " heads × "
@@ -231,11 +232,12 @@ void add_attention(CommandLine& cli, CLI::App* bench) {
     add_common_options(command, options->common);
     command.add_option("--lengths", options->lengths, "Sequence lengths N (default 512..8192 on CPU, 512..32768 on GPU)")
         ->delimiter(',')
-        ->check(CLI::PositiveNumber);
+        ->check(integer_check<decltype(options->lengths)::value_type>(1));
     command.add_option("--types", options->types, "Attentions, comma-separated; options as in clustered:clusters=50")
         ->check(check_types)
         ->capture_default_str();
-    command.add_option("--batch", options->batch, "Sequences per batch")->check(CLI::PositiveNumber)->capture_default_str();
+    command.add_option("--batch", options->batch, "Sequences per batch")
+        ->check(integer_check<decltype(options->batch)>(1))->capture_default_str();
     return [options] { return run_reporting_errors("bench attention", [&] { return run(*options); }); };
   };
   cli.add("attention", "One self-attention layer, forward + backward, per attention and length (clustered-attention paper §C.1)", setup, bench);

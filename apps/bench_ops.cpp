@@ -248,6 +248,7 @@ std::string shape_text(const nlohmann::json& shape) {
 
 int run(const OpsOptions& o) {
   const Device device = o.common.device.resolve();
+  check_json_path(o.common.json);
   const int64_t elements = o.elements > 0 ? o.elements : (device.is_cuda() ? int64_t(1) << 27 : int64_t(1) << 24);
   const std::string shapes = o.matmul.empty() ? default_shapes(device) : o.matmul;
   std::cout << "bench ops on " << device << " (" << device_name(device) << "), float32, median of " << o.common.repeats
@@ -298,7 +299,7 @@ void add_ops(CommandLine& cli, CLI::App* bench) {
     add_common_options(command, options->common);
     command.add_option("--elements", options->elements,
                         "Elements per tensor of the memory-bound ops (default 2^24 on CPU, 2^27 on GPU)")
-        ->check(CLI::PositiveNumber);
+        ->check(integer_check<decltype(options->elements)>(1));
     command.add_option("--matmul", options->matmul,
                         "Matmul shapes MxKxN or BxMxKxN, comma-separated (default: square, feed-forward and "
                         "attention shapes)")

@@ -100,6 +100,7 @@ double number(const nlohmann::json& row, const char* key) {
 
 int run(const TrainOptions& o) {
   const Device device = o.common.device.resolve();
+  check_json_path(o.common.json);
   const std::vector<std::string> types = split_types(o.types);
   std::cout << "bench train on " << device << " (" << device_name(device) << "): copy-task model, " << kLayers
             << " layers, " << kHeads << " heads × " << kHeadDim << ", feed-forward " << kFeedForward
@@ -159,12 +160,13 @@ void add_train(CommandLine& cli, CLI::App* bench) {
     add_common_options(command, options->common);
     command.add_option("--copy-lengths", options->copy_lengths, "Copy lengths L (sequences of N = 2L + 2)")
         ->delimiter(',')
-        ->check(CLI::PositiveNumber)
+        ->check(integer_check<decltype(options->copy_lengths)::value_type>(1))
         ->capture_default_str();
     command.add_option("--types", options->types, "Attentions, comma-separated; options as in clustered:clusters=50")
         ->check(check_types)
         ->capture_default_str();
-    command.add_option("--batch", options->batch, "Sequences per batch")->check(CLI::PositiveNumber)->capture_default_str();
+    command.add_option("--batch", options->batch, "Sequences per batch")
+        ->check(integer_check<decltype(options->batch)>(1))->capture_default_str();
     return [options] { return run_reporting_errors("bench train", [&] { return run(*options); }); };
   };
   cli.add("train", "Time per training step (forward, backward, RAdam) of the copy-task model", setup, bench);

@@ -157,7 +157,7 @@ CopyTaskOptions copy_task_preset(Preset preset) {
 void check_copy_task_options(const CopyTaskOptions& o) {
   table().check(o);
   train::check_options(o.train);
-  attentions(o.attention, o.eval_attention);
+  check_attention_memory(attentions(o.attention, o.eval_attention), o.batch, o.heads, 2 * o.length + 2);
 }
 
 train::Report run_copy_task(const CopyTaskOptions& o) {

@@ -1,6 +1,11 @@
 #include "apps/options.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
+
+#include "core/caching_allocator.h"
 
 namespace tapestry::app {
 
@@ -61,6 +66,25 @@ Attentions attentions(const std::string& train, const std::string& eval) {
   TP_CHECK(neural_train || !neural_eval, "--eval-attention", "neural-clustering needs a model trained with it (a ",
            "ClusterFormer has weights a Transformer lacks); this model is trained with ", a.train.to_string());
   return a;
+}
+
+void check_attention_memory(const Attentions& a, int64_t batch, int64_t heads, int64_t length) {
+  using attention::AttentionType;
+  const double memory = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
+  const auto check = [&](const char* flag, const attention::AttentionConfig& c) {
+    const double n = double(length);
+    // Keys each query row is scored against, and rows per (sequence, head).
+    double rows = n, keys = n;
+    if (c.type == AttentionType::Clustered || c.type == AttentionType::ImprovedClustered) rows = double(c.clusters);
+    if (c.type == AttentionType::NeuralClustering) keys = 2 * std::ceil(n / double(c.clusters));
+    const double bytes = double(batch) * double(heads) * rows * keys * 4;
+    TP_CHECK(memory <= 0 || bytes <= memory, flag, c.to_string(), " at --batch ", batch, ", --heads ", heads,
+             " and sequences of ", length, " needs at least ", format_bytes(int64_t(std::min(bytes, 0x1p62))),
+             " for one layer's attention weights, more than this machine's ", format_bytes(int64_t(memory)),
+             " of memory");
+  };
+  check("--attention", a.train);
+  if (!(a.eval == a.train)) check("--eval-attention", a.eval);
 }
 
 std::string summary_line(const std::string& headline, const train::Report& r) {

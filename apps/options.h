@@ -160,6 +160,7 @@ class OptionTable {
     e.recorded = recorded;
     e.register_on = [=](CLI::App& cmd) {
       if constexpr (std::is_same_v<T, bool>) *option = cmd.add_flag(flag, *given, full_help);
+      else if constexpr (std::is_integral_v<T>) *option = cmd.add_option(flag, *given, full_help)->check(integer_check<T>());
       else *option = cmd.add_option(flag, *given, full_help);
     };
     e.apply = [=](Options& o) {
@@ -236,6 +237,12 @@ void add_attention_options(OptionTable<Options>& t, std::string Options::*train,
                                      config.allowed};
   t.add("--eval-attention", eval, "attention to evaluate with (default: the training attention)", optional_config);
 }
+
+// Fails fast, naming the flag, when the attention weights of one layer would not fit in this
+// machine's memory: (B, H, C, N) float32 for the clustered types, (B, H, N, N) for full and, per
+// block, neural-clustering. A cheap lower bound, taken before anything is allocated, so that e.g.
+// clustered:clusters=60000 at a large batch fails at once rather than after minutes of swapping.
+void check_attention_memory(const Attentions& a, int64_t batch, int64_t heads, int64_t length);
 
 // "<headline>: <metrics>; <seconds> s, <rate> <unit>/s on <device>", the line a training app ends with.
 std::string summary_line(const std::string& headline, const train::Report& report);

@@ -115,7 +115,7 @@ ReverseOptions::ReverseOptions() {
 void check_reverse_options(const ReverseOptions& o) {
   table().check(o);
   train::check_options(o.train);
-  attentions(o.attention, o.eval_attention);
+  check_attention_memory(attentions(o.attention, o.eval_attention), o.batch, o.heads, o.length);
 }
 
 train::Report run_reverse(const ReverseOptions& o) {

@@ -36,6 +36,13 @@ constexpr uint64_t kAlignment = 64;
 constexpr int kMaxHeaderDepth = 256;
 constexpr int kMaxMetadataDepth = kMaxHeaderDepth - 1;
 constexpr size_t kChunk = size_t(1) << 20;  // buffer size for streaming I/O
+// The longest JSON header the loader reads. A model's header is kilobytes (names, shapes, run
+// state); a length beyond this is corruption, refused before anything is allocated or read.
+constexpr uint64_t kMaxHeaderBytes = uint64_t(64) << 20;
+// A header that does not parse is reported as corruption when the file's checksum fails, which
+// takes reading the whole file: done only for files up to this size, so that a huge (e.g. sparse)
+// file with a bad header is refused at once.
+constexpr uint64_t kMaxChecksumOnError = uint64_t(256) << 20;
 
 uint64_t align_up(uint64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 
@@ -316,6 +323,9 @@ struct Header {
 };
 
 json parse_json(const std::string& text) {
+  // nlohmann's parser takes a NUL byte for the end of the input and ignores what follows it.
+  const size_t nul = text.find('\0');
+  if (nul != std::string::npos) invalid("the header holds a NUL byte at offset " + std::to_string(nul));
   const json::parser_callback_t limit_depth = [](int depth, json::parse_event_t, json&) {
     if (depth > kMaxHeaderDepth) invalid("the JSON header nests deeper than " + std::to_string(kMaxHeaderDepth) + " levels");
     return true;
@@ -488,7 +498,10 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
 
 // ---- load ----
 
-Checkpoint load_checkpoint(const std::string& path) {
+namespace {
+
+// The loader; load_checkpoint adds the path to an allocation failure.
+Checkpoint load_checked(const std::string& path) {
   const Reader file(path);
   const uint64_t size = file.size();
 
@@ -511,6 +524,9 @@ Checkpoint load_checkpoint(const std::string& path) {
   if (header_length > size - minimum)
     load_fail(path, "header length " + std::to_string(header_length) + " does not fit in a file of " +
                         std::to_string(size) + " bytes: truncated or corrupt");
+  if (header_length > kMaxHeaderBytes)
+    load_fail(path, "header length " + std::to_string(header_length) + " exceeds the limit of " +
+                        std::to_string(kMaxHeaderBytes) + " bytes: corrupt");
   const uint64_t data_start = align_up(kPrefixBytes + header_length);
 
   // The header, checked against the file before anything is allocated from it. A bad header in a
@@ -521,7 +537,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   try {
     header = parse_header(text, data_start, size, path);
   } catch (const Invalid& problem) {
-    if (!file.checksum_matches())
+    if (size <= kMaxChecksumOnError && !file.checksum_matches())
       load_fail(path, "checksum mismatch: the file is corrupt (" + problem.what + ")");
     load_fail(path, problem.what);
   }
@@ -558,6 +574,18 @@ Checkpoint load_checkpoint(const std::string& path) {
   }
   checkpoint.metadata = std::move(header.metadata);
   return checkpoint;
+}
+
+}  // namespace
+
+Checkpoint load_checkpoint(const std::string& path) {
+  // Every size is checked against the file before it is allocated, so this is a real shortage;
+  // the message still names the file.
+  try {
+    return load_checked(path);
+  } catch (const std::bad_alloc&) {
+    load_fail(path, "out of memory while loading it");
+  }
 }
 
 // ---- building blocks ----

@@ -56,6 +56,7 @@
 /// behind; a later save by a process with the same pid overwrites it, and it is safe to delete.
 /// Two threads of one process must not save to the same path at once (they share the temporary
 /// name). `path` itself is replaced: a symbolic link there is replaced, not followed.
+/// load_checkpoint refuses a header longer than 64 MiB or holding a NUL byte before reading on.
 /// load_checkpoint checks everything (structure, every header entry against the file's size, the
 /// checksum, bool bytes) before it returns anything, and reads no length from the file into an
 /// allocation before checking it against the file's size. Both throw tapestry::Error naming the path

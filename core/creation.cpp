@@ -2,19 +2,10 @@
 
 namespace tapestry {
 
-namespace {
-
-void check_shape(const Shape& shape, const char* op) {
-  for (int64_t s : shape)
-    TP_CHECK(s >= 0, op, "negative size in shape ", to_string(shape));
-}
-
-}  // namespace
-
 Tensor empty(const Shape& shape, Options options) {
-  check_shape(shape, "empty");
+  check_shape(shape, "empty", static_cast<int64_t>(element_size(options.dtype)));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(numel(shape) * element_size(options.dtype), options.device);
+  impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(numel(shape)) * element_size(options.dtype), options.device);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = options.dtype;
@@ -26,7 +17,7 @@ Tensor empty_like(const Tensor& like) { return empty(like.shape(), like.options(
 // The values are laid out on the host, then their bytes go to `device` as they are.
 template <class T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device) {
-  check_shape(shape, "from_vector");
+  check_shape(shape, "from_vector", static_cast<int64_t>(sizeof(T)));
   TP_CHECK(static_cast<int64_t>(values.size()) == numel(shape), "from_vector", "got ", values.size(),
            " values for shape ", to_string(shape), " (", numel(shape), " elements)");
   Tensor host = empty(shape, {dtype_of<T>(), Device::cpu()});

@@ -9,7 +9,10 @@ namespace tapestry {
 
 int64_t numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape) {
+    if (__builtin_mul_overflow(n, s, &n))
+      fail("numel", "shape ", to_string(shape), " has more elements than int64 can count");
+  }
   return n;
 }
 
@@ -18,9 +21,35 @@ Strides contiguous_strides(const Shape& shape) {
   int64_t stride = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = stride;
-    stride *= std::max<int64_t>(shape[i], 1);
+    // The stride before the outermost dim is never stored: it may exceed int64 only when the
+    // shape's product does, which check_shape refuses.
+    if (i > 0) stride = checked_mul(stride, std::max<int64_t>(shape[i], 1), "contiguous_strides", "a stride");
   }
   return strides;
+}
+
+int64_t checked_mul(int64_t a, int64_t b, const char* op, const char* what) {
+  int64_t out;
+  if (__builtin_mul_overflow(a, b, &out))
+    fail(op, what, " overflows int64: ", a, " * ", b);
+  return out;
+}
+
+int64_t checked_add(int64_t a, int64_t b, const char* op, const char* what) {
+  int64_t out;
+  if (__builtin_add_overflow(a, b, &out))
+    fail(op, what, " overflows int64: ", a, " + ", b);
+  return out;
+}
+
+void check_shape(const Shape& shape, const char* op, int64_t element_size) {
+  int64_t span = element_size;  // bytes of the shape with every 0 counted as 1
+  for (int64_t s : shape) {
+    TP_CHECK(s >= 0, op, "negative size in shape ", to_string(shape));
+    TP_CHECK(!__builtin_mul_overflow(span, std::max<int64_t>(s, 1), &span), op, "shape ",
+             to_string(shape), " is too large: its size in bytes (", element_size,
+             " per element) does not fit in int64");
+  }
 }
 
 std::string to_string(const Shape& shape) {

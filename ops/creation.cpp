@@ -11,17 +11,12 @@ namespace tapestry {
 
 namespace {
 
-void check_shape(const Shape& shape, const char* op) {
-  for (int64_t s : shape)
-    TP_CHECK(s >= 0, op, "negative size in shape ", to_string(shape));
-}
-
 // A contiguous tensor of `shape` on options.device. On a GPU `launch(out)`, a launcher of
 // ops/cuda/creation.h, fills it; on the CPU element i is fn(i, T{}), the expression the launcher
 // computes too, so that both devices give the same values.
 template <class Launch, class Fn>
 Tensor make(const char* op, const Shape& shape, Options options, Launch&& launch, Fn&& fn) {
-  check_shape(shape, op);
+  check_shape(shape, op, static_cast<int64_t>(element_size(options.dtype)));
   Tensor out = empty(shape, options);
   if (on_cuda(op, out, [&] { launch(out); })) return out;
   const int64_t n = out.numel();
@@ -37,6 +32,12 @@ Tensor make(const char* op, const Shape& shape, Options options, Launch&& launch
 }  // namespace
 
 Tensor full(const Shape& shape, double value, Options options) {
+  // Converting a double outside an integer type's range (or NaN) is undefined: refused instead.
+  if (options.dtype == DType::Int64 || options.dtype == DType::Int32) {
+    const double limit = options.dtype == DType::Int64 ? 0x1p63 : 0x1p31;
+    TP_CHECK(value >= -limit && value < limit, "full", "value ", value, " does not fit in ",
+             dtype_name(options.dtype), " (shape ", to_string(shape), ")");
+  }
   const auto on_gpu = [&](const Tensor& out) { cuda::fill_(out, value); };
   return make("full", shape, options, on_gpu, [value](int64_t, auto tag) {
     return static_cast<decltype(tag)>(value);
@@ -53,7 +54,11 @@ Tensor scalar(double value, Options options) { return full({}, value, options); 
 Tensor arange(double start, double end, double step, Options options) {
   TP_CHECK(step != 0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step), "arange",
            "needs finite bounds and a non-zero step, got start=", start, " end=", end, " step=", step);
-  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
+  const double count = std::ceil((end - start) / step);
+  // Converting a double beyond int64 is undefined; such a count is refused before the cast.
+  TP_CHECK(count < 0x1p62, "arange", "[", start, ", ", end, ") in steps of ", step, " has ", count,
+           " elements, too many for a tensor");
+  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
   const auto on_gpu = [&](const Tensor& out) { cuda::arange(out, start, step); };
   return make("arange", {n}, options, on_gpu, [=](int64_t i, auto tag) {
     return static_cast<decltype(tag)>(start + step * static_cast<double>(i));
@@ -62,6 +67,7 @@ Tensor arange(double start, double end, double step, Options options) {
 
 Tensor rand(const Shape& shape, Generator& gen, Options options) {
   visit_floating(options.dtype, "rand", [](auto) {});
+  check_shape(shape, "rand", static_cast<int64_t>(element_size(options.dtype)));
   const uint64_t first = gen.reserve(static_cast<uint64_t>(numel(shape))), seed = gen.seed();
   const auto on_gpu = [&](const Tensor& out) { cuda::rand(out, first, seed); };
   return make("rand", shape, options, on_gpu, [=](int64_t i, auto tag) {
@@ -73,6 +79,7 @@ Tensor rand(const Shape& shape, Generator& gen, Options options) {
 
 Tensor randn(const Shape& shape, Generator& gen, Options options) {
   visit_floating(options.dtype, "randn", [](auto) {});
+  check_shape(shape, "randn", static_cast<int64_t>(element_size(options.dtype)));
   const uint64_t first = gen.reserve(static_cast<uint64_t>(numel(shape))), seed = gen.seed();
   const auto on_gpu = [&](const Tensor& out) { cuda::randn(out, first, seed); };
   return make("randn", shape, options, on_gpu, [=](int64_t i, auto tag) {
@@ -85,6 +92,7 @@ Tensor randn(const Shape& shape, Generator& gen, Options options) {
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen, Options options) {
   TP_CHECK(low < high, "randint", "needs low < high, got [", low, ", ", high, ")");
   TP_CHECK(options.dtype != DType::Bool, "randint", "cannot draw integers into a bool tensor");
+  check_shape(shape, "randint", static_cast<int64_t>(element_size(options.dtype)));
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   const uint64_t first = gen.reserve(static_cast<uint64_t>(numel(shape))), seed = gen.seed();
   const auto on_gpu = [&](const Tensor& out) { cuda::randint(out, low, range, first, seed); };

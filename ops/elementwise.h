@@ -1,5 +1,11 @@
 // Elementwise ops with numpy broadcasting. Binary ops need one dtype on both sides (no implicit
-// promotion); a double operand becomes a 0-d tensor of the other side's dtype.
+// promotion); a double operand becomes a 0-d tensor of the other side's dtype (for an integer
+// tensor it must be finite and in the dtype's range: full() refuses it otherwise).
+//
+// Integer overflow wraps. add, sub, mul, neg and abs on int64 / int32 compute modulo 2^64 / 2^32
+// and read the result as two's complement, on both devices: add(max, 1) = min, neg(min) = min,
+// abs(min) = min, mul(2^62, 4) = 0. div(min, −1) wraps to min the same way; an integer division
+// by zero is refused.
 #pragma once
 
 #include "core/tensor.h"

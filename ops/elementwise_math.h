@@ -18,8 +18,45 @@ TP_HOST_DEVICE bool is_nan(T x) {
   else return false;
 }
 
+// Signed integer arithmetic wraps as two's complement (ops/elementwise.h): computed in the unsigned
+// type, where overflow is defined, and converted back. Other types compute as they are.
+template <class T>
+constexpr bool kWraps = std::is_integral_v<T> && std::is_signed_v<T>;
+
+template <class T> TP_HOST_DEVICE T wrapping_add(T a, T b) {
+  if constexpr (kWraps<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+  } else {
+    return a + b;
+  }
+}
+
+template <class T> TP_HOST_DEVICE T wrapping_sub(T a, T b) {
+  if constexpr (kWraps<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b)));
+  } else {
+    return a - b;
+  }
+}
+
+template <class T> TP_HOST_DEVICE T wrapping_mul(T a, T b) {
+  if constexpr (kWraps<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+  } else {
+    return a * b;
+  }
+}
+
+template <class T> TP_HOST_DEVICE T wrapping_neg(T x) {
+  if constexpr (kWraps<T>) return wrapping_sub(T(0), x);
+  else return -x;
+}
+
 struct Neg {
-  template <class T> TP_HOST_DEVICE T forward(T x) const { return -x; }
+  template <class T> TP_HOST_DEVICE T forward(T x) const { return wrapping_neg(x); }
   // dx = −dy
   template <class T> TP_HOST_DEVICE T backward(T dy, T, T) const { return -dy; }
 };
@@ -49,7 +86,7 @@ struct Rsqrt {
 };
 
 struct Abs {
-  template <class T> TP_HOST_DEVICE T forward(T x) const { return x < T(0) ? -x : x; }
+  template <class T> TP_HOST_DEVICE T forward(T x) const { return x < T(0) ? wrapping_neg(x) : x; }
   // dx = dy ⊙ sign(x)   (0 at x = 0)
   template <class T> TP_HOST_DEVICE T backward(T dy, T x, T) const {
     return x > T(0) ? dy : (x < T(0) ? -dy : T(0));
@@ -114,21 +151,21 @@ struct Clamp {
 };
 
 struct Add {
-  template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return a + b; }
+  template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return wrapping_add(a, b); }
   // da = dy, db = dy
   template <class T> TP_HOST_DEVICE T grad_a(T dy, T, T, T) const { return dy; }
   template <class T> TP_HOST_DEVICE T grad_b(T dy, T, T, T) const { return dy; }
 };
 
 struct Sub {
-  template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return a - b; }
+  template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return wrapping_sub(a, b); }
   // da = dy, db = −dy
   template <class T> TP_HOST_DEVICE T grad_a(T dy, T, T, T) const { return dy; }
   template <class T> TP_HOST_DEVICE T grad_b(T dy, T, T, T) const { return -dy; }
 };
 
 struct Mul {
-  template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return a * b; }
+  template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return wrapping_mul(a, b); }
   // da = dy ⊙ b, db = dy ⊙ a
   template <class T> TP_HOST_DEVICE T grad_a(T dy, T, T b, T) const { return dy * b; }
   template <class T> TP_HOST_DEVICE T grad_b(T dy, T a, T, T) const { return dy * a; }
@@ -139,8 +176,7 @@ struct Div {
     // The one overflowing integer quotient, min / −1, traps like a division by zero; it wraps to
     // min instead (negation in unsigned arithmetic). div() refuses integer zero divisors.
     if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;
-      if (b == T(-1)) return static_cast<T>(U(0) - static_cast<U>(a));
+      if (b == T(-1)) return wrapping_neg(a);
     }
     return a / b;
   }

@@ -10,6 +10,7 @@
 #include "ops/cuda/reducers.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
+#include "ops/elementwise_math.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -82,7 +83,7 @@ inline Tensor reduce_on_cuda(const char* op, cuda::Reduction kind, const Tensor&
   return out;
 }
 
-// Accumulates float32 in double, integers in int64.
+// Accumulates float32 in double, integers in int64 (wrapping on overflow, ops/elementwise.h).
 template <class T>
 using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
@@ -168,7 +169,7 @@ Tensor column_sums(const Tensor& x, const Plan& p) {
     Acc<T> acc[kColumns] = {};
     for (int64_t i = 0; i < n; ++i) {
       const T* row = src + i * cols + c0;
-      for (int64_t j = 0; j < width; ++j) acc[j] += row[j];
+      for (int64_t j = 0; j < width; ++j) acc[j] = math::wrapping_add(acc[j], static_cast<Acc<T>>(row[j]));
     }
     for (int64_t j = 0; j < width; ++j) dst[c0 + j] = static_cast<T>(acc[j]);
   }
@@ -183,7 +184,7 @@ Tensor sum_forward(const Tensor& x, const Plan& p) {
     if (sums_leading_dims(x, p)) return column_sums<T>(x, p);
     return reduce_rows<T, T>(x, p, x.dtype(), [](const T* row, int64_t n) {
       Acc<T> acc = 0;
-      for (int64_t i = 0; i < n; ++i) acc += row[i];
+      for (int64_t i = 0; i < n; ++i) acc = math::wrapping_add(acc, static_cast<Acc<T>>(row[i]));
       return static_cast<T>(acc);
     });
   });

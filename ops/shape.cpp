@@ -18,7 +18,8 @@ Shape infer_shape(const char* op, const Tensor& x, Shape shape) {
       infer = static_cast<int64_t>(i);
     } else {
       TP_CHECK(shape[i] >= 0, op, "invalid size in shape ", to_string(shape));
-      known *= shape[i];
+      TP_CHECK(!__builtin_mul_overflow(known, shape[i], &known), op, "shape ", to_string(shape),
+               " is too large: its element count does not fit in int64");
     }
   }
   if (infer >= 0) {
@@ -26,6 +27,9 @@ Shape infer_shape(const char* op, const Tensor& x, Shape shape) {
              " for a tensor of shape ", to_string(x.shape()));
     shape[infer] = x.numel() / known;
   }
+  // A shape with a 0 in it holds no element however large its other sizes, but its strides must
+  // still fit: view(zeros({0}), {1 << 62, 4}) is refused here, not wrapped into a valid-looking view.
+  check_shape(shape, op);
   TP_CHECK(numel(shape) == x.numel(), op, "shape ", to_string(shape), " (", numel(shape),
            " elements) does not fit a tensor of shape ", to_string(x.shape()), " (", x.numel(),
            " elements)");
@@ -98,8 +102,9 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   end = std::max(start, wrap(end));
   Shape shape = x.shape();
   Strides strides = x.strides();
-  shape[d] = (end - start + step - 1) / step;
-  strides[d] *= step;
+  shape[d] = end == start ? 0 : (end - start - 1) / step + 1;  // ⌈(end − start) / step⌉, no overflow
+  // A dim of size 0 or 1 never steps: keeping its stride avoids an overflow for a huge step.
+  if (shape[d] > 1) strides[d] *= step;
   const int64_t offset = x.offset() + (shape[d] > 0 ? start * x.strides()[d] : 0);
   // dx[start:end:step] += dy
   return record_view("slice", x, make_view(x, shape, strides, offset),
@@ -142,6 +147,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     out[i] = want;
     if (i >= lead && have == want) strides[i] = x.strides()[i - lead];
   }
+  check_shape(out, "expand");  // element count and strides; an expanded view allocates nothing
   // dx = dy summed over the expanded dims (Gradients::accumulate sums to x's shape)
   return record_view("expand", x, make_view(x, out, strides, x.offset()),
                      [](const std::vector<Tensor>& dy, Gradients& g) { g.accumulate(0, dy[0]); });
@@ -181,7 +187,7 @@ Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
     for (int64_t i = 0; fits && i < t.dim(); ++i) fits = i == d || t.shape()[i] == first.shape()[i];
     TP_CHECK(fits, "concat", "shapes ", to_string(first.shape()), " and ", to_string(t.shape()),
              " differ outside dim ", d);
-    shape[d] += t.shape()[d];
+    shape[d] = checked_add(shape[d], t.shape()[d], "concat", "the size of the concatenated dim");
   }
   Tensor y = empty(shape, first.options());
   std::vector<int64_t> starts;
@@ -222,7 +228,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   int64_t total = 0;
   for (int64_t s : sizes) {
     TP_CHECK(s >= 0, "split", "negative size in ", to_string(sizes));
-    total += s;
+    total = checked_add(total, s, "split", "the sum of the sizes");
   }
   TP_CHECK(total == x.shape()[d], "split", "sizes ", to_string(sizes), " add up to ", total,
            ", not to the size ", x.shape()[d], " of dim ", d);
@@ -240,7 +246,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
   TP_CHECK(size > 0, "split", "size must be positive, got ", size);
   const int64_t n = x.shape()[normalize_dim(dim, x.dim(), "split")];
   std::vector<int64_t> sizes;
-  for (int64_t at = 0; at < n; at += size) sizes.push_back(std::min(size, n - at));
+  for (int64_t at = 0; at < n; at += sizes.back()) sizes.push_back(std::min(size, n - at));
   return split(x, sizes, dim);
 }
 
@@ -252,7 +258,8 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
   for (size_t p = 0; p < pads.size() / 2; ++p) {
     const int64_t d = x.dim() - 1 - static_cast<int64_t>(p);
     TP_CHECK(pads[2 * p] >= 0 && pads[2 * p + 1] >= 0, "pad", "pads must be non-negative, got ", to_string(pads));
-    shape[d] += pads[2 * p] + pads[2 * p + 1];
+    shape[d] = checked_add(checked_add(shape[d], pads[2 * p], "pad", "a padded size"), pads[2 * p + 1],
+                           "pad", "a padded size");
   }
   // The region of a padded tensor where x sits. It is kept by the backward closure, so it holds
   // copies: `pads` and `x` may be temporaries of the caller, gone by the time backward runs.

@@ -273,3 +273,45 @@ TEST_CASE("copy-task command line: --help, --json, --log, exit codes") {
   CHECK(nlohmann::json::parse(eval.out)["eval_attention"] == "clustered:clusters=3,bits=63,iterations=10");
   if (!cuda::is_available()) check_run(run_cli(dir, small + "--device cuda"), 1, {"--device", "GPU"});
 }
+
+TEST_CASE("command line: out-of-range integers, unknown commands and malformed configs are usage errors") {
+  TempDir dir;
+  // Out-of-range integers used to be clamped to the type's limit: --steps 2^63 trained for ever.
+  check_run(run_cli(dir, "copy-task --steps 9223372036854775808"), 2,
+            {"--steps", "9223372036854775808", "not an integer in [-9223372036854775808, 9223372036854775807]"});
+  check_run(run_cli(dir, "copy-task --length 99999999999999999999"), 2, {"--length", "99999999999999999999"});
+  check_run(run_cli(dir, "copy-task --steps 12abc"), 2, {"--steps", "12abc"});
+  check_run(run_cli(dir, "copy-task --seed -1"), 2, {"--seed", "'-1'", "[0, 18446744073709551615]"});
+  check_run(run_cli(dir, "copy-task --seed 18446744073709551616"), 2, {"--seed", "18446744073709551616"});
+  check_run(run_cli(dir, "copy-task --threads 99999999999999999999999999999999999999999999999"), 2,
+            {"--threads", "..."});
+  // Attention settings have upper bounds.
+  check_run(run_cli(dir, "copy-task --attention clustered:iterations=999999999"), 2,
+            {"--attention", "iterations must be in [0, 1000]"});
+  check_run(run_cli(dir, "copy-task --eval-attention improved-clustered:topk=9999999"), 2,
+            {"--eval-attention", "topk must be in [1, 1048576]"});
+  // In range, but too large for the machine: refused before anything is allocated.
+  check_run(run_cli(dir, "copy-task --attention clustered:clusters=65536 --batch 1048576 --heads 64"), 2,
+            {"--attention", "clusters=65536", "--batch 1048576", "for one layer's attention weights", "of memory"});
+  check_run(run_cli(dir, "copy-task --attention full --eval-attention clustered:clusters=65536 --batch 65536 --heads 64 --length 1"), 2,
+            {"--eval-attention", "clusters=65536"});
+  // Trailing separators are empty settings.
+  check_run(run_cli(dir, "copy-task --attention full:"), 2, {"--attention", "'full:'", "expected key=value"});
+  check_run(run_cli(dir, "copy-task --attention clustered:"), 2, {"--attention", "'clustered:'"});
+  check_run(run_cli(dir, "copy-task --attention clustered:clusters=5,"), 2, {"--attention", "'clustered:clusters=5,'"});
+  // A misspelt command is named, at the top level and in a group.
+  check_run(run_cli(dir, "frobnicate"), 2, {"unknown command 'frobnicate'", "copy-task", "bench"});
+  check_run(run_cli(dir, "bench frobnicate"), 2, {"unknown command 'frobnicate'", "ops"});
+  // Bench: range errors are short; errors while running exit 1, not 2.
+  const Run huge = run_cli(dir, "bench ops --repeats " + std::string(300, '9'));
+  check_run(huge, 2, {"--repeats", "..."});
+  CHECK(huge.err.size() < 400);
+  check_run(run_cli(dir, "bench ops --warmup -1"), 2, {"--warmup"});
+  const Run negative = run_cli(dir, "bench attention --lengths 512,-4");
+  check_run(negative, 2, {"--lengths", "must be at least 1, got -4"});
+  CHECK(negative.err.size() < 200);  // CLI11's own check printed DBL_MAX in 300 digits
+  check_run(run_cli(dir, "bench ops --device cpu --elements 4096 --matmul 2x2x2 --repeats 1 --warmup 0 --json " +
+                             dir.file("missing/dir/x.json")),
+            1, {"--json", "missing/dir/x.json"});
+  if (!cuda::is_available()) check_run(run_cli(dir, "bench ops --device cuda"), 1, {"--device"});
+}

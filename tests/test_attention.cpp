@@ -233,9 +233,16 @@ TEST_CASE("attention config strings parse, print and round-trip") {
   check_error([] { AttentionConfig::parse("sparse"); }, {"unknown attention type 'sparse'", "improved-clustered"});
   check_error([] { AttentionConfig::parse("full:clusters=3"); }, {"'clusters' is not a setting of full"});
   check_error([] { AttentionConfig::parse("clustered:topk=3"); }, {"'topk' is not a setting of clustered"});
-  check_error([] { AttentionConfig::parse("clustered:clusters=0"); }, {"clusters must be at least 1"});
+  check_error([] { AttentionConfig::parse("clustered:clusters=0"); }, {"clusters must be in [1, 65536]", "got 0"});
   check_error([] { AttentionConfig::parse("clustered:bits=64"); }, {"bits must be in [1, 63]"});
-  check_error([] { AttentionConfig::parse("improved-clustered:topk=0"); }, {"topk must be at least 1"});
+  check_error([] { AttentionConfig::parse("improved-clustered:topk=0"); }, {"topk must be in [1, 1048576]"});
+  // Upper bounds: iterations=999999999 used to run Lloyd iterations for hours.
+  check_error([] { AttentionConfig::parse("clustered:iterations=999999999"); }, {"iterations must be in [0, 1000]"});
+  check_error([] { AttentionConfig::parse("clustered:clusters=65537"); }, {"clusters must be in [1, 65536]", "65537"});
+  check_error([] { AttentionConfig::parse("improved-clustered:topk=1048577"); }, {"topk must be in [1, 1048576]"});
+  check_error([] { AttentionConfig::parse("clustered:clusters=99999999999"); }, {"clusters must be a non-negative integer"});
+  CHECK(AttentionConfig::parse("clustered:clusters=65536,iterations=1000,bits=1").iterations == 1000);
+  CHECK(AttentionConfig::parse("clustered:iterations=0").iterations == 0);
   check_error([] { AttentionConfig::parse("clustered:clusters=x"); }, {"clusters must be a non-negative integer"});
   check_error([] { AttentionConfig::parse("clustered:clusters"); }, {"expected key=value"});
   check_error([] { AttentionConfig::parse("clustered:clusters=2,clusters=3"); }, {"given twice"});

@@ -795,6 +795,39 @@ TEST_CASE("checkpoint: wrong magic, newer versions and hostile headers are refus
   check_header(h, {"bool tensor 'w' holds the byte 2 at element 1"}, data);
 }
 
+TEST_CASE("checkpoint: a NUL byte in the header and huge sparse files are refused at once") {
+  TempDir dir;
+  const std::string path = dir.file("x.ckpt");
+  // The JSON parser stopped at a NUL byte, so anything could follow a valid header; the checksum
+  // is valid here, so the check itself must catch it.
+  write_bytes(path, craft(small_header().dump() + Bytes(1, '\0') + "{\"anything\": [", small_data()));
+  check_load_error(path, {"x.ckpt", "the header holds a NUL byte at offset"});
+  write_bytes(path, craft(Bytes(1, '\0'), small_data()));
+  check_load_error(path, {"NUL byte at offset 0"});
+
+  // A sparse 3 GiB file: a header length that fits the file, or a broken header in front of a
+  // huge data region. Neither may be read whole (it took 3.3 GB and 17 s) nor fail with a bare
+  // std::bad_alloc: each is refused at once, naming the file.
+  const uint64_t sparse_size = uint64_t(3) << 30;
+  const auto sparse = [&](Bytes b) {
+    write_bytes(path, b);
+    REQUIRE(::truncate(path.c_str(), static_cast<off_t>(sparse_size)) == 0);
+  };
+  Bytes b = craft(small_header().dump(), small_data());
+  put_u64(b, 12, sparse_size - 64);
+  sparse(b);
+  const auto start = std::chrono::steady_clock::now();
+  check_load_error(path, {"x.ckpt", "header length 3221225408 exceeds the limit of 67108864 bytes"});
+  sparse(craft("{\"data_size\": 64, \"tensors\": [", small_data()));
+  check_load_error(path, {"x.ckpt", "the header is not valid JSON"});
+  json h = small_header();
+  h["data_size"] = sparse_size;
+  sparse(craft(h.dump(), small_data()));
+  check_load_error(path, {"x.ckpt", "bytes, found 3221225472"});
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+  std::filesystem::remove(path);
+}
+
 TEST_CASE("checkpoint: paths that are not checkpoint files are refused") {
   TempDir dir;
   auto open_files = [] {

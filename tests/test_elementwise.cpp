@@ -340,6 +340,21 @@ TEST_CASE("integer tensors add, subtract and multiply exactly; floating-only ops
   const int64_t lowest = std::numeric_limits<int64_t>::min();
   CHECK(div(from_vector<int64_t>({lowest, 6}, {2}), from_vector<int64_t>({-1}, {1})).to_vector<int64_t>() ==
         std::vector<int64_t>{lowest, -6});
+  // Overflow wraps as two's complement (ops/elementwise.h), on every integer op; it used to be
+  // undefined behaviour.
+  const int64_t highest = std::numeric_limits<int64_t>::max();
+  const Tensor extremes = from_vector<int64_t>({lowest, highest}, {2});
+  CHECK(neg(extremes).to_vector<int64_t>() == std::vector<int64_t>{lowest, lowest + 1});
+  CHECK(abs(extremes).to_vector<int64_t>() == std::vector<int64_t>{lowest, highest});
+  CHECK(add(extremes, from_vector<int64_t>({-1, 1}, {2})).to_vector<int64_t>() == std::vector<int64_t>{highest, lowest});
+  CHECK(sub(extremes, from_vector<int64_t>({1, -1}, {2})).to_vector<int64_t>() == std::vector<int64_t>{highest, lowest});
+  CHECK(mul(from_vector<int64_t>({int64_t{1} << 62, highest}, {2}), from_vector<int64_t>({4, 2}, {2})).to_vector<int64_t>() ==
+        std::vector<int64_t>{0, -2});
+  CHECK(sum(extremes + extremes).item<int64_t>() == -2);
+  CHECK(sum(from_vector<int64_t>({highest, 1}, {2})).item<int64_t>() == lowest);
+  const int32_t low32 = std::numeric_limits<int32_t>::min();
+  CHECK(neg(from_vector<int32_t>({low32}, {1})).item<int32_t>() == low32);
+  CHECK(mul(from_vector<int32_t>({65536}, {1}), from_vector<int32_t>({65536}, {1})).item<int32_t>() == 0);
   // Floating division by zero is IEEE: inf.
   CHECK(std::isinf(div(f64({1}, {1}), f64({0}, {1})).item<double>()));
 

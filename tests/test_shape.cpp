@@ -410,6 +410,31 @@ TEST_CASE("concat, stack, split, pad reject bad arguments") {
   check_error([&] { to(Tensor(), DType::Float32); }, {"to", "undefined"});
 }
 
+TEST_CASE("views refuse shapes and strides that overflow int64") {
+  constexpr int64_t k62 = int64_t{1} << 62, k32 = int64_t{1} << 32;
+  // The element count (2^64) wrapped to 0, matching the empty input, and a select then read
+  // outside the storage (heap-buffer-overflow) or crashed.
+  check_error([] { view(zeros({0}), {k62, 4}); }, {"view", "(4611686018427387904, 4)", "too large"});
+  check_error([] { reshape(zeros({0}), {k32, k32}); }, {"reshape", "(4294967296, 4294967296)", "too large"});
+  check_error([] { reshape(zeros({0}), {k32, k32, k32}); }, {"reshape", "too large"});
+  check_error([] { reshape(zeros({0}), {0, k62, 8}); }, {"reshape", "too large"});
+  check_error([] { expand(zeros({1, 1}), {k32, k32}); }, {"expand", "(4294967296, 4294967296)", "too large"});
+  check_error([] { expand(zeros({1}), {k62, 2, 1}); }, {"expand", "too large"});
+  // Still allowed: a large expand whose count fits, and a huge slice step on a short dim.
+  CHECK(expand(zeros({1}), {k32, k32 / 4}).numel() == k62);
+  const Tensor x = arange(0.0, 10.0);
+  const Tensor s = slice(x, 0, 3, 10, std::numeric_limits<int64_t>::max());
+  CHECK(s.shape() == Shape{1});
+  CHECK(s.item<float>() == 3.0f);
+  CHECK(slice(x, 0, 0, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max()).numel() == 1);
+  CHECK(split(x, std::numeric_limits<int64_t>::max(), 0).size() == 1);
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  check_error([&] { split(x, {big, big}, 0); }, {"split", "overflows int64"});
+  check_error([&] { pad(x, {big, big}); }, {"pad", "overflows int64"});
+  check_error([&] { concat({expand(zeros({1}), {k62}), expand(zeros({1}), {k62}), expand(zeros({1}), {k62})}, 0); },
+              {"concat", "overflows int64"});
+}
+
 TEST_CASE("concat and stack reject tensors on different devices") {
   if (!cuda::is_available()) {
     MESSAGE("skipped: shape-op device-mismatch checks need a GPU (" << cuda::unavailable_reason() << ")");

@@ -1,3 +1,5 @@
+#include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "tests/testing.h"
@@ -56,6 +58,31 @@ TEST_CASE("creation refuses bad arguments") {
   check_error([&] { rand({2}, gen, {DType::Int64}); }, {"rand", "floating", "int64"});
   check_error([] { from_vector<float>({1, 2}, {2}).item<float>(); }, {"item", "one element", "(2,)"});
   check_error([] { zeros({2}).data<double>(); }, {"data", "float64", "float32"});
+}
+
+TEST_CASE("creation refuses shapes whose element, stride or byte count overflows int64") {
+  constexpr int64_t k62 = int64_t{1} << 62, k32 = int64_t{1} << 32;
+  // 2^62 float32 elements are 2^64 bytes: the product used to wrap to 0 and the fill wrote
+  // through a 0-byte block (SIGSEGV).
+  check_error([] { zeros({k62}); }, {"full", "(4611686018427387904,)", "too large"});
+  check_error([] { empty({k62}); }, {"empty", "(4611686018427387904,)", "too large"});
+  check_error([] { ones({k32, k32}); }, {"full", "(4294967296, 4294967296)", "too large"});
+  check_error([] { empty({k32, k32}, {DType::Bool}); }, {"empty", "(4294967296, 4294967296)"});
+  // Zero elements, but strides that do not fit.
+  check_error([] { zeros({0, k62, 4}); }, {"full", "(0, 4611686018427387904, 4)", "too large"});
+  Generator gen(1);
+  check_error([&] { rand({k62, 8}, gen); }, {"rand", "too large"});
+  check_error([&] { randint(0, 2, {k62, 8}, gen, {DType::Int64}); }, {"randint", "too large"});
+  check_error([] { from_vector<float>({}, {k62, 4}); }, {"from_vector", "too large"});
+  check_error([] { arange(0.0, 1e300, 1.0); }, {"arange", "too many"});
+  // Below int64's limits but beyond any allocator: refused by the allocator with the byte count.
+  check_error([] { empty({int64_t{1} << 60}); }, {"allocate", "cannot allocate", "bytes"});
+  // A double that does not fit the integer dtype is refused, not converted (undefined behaviour).
+  check_error([] { full({2}, 1e30, {DType::Int64}); }, {"full", "does not fit", "int64"});
+  check_error([] { full({2}, std::nan(""), {DType::Int32}); }, {"full", "does not fit", "int32"});
+  check_error([] { from_vector<int64_t>({1}, {1}) * 1e19; }, {"does not fit", "int64"});
+  CHECK(full({1}, -0x1p63, {DType::Int64}).item<int64_t>() == std::numeric_limits<int64_t>::min());
+  check_error([] { numel({k32, k32, k32}); }, {"numel", "(4294967296, 4294967296, 4294967296)"});
 }
 
 TEST_CASE("random draws: reproducible, distinct streams, plausible moments") {

@@ -210,6 +210,24 @@ TEST_CASE("trainer: --eval-only evaluates a checkpoint and trains nothing") {
   CHECK(train::Trainer(other, eval).run(line_task()).metric("loss") == trained.metric("loss"));
 }
 
+TEST_CASE("trainer: --eval-only of a checkpoint with NaN weights is an error, not a NaN report") {
+  TempDir dir;
+  train::TrainOptions o = options();
+  o.save = dir.file("run.ckpt");
+  train::Trainer(spec(), o).run(line_task());
+  // A checkpoint that is valid as a file (checksum and all) but whose weights are NaN.
+  Checkpoint poisoned = load_checkpoint(o.save);
+  for (auto& entry : poisoned.tensors)
+    if (entry.second.dtype() == DType::Float32) entry.second = full_like(entry.second, std::nan(""));
+  save_checkpoint(dir.file("nan.ckpt"), poisoned);
+
+  train::TrainOptions eval = options();
+  eval.resume = dir.file("nan.ckpt");
+  eval.eval_only = true;
+  check_error([&] { train::Trainer(spec(), eval).run(line_task()); },
+              {"--eval-only", "nan.ckpt", "evaluates to a loss of NaN"});
+}
+
 TEST_CASE("trainer: a loss that is not finite stops training with the step") {
   train::TrainOptions o = options();
   o.optimizer = "sgd:lr=1e30";

@@ -220,6 +220,11 @@ Report Trainer::run(const TaskFactory& make_task) {
     const auto before = std::chrono::steady_clock::now();
     const Evaluation e = evaluate(NAN);
     report.items_per_second = e.items / std::max(since(before), 1e-9);
+    // Training stops at a non-finite loss; evaluating a checkpoint whose weights hold NaN must not
+    // report success either.
+    for (const auto& [name, value] : e.metrics)
+      TP_CHECK(!std::isnan(value) || (name != "loss" && name != spec_.best.name), "--eval-only", "the checkpoint '",
+               o.resume, "' evaluates to a ", name, " of NaN: its weights are not finite numbers");
   } else {
     const int64_t first = step;
     if (first >= o.steps)

@@ -70,9 +70,15 @@ AttentionConfig AttentionConfig::parse(const std::string& text) {
              " must be a non-negative integer, got '", value, "'");
     field(config, key) = std::stoll(value);
   }
-  TP_CHECK(config.clusters >= 1, op, "clusters must be at least 1, got ", config.clusters);
+  // Upper bounds keep a typo from hanging a run (iterations=999999999 ran Lloyd for hours); they are
+  // far above what the papers use (C ≤ 200, L = 10, k ≤ 128).
+  TP_CHECK(config.clusters >= 1 && config.clusters <= kMaxClusters, op, "clusters must be in [1, ", kMaxClusters,
+           "], got ", config.clusters);
   TP_CHECK(config.bits >= 1 && config.bits <= 63, op, "bits must be in [1, 63], got ", config.bits);
-  TP_CHECK(config.topk >= 1, op, "topk must be at least 1, got ", config.topk);
+  TP_CHECK(config.iterations <= kMaxIterations, op, "iterations must be in [0, ", kMaxIterations, "], got ",
+           config.iterations);
+  TP_CHECK(config.topk >= 1 && config.topk <= kMaxTopk, op, "topk must be in [1, ", kMaxTopk, "], got ",
+           config.topk);
   return config;
 }
 

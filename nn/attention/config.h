@@ -21,6 +21,11 @@ namespace tapestry::attention {
 /// The attention families (DESIGN §5).
 enum class AttentionType { Full, Clustered, ImprovedClustered, NeuralClustering };
 
+// The ranges parse() accepts: clusters 1..65536, bits 1..63, iterations 0..1000, topk 1..2^20.
+constexpr int64_t kMaxClusters = 65536;            ///< the most clusters parse() accepts
+constexpr int64_t kMaxIterations = 1000;           ///< the most Lloyd iterations parse() accepts
+constexpr int64_t kMaxTopk = int64_t{1} << 20;     ///< the largest topk parse() accepts
+
 /// An attention and its settings; a layer runs the one its config names.
 struct AttentionConfig {
   AttentionType type = AttentionType::Full;  ///< which attention
