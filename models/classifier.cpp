@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "models/layer_options.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"
@@ -42,14 +43,8 @@ Tensor masked_mean(const Tensor& x, const Tensor& lengths) {
 Classifier::Classifier(const ClassifierOptions& o, Generator& gen) : Module("Classifier"), options_(o) {
   TP_CHECK(o.vocabulary >= 1 && o.classes >= 1, name(), "vocabulary and classes must be at least 1, got ",
            o.vocabulary, " and ", o.classes);
-  TP_CHECK(o.heads >= 1 && o.head_dim >= 1 && o.head_dim <= (int64_t(1) << 20) / o.heads, name(),
-           "heads and head_dim must be at least 1 and their product at most 2^20, got ", o.heads, " and ", o.head_dim);
-  nn::TransformerLayerOptions layer;
-  layer.d_model = o.heads * o.head_dim;
-  layer.heads = o.heads;
-  layer.d_ff = o.ff;
-  layer.dropout = o.dropout;
-  layer.attention = o.attention;
+  const nn::TransformerLayerOptions layer =
+      layer_options(name().c_str(), o.heads, o.head_dim, o.ff, o.dropout, o.attention);
   embedding = register_module("embedding", std::make_shared<nn::Embedding>(o.vocabulary + 1, layer.d_model, gen));
   positions = register_module("positions", std::make_shared<nn::SinusoidalPositionalEncoding>(layer.d_model));
   encoder = register_module("encoder", nn::make_encoder(layer, o.layers, gen, o.clustering));
