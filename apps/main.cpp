@@ -6,6 +6,7 @@
 #include "apps/classify.h"
 #include "apps/copy_task.h"
 #include "apps/reverse.h"
+#include "apps/translate.h"
 #include "tapestry.h"
 
 int main(int argc, char** argv) {
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   app::add_classify(cli);
   app::add_copy_task(cli);
   app::add_reverse(cli);
+  app::add_translate(cli);
   app::add_bench(cli);
   return cli.main(argc, argv);
 }

@@ -79,7 +79,8 @@ class OptionTable {
                  recorded);
   }
 
-  // Registers --preset and every option on `cmd`; a repeated flag's last value wins.
+  // Registers --preset and every option on `cmd`; a repeated flag's last value wins. A table serves one
+  // command: it reads the flags of the command it was last added to, so each command needs a table of its own.
   void add_to(CLI::App& cmd) {
     cmd.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     if (presets_.size() > 1) {
@@ -93,9 +94,13 @@ class OptionTable {
     for (Entry& e : entries_) e.register_on(cmd);
   }
 
-  // After parsing: the chosen preset with every given flag applied.
-  Options parsed() const {
+  // After parsing: the chosen preset, then `recorded` ({flag without dashes: value}, e.g. a
+  // checkpoint's settings, so that a saved model is evaluated without repeating its flags), then
+  // every given flag. Throws Error naming the flag for a recorded value of the wrong type.
+  Options parsed(const nlohmann::json& recorded = nlohmann::json::object()) const {
     Options o = preset(preset_.empty() ? presets_[0].first : preset_);
+    for (const Entry& e : entries_)
+      if (recorded.contains(e.flag.substr(2))) e.assign(o, recorded.at(e.flag.substr(2)));
     for (const Entry& e : entries_) e.apply(o);
     return o;
   }
@@ -129,6 +134,7 @@ class OptionTable {
     Recorded recorded;
     std::function<void(CLI::App&)> register_on;
     std::function<void(Options&)> apply;  // the parsed value, when the flag was given
+    std::function<void(Options&, const nlohmann::json&)> assign;  // a recorded value
     std::function<void(const Options&)> check;
     std::function<nlohmann::json(const Options&)> value;
   };
@@ -165,6 +171,13 @@ class OptionTable {
     };
     e.apply = [=](Options& o) {
       if (*option && (*option)->count() > 0) field(o) = *given;
+    };
+    e.assign = [=](Options& o, const nlohmann::json& value) {
+      try {
+        field(o) = value.get<T>();
+      } catch (const nlohmann::json::exception&) {
+        fail(flag, "the recorded value ", value.dump(), " is not of this flag's type");
+      }
     };
     e.check = [=](const Options& o) {
       if (!check.problem) return;
@@ -250,10 +263,15 @@ std::string summary_line(const std::string& headline, const train::Report& repor
 // What a training app supplies to the command line.
 template <class Options>
 struct TrainingApp {
+  // "copy-task"; for a subcommand of `parent`, its full name ("translate train"), registered as its last word.
   std::string name, description;
+  CLI::App* parent = nullptr;
   std::shared_ptr<OptionTable<Options>> table;
   std::function<void(const Options&)> check;            // throws Error naming the flag
   std::function<train::Report(const Options&)> run;
+  // Settings to apply under the given flags, from the options as first parsed (e.g. the --resume
+  // checkpoint's, for a command that evaluates a saved model); null: none.
+  std::function<nlohmann::json(const Options&)> recorded;
   std::function<std::string(const Options&, const train::Report&)> headline;  // "copy-task: L = 31, step 600"
 };
 
@@ -263,13 +281,15 @@ struct TrainingApp {
 // subcommand, for subcommands of its own (`tapestry classify sweep`).
 template <class Options>
 CLI::App* add_training_app(CommandLine& cli, TrainingApp<Options> app) {
-  return cli.add(app.name, app.description, [app](CLI::App& command) {
+  const std::string command_name = app.parent ? app.name.substr(app.name.rfind(' ') + 1) : app.name;
+  return cli.add(command_name, app.description, [app](CLI::App& command) {
     app.table->add_to(command);
     auto json = std::make_shared<bool>(false);
     command.add_flag("--json", *json, "print the result as one JSON object on stdout (progress stays on stderr)");
     return [app, json]() {
-      const Options o = app.table->parsed();
+      Options o = app.table->parsed();
       try {
+        if (app.recorded) o = app.table->parsed(app.recorded(o));
         app.check(o);
       } catch (const Error& e) {  // a combination of flags that cannot work: a bad command line
         std::fprintf(stderr, "tapestry %s: %s\n", app.name.c_str(), e.what());
@@ -288,7 +308,7 @@ CLI::App* add_training_app(CommandLine& cli, TrainingApp<Options> app) {
         return 0;
       });
     };
-  });
+  }, app.parent);
 }
 
 }  // namespace tapestry::app

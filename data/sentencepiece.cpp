@@ -74,6 +74,47 @@ const sentencepiece::SentencePieceProcessor& SentencePiece::processor() const {
   return impl_->processor;
 }
 
+namespace {
+
+void check_training_options(const char* op, const SentencePieceOptions& options) {
+  TP_CHECK(options.vocab_size > 4, op, "vocab_size must be greater than 4 (the pad, unk, bos and eos pieces), got ",
+           options.vocab_size);
+  TP_CHECK(options.character_coverage > 0 && options.character_coverage <= 1, op,
+           "character_coverage must be in (0, 1], got ", options.character_coverage);
+  TP_CHECK(options.threads >= 1, op, "threads must be at least 1, got ", options.threads);
+}
+
+// SentencePiece's trainer arguments for `options`, without the input.
+std::unordered_map<std::string, std::string> training_arguments(const SentencePieceOptions& options) {
+  return {
+      {"vocab_size", std::to_string(options.vocab_size)},
+      {"model_type", options.model == SubwordModel::Bpe ? "bpe" : "unigram"},
+      {"character_coverage", std::to_string(options.character_coverage)},
+      {"num_threads", std::to_string(options.threads)},
+      {"pad_id", std::to_string(SentencePiece::kPadId)},
+      {"unk_id", std::to_string(SentencePiece::kUnkId)},
+      {"bos_id", std::to_string(SentencePiece::kBosId)},
+      {"eos_id", std::to_string(SentencePiece::kEosId)},
+      {"minloglevel", "2"},  // errors only: SentencePiece logs every training step otherwise
+  };
+}
+
+// The sentences of a vector, as SentencePiece's trainer reads its input.
+class VectorIterator : public sentencepiece::SentenceIterator {
+ public:
+  explicit VectorIterator(const std::vector<std::string>& sentences) : sentences_(sentences) {}
+  bool done() const override { return i_ >= sentences_.size(); }
+  void Next() override { ++i_; }
+  const std::string& value() const override { return sentences_[i_]; }
+  sentencepiece::util::Status status() const override { return {}; }
+
+ private:
+  const std::vector<std::string>& sentences_;
+  size_t i_ = 0;
+};
+
+}  // namespace
+
 SentencePiece SentencePiece::train(const std::vector<std::string>& text_files, const SentencePieceOptions& options) {
   const char* op = "SentencePiece::train";
   TP_CHECK(!text_files.empty(), op, "no text files to train on");
@@ -85,33 +126,30 @@ SentencePiece SentencePiece::train(const std::vector<std::string>& text_files, c
     check_regular_file(op, file);
     inputs += (inputs.empty() ? "" : ",") + file;
   }
-  TP_CHECK(options.vocab_size > 4, op, "vocab_size must be greater than 4 (the pad, unk, bos and eos pieces), got ",
-           options.vocab_size);
-  TP_CHECK(options.character_coverage > 0 && options.character_coverage <= 1, op,
-           "character_coverage must be in (0, 1], got ", options.character_coverage);
-  TP_CHECK(options.threads >= 1, op, "threads must be at least 1, got ", options.threads);
+  check_training_options(op, options);
+  auto args = training_arguments(options);
+  args["input"] = inputs;
+  return trained(op, quoted(text_files), args, nullptr);
+}
 
-  const std::unordered_map<std::string, std::string> args = {
-      {"input", inputs},
-      {"vocab_size", std::to_string(options.vocab_size)},
-      {"model_type", options.model == SubwordModel::Bpe ? "bpe" : "unigram"},
-      {"character_coverage", std::to_string(options.character_coverage)},
-      {"num_threads", std::to_string(options.threads)},
-      {"pad_id", std::to_string(kPadId)},
-      {"unk_id", std::to_string(kUnkId)},
-      {"bos_id", std::to_string(kBosId)},
-      {"eos_id", std::to_string(kEosId)},
-      {"minloglevel", "2"},  // errors only: SentencePiece logs every training step otherwise
-  };
+SentencePiece SentencePiece::train_sentences(const std::vector<std::string>& sentences,
+                                             const SentencePieceOptions& options) {
+  const char* op = "SentencePiece::train_sentences";
+  TP_CHECK(!sentences.empty(), op, "no sentences to train on");
+  check_training_options(op, options);
+  VectorIterator iterator(sentences);
+  return trained(op, std::to_string(sentences.size()) + " sentences", training_arguments(options), &iterator);
+}
+
+SentencePiece SentencePiece::trained(const char* op, const std::string& input,
+                                     const std::unordered_map<std::string, std::string>& args,
+                                     sentencepiece::SentenceIterator* sentences) {
   std::string model;
-  const auto status = guarded(op, quoted(text_files), [&] {
-    return sentencepiece::SentencePieceTrainer::Train(args, nullptr, &model);
-  });
-  TP_CHECK(status.ok(), op, "cannot train on ", quoted(text_files), ": ", status.ToString());
-
+  const auto status = guarded(op, input, [&] { return sentencepiece::SentencePieceTrainer::Train(args, sentences, &model); });
+  TP_CHECK(status.ok(), op, "cannot train on ", input, ": ", status.ToString());
   auto impl = std::make_unique<Impl>();
   const auto loaded = impl->processor.LoadFromSerializedProto(model);
-  TP_CHECK(loaded.ok(), op, "the model trained on ", quoted(text_files), " does not load: ", loaded.ToString());
+  TP_CHECK(loaded.ok(), op, "the model trained on ", input, " does not load: ", loaded.ToString());
   return SentencePiece(std::move(impl));
 }
 

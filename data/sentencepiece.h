@@ -23,10 +23,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace sentencepiece {
 class SentencePieceProcessor;
+class SentenceIterator;
 }
 
 namespace tapestry::data {
@@ -59,6 +61,9 @@ class SentencePiece {
   // (0, 1], threads < 1, and any training failure SentencePiece reports (missing file, empty text,
   // vocabulary too large or too small for the text).
   static SentencePiece train(const std::vector<std::string>& text_files, const SentencePieceOptions& options);
+  // Trains on `sentences` held in memory (e.g. both sides of a parallel corpus, for a joint
+  // vocabulary), as train does on files. Throws Error for no sentences and as train does.
+  static SentencePiece train_sentences(const std::vector<std::string>& sentences, const SentencePieceOptions& options);
   // Reads a model file written by save (or by SentencePiece's own trainer with the ids above).
   static SentencePiece load(const std::string& path);
 
@@ -85,6 +90,10 @@ class SentencePiece {
  private:
   struct Impl;
   explicit SentencePiece(std::unique_ptr<Impl> impl);
+  // Runs SentencePiece's trainer with `args` on `sentences` (null: args["input"]); `input` names it in errors.
+  static SentencePiece trained(const char* op, const std::string& input,
+                               const std::unordered_map<std::string, std::string>& args,
+                               sentencepiece::SentenceIterator* sentences);
   const sentencepiece::SentencePieceProcessor& processor() const;
   std::unique_ptr<Impl> impl_;
 };

@@ -67,15 +67,26 @@ void MultiheadAttention::set_attention(const AttentionConfig& config) {
 
 void MultiheadAttention::set_attention(const std::string& config) { set_attention(parse_attention(name(), config)); }
 
+void MultiheadAttention::check_model_input(const char* what, const Tensor& x) const {
+  check_input(*this, what, x, q_proj->weight);
+  TP_CHECK(x.dim() == 3 && x.size(2) == options_.d_model, "MultiheadAttention", what, " must be (B, L, ",
+           options_.d_model, "), got shape ", to_string(x.shape()));
+}
+
+Tensor MultiheadAttention::split_heads(const Tensor& x) const {
+  const int64_t H = options_.heads;
+  return permute(reshape(x, {x.size(0), x.size(1), H, options_.d_model / H}), {0, 2, 1, 3});
+}
+
+Tensor MultiheadAttention::merge_heads(const Tensor& x) const {
+  return out_proj->forward(reshape(permute(x, {0, 2, 1, 3}), {x.size(0), x.size(2), options_.d_model}));
+}
+
 Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value, const Padding& padding,
                                    Causal causal, Generator& gen) {
   const char* op = "MultiheadAttention";
-  const int64_t D = options_.d_model, H = options_.heads, E = D / H;
-  const Tensor& like = q_proj->weight;
-  for (const auto& [what, x] : {std::pair<const char*, const Tensor*>{"query", &query}, {"key", &key}, {"value", &value}}) {
-    check_input(*this, what, *x, like);
-    TP_CHECK(x->dim() == 3 && x->size(2) == D, op, what, " must be (B, L, ", D, "), got shape ", to_string(x->shape()));
-  }
+  for (const auto& [what, x] : {std::pair<const char*, const Tensor*>{"query", &query}, {"key", &key}, {"value", &value}})
+    check_model_input(what, *x);
   const int64_t B = query.size(0), N = query.size(1), S = key.size(1);
   TP_CHECK(key.size(0) == B && value.size(0) == B && value.size(1) == S, op, "query ", to_string(query.shape()),
            ", key ", to_string(key.shape()), " and value ", to_string(value.shape()),
@@ -89,14 +100,37 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
                           ? q_in
                           : zero_padding(key, padding.key_lengths, op);
   const Tensor v_in = same(value, key) ? k_in : zero_padding(value, padding.key_lengths, op);
+  const Tensor q = split_heads(q_proj->forward(q_in));
+  const Tensor k = split_heads(k_proj->forward(k_in));
+  const Tensor v = split_heads(v_proj->forward(v_in));
+  return merge_heads(attention::attend(options_.attention, q, k, v, padding, causal, gen));
+}
 
-  // (B, L, D) -> (B, H, L, E)
-  auto heads = [&](const Tensor& x, int64_t L) { return permute(reshape(x, {B, L, H, E}), {0, 2, 1, 3}); };
-  const Tensor q = heads(q_proj->forward(q_in), N);
-  const Tensor k = heads(k_proj->forward(k_in), S);
-  const Tensor v = heads(v_proj->forward(v_in), S);
-  const Tensor attended = attention::attend(options_.attention, q, k, v, padding, causal, gen);  // (B, H, N, E)
-  return out_proj->forward(reshape(permute(attended, {0, 2, 1, 3}), {B, N, D}));
+KeyValues MultiheadAttention::project_keys_values(const Tensor& key, const Tensor& value, const Tensor& key_lengths) {
+  const char* op = "MultiheadAttention.project_keys_values";
+  check_model_input("key", key);
+  check_model_input("value", value);
+  TP_CHECK(key.size(0) == value.size(0) && key.size(1) == value.size(1), op, "key ", to_string(key.shape()),
+           " and value ", to_string(value.shape()), " do not fit (B, S, D), (B, S, D)");
+  const Tensor k_in = zero_padding(key, key_lengths, op);
+  const Tensor v_in = same(value, key) ? k_in : zero_padding(value, key_lengths, op);
+  return {split_heads(k_proj->forward(k_in)), split_heads(v_proj->forward(v_in))};
+}
+
+Tensor MultiheadAttention::forward_cached(const Tensor& query, const KeyValues& cached, const Tensor& key_lengths,
+                                          Generator& gen) {
+  const char* op = "MultiheadAttention.forward_cached";
+  check_model_input("query", query);
+  const int64_t B = query.size(0), H = options_.heads, E = options_.d_model / H;
+  for (const Tensor* t : {&cached.keys, &cached.values})
+    TP_CHECK(t->defined() && t->dim() == 4 && t->size(0) == B && t->size(1) == H && t->size(3) == E, op,
+             "cached keys and values must be (", B, ", ", H, ", S, ", E, ") for query ", to_string(query.shape()),
+             ", got ", t->defined() ? to_string(t->shape()) : std::string("an undefined tensor"));
+  TP_CHECK(cached.keys.size(2) == cached.values.size(2), op, "cached keys ", to_string(cached.keys.shape()),
+           " and values ", to_string(cached.values.shape()), " hold different numbers of positions");
+  const Padding padding{Tensor(), key_lengths};
+  return merge_heads(attention::attend(options_.attention, split_heads(q_proj->forward(query)), cached.keys,
+                                       cached.values, padding, Causal::No, gen));
 }
 
 }  // namespace tapestry::nn

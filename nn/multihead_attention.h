@@ -23,6 +23,13 @@ struct MultiheadAttentionOptions {
   Bias bias = Bias::Yes;  ///< in all four projections
 };
 
+/// Keys and values projected and split into heads, (B, H, S, E) each: what incremental decoding keeps
+/// of the positions it has seen (self-attention) or of the memory (cross-attention).
+struct KeyValues {
+  Tensor keys;    ///< (B, H, S, E)
+  Tensor values;  ///< (B, H, S, E)
+};
+
 /// out = out_proj(concat_h attend(q_proj(query)_h, k_proj(key)_h, v_proj(value)_h)), i.e.
 /// query (B, N, D), key (B, S, D), value (B, S, D) -> (B, N, D). Self-attention passes one tensor
 /// three times; cross-attention passes the memory as key and value.
@@ -48,6 +55,16 @@ class MultiheadAttention : public Module {
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, const attention::Padding& padding,
                  attention::Causal causal, Generator& gen);
 
+  /// k_proj(key) and v_proj(value) split into heads, for forward_cached; key and value (B, S, D),
+  /// their rows at positions ≥ key_lengths[b] zeroed first (key_lengths undefined: none).
+  KeyValues project_keys_values(const Tensor& key, const Tensor& value, const Tensor& key_lengths);
+  /// query (B, N, D) attending over keys and values projected before, with the configured attention
+  /// and no causal mask: what a decoder runs step by step, where the keys are exactly the positions
+  /// seen so far. forward(q, k, v, padding, Causal::No, gen) equals
+  /// forward_cached(q, project_keys_values(k, v, padding.key_lengths), padding.key_lengths, gen) at
+  /// the real queries.
+  Tensor forward_cached(const Tensor& query, const KeyValues& cached, const Tensor& key_lengths, Generator& gen);
+
   /// The attention used from the next forward on; the projections are kept, so a model trained with
   /// one attention can be evaluated with another. Throws for neural-clustering.
   void set_attention(const attention::AttentionConfig& config);
@@ -69,6 +86,10 @@ class MultiheadAttention : public Module {
   ///@}
 
  private:
+  Tensor split_heads(const Tensor& x) const;   // (B, L, D) -> (B, H, L, E)
+  Tensor merge_heads(const Tensor& x) const;   // (B, H, L, E) -> out_proj of (B, L, D)
+  void check_model_input(const char* what, const Tensor& x) const;
+
   MultiheadAttentionOptions options_;
 };
 

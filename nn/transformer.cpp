@@ -1,6 +1,8 @@
 #include "nn/transformer.h"
 
 #include "ops/elementwise.h"
+#include "ops/index.h"
+#include "ops/shape.h"
 
 namespace tapestry::nn {
 
@@ -133,6 +135,31 @@ Tensor TransformerDecoderLayer::forward(const Tensor& x, const Tensor& memory, c
   return residual(options_.norm, h2, *norm3, *dropout3, gen, [&](const Tensor& y) { return ff->forward(y, gen); });
 }
 
+DecoderLayerCache TransformerDecoderLayer::start(const Tensor& memory, const Tensor& memory_lengths) {
+  check_sequence(*this, "memory", memory, norm1->weight, options_.d_model);
+  // The memory enters cross-attention as it is in both norm positions (Pre normalises the query only).
+  return {{}, cross_attn->project_keys_values(memory, memory, memory_lengths), memory_lengths};
+}
+
+Tensor TransformerDecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, Generator& gen) {
+  check_sequence(*this, "input", x, norm1->weight, options_.d_model);
+  TP_CHECK(x.size(1) == 1 && cache.memory.keys.defined() && cache.memory.keys.size(0) == x.size(0), name(),
+           "step takes one position of the batch the cache was started with, got input ", to_string(x.shape()),
+           cache.memory.keys.defined() ? " for a cache of " + std::to_string(cache.memory.keys.size(0)) + " rows"
+                                       : " and a cache that was never started");
+  const Tensor h1 = residual(options_.norm, x, *norm1, *dropout1, gen, [&](const Tensor& y) {
+    const KeyValues now = self_attn->project_keys_values(y, y, Tensor());
+    cache.self = cache.self.keys.defined()
+                     ? KeyValues{concat({cache.self.keys, now.keys}, 2), concat({cache.self.values, now.values}, 2)}
+                     : now;
+    return self_attn->forward_cached(y, cache.self, Tensor(), gen);
+  });
+  const Tensor h2 = residual(options_.norm, h1, *norm2, *dropout2, gen, [&](const Tensor& y) {
+    return cross_attn->forward_cached(y, cache.memory, cache.memory_lengths, gen);
+  });
+  return residual(options_.norm, h2, *norm3, *dropout3, gen, [&](const Tensor& y) { return ff->forward(y, gen); });
+}
+
 // ---- stacks ----
 
 TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen)
@@ -181,6 +208,31 @@ Tensor TransformerDecoder::forward(const Tensor& x, const Tensor& memory, const 
   check_sequence(*this, "memory", memory, first.norm1->weight, first.options().d_model);
   Tensor h = x;
   for (const auto& layer : *layers) h = layer->forward(h, memory, lengths, memory_lengths, gen);
+  return norm ? norm->forward(h) : h;
+}
+
+void DecoderCache::select_rows(const Tensor& rows) {
+  const auto select = [&](Tensor& t) {
+    if (t.defined()) t = index_select(t, 0, rows);
+  };
+  for (DecoderLayerCache& layer : layers) {
+    for (Tensor* t : {&layer.self.keys, &layer.self.values, &layer.memory.keys, &layer.memory.values,
+                      &layer.memory_lengths})
+      select(*t);
+  }
+}
+
+DecoderCache TransformerDecoder::start(const Tensor& memory, const Tensor& memory_lengths) {
+  DecoderCache cache;
+  for (const auto& layer : *layers) cache.layers.push_back(layer->start(memory, memory_lengths));
+  return cache;
+}
+
+Tensor TransformerDecoder::step(const Tensor& x, DecoderCache& cache, Generator& gen) {
+  TP_CHECK(cache.layers.size() == layers->size(), name(), "the cache holds ", cache.layers.size(),
+           " layers, the decoder ", layers->size(), ": start it with this decoder");
+  Tensor h = x;
+  for (size_t i = 0; i < cache.layers.size(); ++i) h = (*layers)[i]->step(h, cache.layers[i], gen);
   return norm ? norm->forward(h) : h;
 }
 

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/random.h"
 #include "nn/layers.h"
@@ -86,6 +87,13 @@ class TransformerEncoderLayer : public Module {
   TransformerLayerOptions options_;
 };
 
+/// What a decoder layer keeps between the steps of incremental decoding (TransformerDecoderLayer::step).
+struct DecoderLayerCache {
+  KeyValues self;        ///< the self-attention's keys and values of the positions decoded so far
+  KeyValues memory;      ///< the cross-attention's keys and values of the memory, projected once
+  Tensor memory_lengths; ///< (B,) int64 or undefined
+};
+
 /// Causal self-attention + cross-attention over the memory + feed-forward:
 /// x (B, N, D), memory (B, S, D) -> (B, N, D). Output position t depends on x only through
 /// positions ≤ t. The self-attention must be full (the clustered types have no causal form); the
@@ -104,6 +112,12 @@ class TransformerDecoderLayer : public Module {
   void set_self_attention(const std::string& config);  ///< parsed by AttentionConfig::parse
   void set_cross_attention(const std::string& config);  ///< parsed by AttentionConfig::parse
   const TransformerLayerOptions& options() const { return options_; }  ///< its settings
+
+  /// Incremental decoding: the cache before the first step, the memory's keys and values projected.
+  DecoderLayerCache start(const Tensor& memory, const Tensor& memory_lengths);
+  /// The output at the next position, x (B, 1, D), appending its keys and values to cache.self, so
+  /// that step t costs O(t): the same as forward over the whole prefix at its last position.
+  Tensor step(const Tensor& x, DecoderLayerCache& cache, Generator& gen);
 
   ///@{
   /// the causal self-attention and the attention over the memory
@@ -141,6 +155,14 @@ class TransformerEncoder : public Encoder {
   std::shared_ptr<LayerNorm> norm;  ///< null for post-norm
 };
 
+/// What a decoder stack keeps between the steps of incremental decoding: one cache per layer.
+struct DecoderCache {
+  std::vector<DecoderLayerCache> layers;  ///< in layer order
+  /// Keeps, in this order, the batch rows `rows` (R,) int64 of every cached tensor: beam search
+  /// follows the hypotheses it extends (rows may repeat).
+  void select_rows(const Tensor& rows);
+};
+
 /// num_layers decoder layers ("layers.0", ...) and, for pre-norm, a final LayerNorm ("norm").
 class TransformerDecoder : public Module {
  public:
@@ -155,6 +177,14 @@ class TransformerDecoder : public Module {
   void set_cross_attention(const attention::AttentionConfig& config);
   void set_self_attention(const std::string& config);  ///< parsed by AttentionConfig::parse
   void set_cross_attention(const std::string& config);  ///< parsed by AttentionConfig::parse
+
+  /// Incremental decoding (e.g. in eval mode, under NoGradGuard):
+  ///   DecoderCache cache = decoder.start(memory, memory_lengths);
+  ///   for t = 0, 1, ...:  y_t = decoder.step(x_t, cache, gen);   // x_t, y_t (B, 1, D)
+  /// y_t equals forward(x_0..t, memory, ...) at position t, at O(t) cost per step.
+  DecoderCache start(const Tensor& memory, const Tensor& memory_lengths);
+  /// The output (B, 1, D) at the next position x (B, 1, D); see start.
+  Tensor step(const Tensor& x, DecoderCache& cache, Generator& gen);
 
   std::shared_ptr<ModuleList<TransformerDecoderLayer>> layers;  ///< the layers, applied in order
   std::shared_ptr<LayerNorm> norm;  ///< null for post-norm

@@ -40,6 +40,15 @@ void save_run(const std::string& path, const RunIdentity& identity, const RunSta
   save_checkpoint(path, ckpt);
 }
 
+RunIdentity read_identity(const std::string& path) {
+  const Checkpoint checkpoint = load_checkpoint(path);
+  const nlohmann::json& m = checkpoint.metadata;
+  TP_CHECK(m.contains("task") && m["task"].is_string() && m.contains("model") && m["model"].is_object() &&
+               m.contains("training") && m["training"].is_object(),
+           "--resume", "'", path, "' is not a training checkpoint (its metadata lacks a task or its settings)");
+  return {m["task"].get<std::string>(), m["model"], m["training"]};
+}
+
 ResumedRun::ResumedRun(const std::string& path, const RunIdentity& identity, Compare compare)
     : path_(path), checkpoint_(load_checkpoint(path)) {
   const nlohmann::json& task = entry("task", &nlohmann::json::is_string);

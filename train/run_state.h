@@ -45,6 +45,10 @@ struct RunState {
 // Writes the run atomically (core/checkpoint.h: save_checkpoint).
 void save_run(const std::string& path, const RunIdentity& identity, const RunState& state);
 
+// The task and settings recorded in the run checkpoint at `path`, e.g. to build its model without
+// repeating its flags. Throws Error naming the path when it is not a run checkpoint.
+RunIdentity read_identity(const std::string& path);
+
 enum class Compare { ModelOnly, ModelAndTraining };
 
 // A loaded run checkpoint whose task and settings agree with `identity` (the training settings too

@@ -1,0 +1,530 @@
+#include "apps/translate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <numeric>
+
+#include "apps/options.h"
+#include "core/autograd.h"
+#include "data/batch.h"
+#include "data/datasets.h"
+#include "data/parallel_text.h"
+#include "data/sentencepiece.h"
+#include "data/text_lines.h"
+#include "metrics/bleu.h"
+#include "models/translator.h"
+#include "ops/loss.h"
+#include "ops/shape.h"
+
+namespace tapestry::app {
+
+namespace fs = std::filesystem;
+using data::SentencePiece;
+
+namespace {
+
+constexpr const char* kTask = "translate";
+constexpr int64_t kBatchingWindow = 64 * 1024;  // training pairs sorted together (data/batch.h)
+
+Check<std::string> one_of(std::vector<std::string> values) {
+  std::string allowed;
+  for (const std::string& v : values) allowed += (allowed.empty() ? "" : ", ") + v;
+  return {[values, allowed](const std::string& v) {
+            return std::find(values.begin(), values.end(), v) != values.end() ? std::string()
+                                                                               : "must be one of " + allowed + ", got '" + v + "'";
+          },
+          "one of " + allowed};
+}
+
+OptionTable<TranslateOptions> make_table() {
+  using O = TranslateOptions;
+  OptionTable<O> t({{"small", translate_preset(TranslatePreset::Small)},
+                    {"smoke", translate_preset(TranslatePreset::Smoke)}});
+  t.add("--data", &O::data, "de-en, or a folder of line-aligned {train,valid,test}.{SRC,TGT} files", {},
+        Recorded::Training);
+  t.add("--source-lang", &O::source_lang, "SRC: the source files' suffix", {}, Recorded::Training);
+  t.add("--target-lang", &O::target_lang, "TGT: the target files' suffix", {}, Recorded::Training);
+  t.add("--max-pairs", &O::max_pairs, "train on the first N pairs of the training split (0: all)",
+        between(0, int64_t{1} << 40), Recorded::Training);
+  t.add("--vocab-size", &O::vocab_size, "SentencePiece pieces of the joint vocabulary", between(8, 1 << 20),
+        Recorded::Model);
+  t.add("--max-length", &O::max_length, "pieces per side of a training pair (longer pairs are left out)",
+        between(1, 1 << 20), Recorded::Training);
+  t.add("--max-tokens", &O::max_tokens, "padded tokens per training batch", between(1, int64_t{1} << 30),
+        Recorded::Training);
+  t.add("--encoder-layers", &O::encoder_layers, "encoder layers", between(1, 1024), Recorded::Model);
+  t.add("--decoder-layers", &O::decoder_layers, "decoder layers", between(1, 1024), Recorded::Model);
+  t.add("--heads", &O::heads, "attention heads", between(1, 4096), Recorded::Model);
+  t.add("--head-dim", &O::head_dim, "width of each head (model width = heads x head-dim)", between(1, 65536),
+        Recorded::Model);
+  t.add("--ff", &O::ff, "feed-forward width", between(1, 1 << 20), Recorded::Model);
+  t.add("--dropout", &O::dropout, "dropout probability", in_range(0, 1, Bounds::HighOpen), Recorded::Training);
+  t.add("--tie-output", &O::tie_output, "the output projection is the embedding table (--tie-output=false: its own)",
+        {}, Recorded::Model);
+  const auto config = parsed_by([](const std::string& text) { attention::AttentionConfig::parse(text); },
+                                "an attention config");
+  t.add("--encoder-attention", &O::encoder_attention,
+        "the encoder's self-attention: full, clustered:clusters=C, improved-clustered:clusters=C,topk=k, "
+        "neural-clustering:clusters=C",
+        config, Recorded::Model);
+  t.add("--decoder-attention", &O::decoder_attention, "the decoder's causal self-attention: full", config,
+        Recorded::Model);
+  Check<std::string> optional_config{[config](const std::string& text) {
+                                       return text.empty() ? std::string() : config.problem(text);
+                                     },
+                                     config.allowed};
+  t.add("--eval-attention", &O::eval_attention, "the encoder's attention at evaluation (default: --encoder-attention)",
+        optional_config);
+  t.add("--mu", &O::mu, "neural-clustering: weight µ of the clustering loss L1", in_range(0, 1e6), Recorded::Training);
+  t.add("--nu", &O::nu, "neural-clustering: weight ν of the centroid sorting loss L2", in_range(0, 1e6),
+        Recorded::Training);
+  t.add("--label-smoothing", &O::label_smoothing, "ε of the label-smoothed cross-entropy",
+        in_range(0, 1, Bounds::HighOpen), Recorded::Training);
+  t.add("--eval-split", &O::eval_split, "the split evaluations translate", one_of({"valid", "test", "train"}));
+  t.add("--eval-sentences", &O::eval_sentences, "evaluate on the first N pairs of the split (0: all)",
+        between(0, int64_t{1} << 40));
+  t.add("--beam", &O::beam, "beam size (1: greedy search)", between(1, 1024));
+  t.add("--lenpen", &O::lenpen, "beam search's length penalty: scores are log p / length^lenpen", in_range(-10, 10));
+  t.add("--max-ratio", &O::max_ratio, "translations have at most ceil(ratio x source pieces) + 10 pieces",
+        in_range(0, 1000));
+  add_train_options(t, &O::train);
+  return t;
+}
+
+const OptionTable<TranslateOptions>& table() {
+  static const OptionTable<TranslateOptions> t = make_table();
+  return t;
+}
+
+attention::AttentionConfig eval_attention(const TranslateOptions& o) {
+  return attention::AttentionConfig::parse(o.eval_attention.empty() ? o.encoder_attention : o.eval_attention);
+}
+
+// ---- data ----
+
+// The corpus folder --data names: a folder as it is, else a prepared data set.
+std::string corpus_folder(const TranslateOptions& o) {
+  std::error_code error;
+  if (fs::is_directory(o.data, error)) return o.data;
+  return data::dataset_directory(o.data);
+}
+
+std::vector<data::SentencePair> read_split(const TranslateOptions& o, const std::string& split) {
+  const std::string stem = corpus_folder(o) + "/" + split + ".";
+  return data::read_parallel_text(stem + o.source_lang, stem + o.target_lang);
+}
+
+// A sentence pair as the model reads it.
+struct EncodedPair {
+  std::vector<int64_t> source;      // pieces + eos
+  std::vector<int64_t> target_in;   // bos + pieces
+  std::vector<int64_t> target_out;  // pieces + eos
+};
+
+EncodedPair encode_pair(const SentencePiece& sp, const data::SentencePair& pair) {
+  EncodedPair e;
+  e.source = sp.encode(pair.source);
+  e.source.push_back(SentencePiece::kEosId);
+  const std::vector<int64_t> target = sp.encode(pair.target);
+  e.target_in.push_back(SentencePiece::kBosId);
+  e.target_in.insert(e.target_in.end(), target.begin(), target.end());
+  e.target_out = target;
+  e.target_out.push_back(SentencePiece::kEosId);
+  return e;
+}
+
+// Each column of a set of pairs, as the batch builders take them.
+struct Columns {
+  std::vector<std::vector<int64_t>> source, target_in, target_out;
+  std::vector<std::string> references;  // the raw target text
+  std::vector<int64_t> lengths;         // max(source, target) tokens: what batches are budgeted by
+
+  void add(EncodedPair e, std::string reference) {
+    lengths.push_back(int64_t(std::max(e.source.size(), e.target_out.size())));
+    source.push_back(std::move(e.source));
+    target_in.push_back(std::move(e.target_in));
+    target_out.push_back(std::move(e.target_out));
+    references.push_back(std::move(reference));
+  }
+  int64_t size() const { return int64_t(source.size()); }
+};
+
+// What every run works on: the SentencePiece model and the encoded training and evaluation pairs.
+struct Prepared {
+  std::unique_ptr<SentencePiece> sp;
+  Columns train, eval;
+  int64_t empty_pairs = 0, long_pairs = 0;
+  int64_t train_tokens = 0;  // target tokens of an epoch
+};
+
+SentencePiece load_sentencepiece(const TranslateOptions& o) {
+  const std::string path = o.train.resume + ".spm";
+  std::error_code error;
+  TP_CHECK(fs::is_regular_file(path, error), "--resume", "'", o.train.resume,
+           "' has no SentencePiece model beside it (expected '", path, "'): a translation checkpoint needs its vocabulary");
+  SentencePiece sp = SentencePiece::load(path);
+  TP_CHECK(sp.vocab_size() == o.vocab_size, "--resume", "'", path, "' holds ", sp.vocab_size(),
+           " pieces, but the model has --vocab-size ", o.vocab_size, ": it is not this checkpoint's vocabulary");
+  return sp;
+}
+
+Prepared prepare(const TranslateOptions& o, const std::vector<std::string>& spm_paths) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<data::SentencePair> train = read_split(o, "train");
+  if (o.max_pairs > 0 && int64_t(train.size()) > o.max_pairs) train.resize(size_t(o.max_pairs));
+  std::vector<data::SentencePair> eval = o.eval_split == "train" ? train : read_split(o, o.eval_split);
+  if (o.eval_sentences > 0 && int64_t(eval.size()) > o.eval_sentences) eval.resize(size_t(o.eval_sentences));
+
+  Prepared p;
+  std::vector<const data::SentencePair*> usable;
+  for (const data::SentencePair& pair : train) {
+    if (pair.source.empty() || pair.target.empty()) ++p.empty_pairs;
+    else usable.push_back(&pair);
+  }
+  TP_CHECK(!usable.empty(), "--data", "the training split of '", o.data, "' has no pair with both sides non-empty");
+  if (!o.train.resume.empty()) {
+    p.sp = std::make_unique<SentencePiece>(load_sentencepiece(o));
+  } else {
+    std::vector<std::string> text;
+    for (const data::SentencePair* pair : usable) text.push_back(pair->source), text.push_back(pair->target);
+    data::SentencePieceOptions spm;
+    spm.vocab_size = o.vocab_size;
+    try {
+      p.sp = std::make_unique<SentencePiece>(SentencePiece::train_sentences(text, spm));
+    } catch (const Error& e) {
+      fail("--vocab-size", "SentencePiece could not train ", o.vocab_size, " pieces on the training split (",
+           usable.size(), " pairs); a smaller --vocab-size may fit: ", e.what());
+    }
+  }
+  for (const std::string& path : spm_paths) p.sp->save(path);
+
+  for (const data::SentencePair* pair : usable) {
+    EncodedPair e = encode_pair(*p.sp, *pair);
+    if (int64_t(e.source.size()) > o.max_length + 1 || int64_t(e.target_out.size()) > o.max_length + 1) {
+      ++p.long_pairs;
+      continue;
+    }
+    p.train_tokens += int64_t(e.target_out.size());
+    p.train.add(std::move(e), pair->target);
+  }
+  TP_CHECK(p.train.size() > 0, "--max-length", "every training pair is longer than ", o.max_length, " pieces");
+  for (const data::SentencePair& pair : eval) p.eval.add(encode_pair(*p.sp, pair), pair.target);
+  if (p.empty_pairs > 0) std::fprintf(stderr, "translate: left out %lld training pair(s) with an empty side\n", (long long)p.empty_pairs);
+  if (p.long_pairs > 0)
+    std::fprintf(stderr, "translate: left out %lld training pair(s) longer than --max-length %lld pieces\n",
+                 (long long)p.long_pairs, (long long)o.max_length);
+  if (o.train.progress)
+    std::fprintf(stderr, "translate: %lld training pairs, %lld %s pairs, %lld pieces, prepared in %.1f s\n",
+                 (long long)p.train.size(), (long long)p.eval.size(), o.eval_split.c_str(),
+                 (long long)p.sp->vocab_size(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return p;
+}
+
+// ---- the model ----
+
+models::TranslatorOptions translator_options(const TranslateOptions& o) {
+  models::TranslatorOptions m;
+  m.vocabulary = o.vocab_size;
+  m.encoder_layers = o.encoder_layers;
+  m.decoder_layers = o.decoder_layers;
+  m.heads = o.heads;
+  m.head_dim = o.head_dim;
+  m.ff = o.ff;
+  m.dropout = o.dropout;
+  m.tie_output = o.tie_output;
+  m.encoder_attention = attention::AttentionConfig::parse(o.encoder_attention);
+  m.decoder_attention = attention::AttentionConfig::parse(o.decoder_attention);
+  m.clustering = {o.mu, o.nu};
+  return m;
+}
+
+nn::decode::SearchOptions search_options(const TranslateOptions& o, const std::vector<int64_t>& source_pieces) {
+  nn::decode::SearchOptions s;
+  s.beam = o.beam;
+  s.length_penalty = o.lenpen;
+  s.bos = SentencePiece::kBosId;
+  s.eos = SentencePiece::kEosId;
+  for (const int64_t n : source_pieces) s.max_lengths.push_back(int64_t(std::ceil(o.max_ratio * double(n))) + 10);
+  return s;
+}
+
+// Translations of `sources` (encoded, eos last), in order, by batches of about max_tokens / beam
+// source tokens.
+std::vector<std::string> translate_sources(models::Translator& model, const SentencePiece& sp,
+                                           const std::vector<std::vector<int64_t>>& sources, const TranslateOptions& o,
+                                           Device device, Generator& gen) {
+  std::vector<std::string> out(sources.size());
+  if (sources.empty()) return out;
+  std::vector<int64_t> lengths;
+  for (const auto& s : sources) lengths.push_back(int64_t(s.size()));
+  data::BatchingOptions b;
+  b.max_tokens = std::max<int64_t>(1, o.max_tokens / o.beam);
+  b.shuffle = data::Shuffle::No;
+  b.oversize = data::Oversize::Alone;
+  for (const std::vector<int64_t>& rows : data::bucket_batches(lengths, b)) {
+    const data::Batch batch = data::make_batch(sources, rows);
+    std::vector<int64_t> pieces;
+    for (const int64_t r : rows) pieces.push_back(lengths[size_t(r)] - 1);
+    const auto best = models::translate(model, to(batch.tokens, device), to(batch.lengths, device),
+                                        search_options(o, pieces), gen);
+    for (size_t i = 0; i < rows.size(); ++i) out[size_t(rows[i])] = sp.decode(best[i].tokens);
+  }
+  return out;
+}
+
+class TranslateRun : public train::Task {
+ public:
+  TranslateRun(const Prepared& p, const TranslateOptions& o, Generator& gen, Device device)
+      : p_(p),
+        o_(o),
+        device_(device),
+        model_(translator_options(o), gen),
+        sampler_(p.train.lengths, batching(o), train::derived_seed(o.train.seed, 3)),
+        eval_seed_(train::derived_seed(o.train.seed, 2)) {
+    model_.to(device);
+    data::BatchingOptions b = batching(o);
+    b.shuffle = data::Shuffle::No;
+    b.oversize = data::Oversize::Alone;
+    eval_batches_ = data::bucket_batches(p.eval.lengths, b);
+  }
+
+  nn::Module& model() override { return model_; }
+
+  train::Step step(Generator& gen) override {
+    const Forward f = forward(p_.train, sampler_.next(), gen);
+    const Tensor loss = cross_entropy(f.out.logits, f.target_out, SentencePiece::kPadId, o_.label_smoothing);
+    return {f.out.objective(loss), loss.item<double>(), {}, double(f.tokens)};
+  }
+
+  train::Evaluation evaluate() override {
+    model_.set_encoder_attention(eval_attention(o_));
+    Generator gen(eval_seed_);
+    double nll = 0;
+    int64_t tokens = 0;
+    for (const auto& rows : eval_batches_) {
+      const Forward f = forward(p_.eval, rows, gen);
+      nll += cross_entropy(f.out.logits, f.target_out, SentencePiece::kPadId).item<double>() * double(f.tokens);
+      tokens += f.tokens;
+    }
+    const std::vector<std::string> hypotheses = translate_sources(model_, *p_.sp, p_.eval.source, o_, device_, gen);
+    const metrics::BleuScore bleu = metrics::corpus_bleu(hypotheses, p_.eval.references);
+    model_.set_encoder_attention(attention::AttentionConfig::parse(o_.encoder_attention));
+    return {{{"bleu", bleu.score}, {"loss", nll / double(std::max<int64_t>(tokens, 1))}, {"bp", bleu.bp}},
+            double(p_.eval.size())};
+  }
+
+  nlohmann::json data_state() const override {
+    return {{"epoch", sampler_.state().epoch}, {"position", sampler_.state().position}};
+  }
+  void load_data_state(const nlohmann::json& state) override {
+    if (state.contains("epoch"))
+      sampler_.restore({state.at("epoch").get<int64_t>(), state.at("position").get<int64_t>()});
+  }
+
+ private:
+  struct Forward {
+    models::Translator::Output out;
+    Tensor target_out;
+    int64_t tokens = 0;  // target tokens
+  };
+
+  Forward forward(const Columns& c, const std::vector<int64_t>& rows, Generator& gen) {
+    const data::Batch source = data::make_batch(c.source, c.target_out, rows);
+    const data::Batch target_in = data::make_batch(c.target_in, rows);
+    Forward f;
+    for (const int64_t r : rows) f.tokens += int64_t(c.target_out[size_t(r)].size());
+    f.target_out = to(source.targets, device_);
+    f.out = model_.forward(to(source.tokens, device_), to(source.lengths, device_), to(target_in.tokens, device_),
+                           to(target_in.lengths, device_), gen);
+    return f;
+  }
+
+  static data::BatchingOptions batching(const TranslateOptions& o) {
+    data::BatchingOptions b;
+    b.max_tokens = o.max_tokens;
+    b.window = kBatchingWindow;
+    return b;
+  }
+
+  const Prepared& p_;
+  TranslateOptions o_;
+  Device device_;
+  models::Translator model_;
+  data::BatchSampler sampler_;  // over the training pairs
+  data::BatchList eval_batches_;
+  uint64_t eval_seed_;
+};
+
+// The checkpoints a run writes, each of which gets the SentencePiece model beside it.
+std::vector<std::string> spm_paths(const TranslateOptions& o) {
+  std::vector<std::string> paths;
+  for (const std::string& checkpoint : {o.train.save, o.train.save_best})
+    if (!checkpoint.empty() && checkpoint != o.train.resume) paths.push_back(checkpoint + ".spm");
+  return paths;
+}
+
+}  // namespace
+
+TranslateOptions::TranslateOptions() {
+  train.optimizer = "adam:lr=5e-4,beta2=0.98";
+  train.schedule = "inverse-sqrt:warmup=4000";
+  train.steps = 20000;
+  train.eval_every = 1000;
+}
+
+TranslateOptions translate_preset(TranslatePreset preset) {
+  TranslateOptions o;  // Small: 3 + 3 layers, 4 heads of 64 (D = 256), FF 1024
+  if (preset == TranslatePreset::Smoke) {
+    o.encoder_layers = o.decoder_layers = 2;
+    o.heads = 4;
+    o.head_dim = 16;
+    o.ff = 256;
+    o.vocab_size = 2000;
+    o.max_tokens = 2048;
+    o.train.optimizer = "adam:lr=2e-3,beta2=0.98";
+    o.train.schedule = "inverse-sqrt:warmup=200";
+    o.train.steps = 1500;
+    o.train.eval_every = 500;
+    o.eval_sentences = 200;
+  }
+  return o;
+}
+
+void check_translate_options(const TranslateOptions& o) {
+  table().check(o);
+  train::check_options(o.train);
+  TP_CHECK(o.source_lang != o.target_lang, "--target-lang", "source and target files need different suffixes, both are '",
+           o.source_lang, "'");
+  TP_CHECK(attention::AttentionConfig::parse(o.decoder_attention).type == attention::AttentionType::Full,
+           "--decoder-attention", "the decoder's causal self-attention must be full (the clustered types have no "
+           "causal form, and a neural-clustering decoder is not available), got '", o.decoder_attention, "'");
+  attentions(o.encoder_attention, o.eval_attention);  // refuses pairs that cannot work (apps/options.h)
+}
+
+train::Report run_translate(const TranslateOptions& o) {
+  check_translate_options(o);
+  const Prepared p = prepare(o, spm_paths(o));
+  train::RunSpec spec;
+  spec.identity = table().identity(kTask, o);
+  spec.best = {"bleu", train::Goal::Max};
+  spec.log_fields = {{"data", o.data},
+                     {"encoder_attention", attention::AttentionConfig::parse(o.encoder_attention).to_string()},
+                     {"eval_attention", eval_attention(o).to_string()},
+                     {"eval_split", o.eval_split},
+                     {"beam", o.beam},
+                     {"pairs", {{"train", p.train.size()}, {o.eval_split, p.eval.size()}}},
+                     {"empty_pairs", p.empty_pairs},
+                     {"long_pairs", p.long_pairs}};
+  train::Trainer trainer(spec, o.train);
+  return trainer.run([&](Generator& gen, Device device) { return std::make_unique<TranslateRun>(p, o, gen, device); });
+}
+
+std::vector<std::string> translate_lines(const TranslateOptions& o, const std::vector<std::string>& lines) {
+  check_translate_options(o);
+  TP_CHECK(!o.train.resume.empty(), "--resume", "translating needs a checkpoint");
+  const SentencePiece sp = load_sentencepiece(o);
+  const Device device = train::resolve_device(o.train.device);
+  const train::ScopedThreads threads(o.train.threads);
+  Generator gen(o.train.seed);
+  models::Translator model(translator_options(o), gen);
+  train::ResumedRun(o.train.resume, table().identity(kTask, o), train::Compare::ModelOnly).restore_model(model);
+  model.to(device);
+  model.set_encoder_attention(eval_attention(o));
+
+  std::vector<std::vector<int64_t>> sources;
+  std::vector<size_t> where;  // the line of each source
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const size_t bad = data::invalid_utf8_offset(lines[i]);
+    TP_CHECK(bad == std::string_view::npos, "translate run", "line ", i + 1, " of the input is not valid UTF-8 (byte ",
+             bad + 1, ")");
+    if (lines[i].empty()) continue;
+    std::vector<int64_t> ids = sp.encode(lines[i]);
+    ids.push_back(SentencePiece::kEosId);
+    sources.push_back(std::move(ids));
+    where.push_back(i);
+  }
+  Generator decoding(train::derived_seed(o.train.seed, 2));
+  const std::vector<std::string> translated = translate_sources(model, sp, sources, o, device, decoding);
+  std::vector<std::string> out(lines.size());
+  for (size_t i = 0; i < where.size(); ++i) out[where[i]] = translated[i];
+  return out;
+}
+
+void add_translate(CommandLine& cli) {
+  CLI::App* group = cli.add_group(kTask, "Machine translation: train an encoder-decoder Transformer, evaluate it "
+                                         "(BLEU), or translate stdin with it");
+  const auto headline = [](const TranslateOptions& o, const train::Report& r) {
+    return std::string(kTask) + ": " + o.data + " " + o.source_lang + "->" + o.target_lang + ", " + o.eval_split +
+           " split, step " + std::to_string(r.steps) + ", encoder " + r.fields.at("encoder_attention").get<std::string>() +
+           (o.beam > 1 ? ", beam " + std::to_string(o.beam) : ", greedy");
+  };
+  // The --resume checkpoint's settings, applied under the given flags.
+  const auto recorded = [](const TranslateOptions& o) {
+    TP_CHECK(!o.train.resume.empty(), "--resume", "this command needs the checkpoint to use");
+    const train::RunIdentity identity = train::read_identity(o.train.resume);
+    TP_CHECK(identity.task == kTask, "--resume", "'", o.train.resume, "' is a ", identity.task,
+             " checkpoint, not a translate one");
+    nlohmann::json settings = identity.training;
+    settings.update(identity.model);
+    return settings;
+  };
+
+  TrainingApp<TranslateOptions> train_app;
+  train_app.name = "translate train";
+  train_app.parent = group;
+  train_app.description = "Train a translation model (German->English by default); flags override the preset's values";
+  // Each command parses into a table of its own (a table reads the flags of the command it was added to last).
+  train_app.table = std::make_shared<OptionTable<TranslateOptions>>(make_table());
+  train_app.check = check_translate_options;
+  train_app.run = run_translate;
+  train_app.headline = headline;
+  add_training_app(cli, train_app);
+
+  TrainingApp<TranslateOptions> eval_app = train_app;
+  eval_app.name = "translate eval";
+  eval_app.description = "BLEU and loss of the --resume checkpoint on --eval-split (its settings are read from it)";
+  eval_app.table = std::make_shared<OptionTable<TranslateOptions>>(make_table());
+  eval_app.recorded = recorded;
+  eval_app.run = [](const TranslateOptions& options) {
+    TranslateOptions o = options;
+    o.train.eval_only = true;
+    return run_translate(o);
+  };
+  add_training_app(cli, eval_app);
+
+  cli.add(
+      "run", "Translate the lines of stdin to stdout with the --resume checkpoint (an empty line stays empty)",
+      [recorded](CLI::App& command) {
+        const auto table_ptr = std::make_shared<OptionTable<TranslateOptions>>(make_table());
+        table_ptr->add_to(command);
+        return [table_ptr, recorded]() {
+          TranslateOptions o;
+          try {
+            o = table_ptr->parsed(recorded(table_ptr->parsed()));
+            check_translate_options(o);
+          } catch (const Error& e) {
+            std::fprintf(stderr, "tapestry translate run: %s\n", e.what());
+            return kExitUsage;
+          }
+          return run_reporting_errors("translate run", [&] {
+            std::vector<std::string> lines;
+            for (std::string line; std::getline(std::cin, line);) {
+              if (!line.empty() && line.back() == '\r') line.pop_back();
+              lines.push_back(line);
+            }
+            for (const std::string& translation : translate_lines(o, lines)) std::printf("%s\n", translation.c_str());
+            std::fflush(stdout);
+            return 0;
+          });
+        };
+      },
+      group);
+}
+
+}  // namespace tapestry::app

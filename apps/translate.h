@@ -1,0 +1,89 @@
+// `tapestry translate`: machine translation with an encoder-decoder Transformer (models/translator.h)
+// on the harness (train/trainer.h), scored by corpus BLEU as sacreBLEU computes it (metrics/bleu.h).
+//
+//   tapestry translate train [flags]               train (a preset's values under the given flags)
+//   tapestry translate eval --resume CKPT [flags]  BLEU and loss of a checkpoint on --eval-split
+//   tapestry translate run --resume CKPT [--beam]  translate the lines of stdin to stdout
+//
+// eval and run read the checkpoint's model settings, so its flags need not be repeated.
+//
+// Data (--data): `de-en` (German→English sentence pairs from the Ding dictionary, prepared by
+// `make data`; docs/DATA.md) or a folder of line-aligned files {train,valid,test}.{SRC,TGT}
+// (--source-lang, --target-lang): line i of one translates line i of the other. Pairs with an empty
+// side are left out of training and counted ("empty_pairs"); pairs longer than --max-length pieces
+// on either side are left out of training and counted ("long_pairs"). Evaluation uses every pair.
+//
+// Tokens: one joint SentencePiece model (--vocab-size pieces) trained on both sides of the training
+// split. It goes beside each checkpoint as `<checkpoint>.spm`; --resume reads `<resume>.spm`, so a
+// checkpoint translates on its own. Source: pieces + eos; target in: bos + pieces; target out:
+// pieces + eos.
+//
+// Training: label-smoothed cross-entropy (--label-smoothing, padding ignored), batches of about
+// --max-tokens padded tokens from length buckets (data::BatchSampler over max(source, target)
+// lengths), shuffled by the seed and checkpointed.
+//
+// Evaluation, on --eval-split (valid, test or train; --eval-sentences limits it to the first N pairs):
+// "bleu" (corpus BLEU of the detokenised translations against the raw references; the best
+// checkpoint and --patience follow it), "chrf", and "loss" (the target tokens' mean negative
+// log-likelihood under teacher forcing, no smoothing). Translations: greedy search for --beam 1, else
+// beam search with length penalty --lenpen; at most ceil(--max-ratio × source pieces) + 10 pieces.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "apps/app.h"
+#include "train/trainer.h"
+
+namespace tapestry::app {
+
+struct TranslateOptions {
+  std::string data = "de-en";   // de-en | a folder of {train,valid,test}.{SRC,TGT}
+  std::string source_lang = "de";
+  std::string target_lang = "en";
+  int64_t max_pairs = 0;        // keep the first N training pairs (0: all)
+  int64_t vocab_size = 8000;
+  int64_t max_length = 128;     // pieces per side of a training pair
+  int64_t max_tokens = 4096;    // padded tokens per training batch
+  int64_t encoder_layers = 3;
+  int64_t decoder_layers = 3;
+  int64_t heads = 4;
+  int64_t head_dim = 64;
+  int64_t ff = 1024;
+  double dropout = 0.1;
+  bool tie_output = true;       // the output projection is the embedding table
+  std::string encoder_attention = "full";
+  std::string decoder_attention = "full";
+  std::string eval_attention;   // the encoder's at evaluation (default: encoder_attention)
+  // neural-clustering only: the weights µ of L1 and ν of L2 (ClusterFormer eq. 17).
+  double mu = 1e-3;
+  double nu = 1e-3;
+  double label_smoothing = 0.1;
+  std::string eval_split = "valid";  // valid | test | train
+  int64_t eval_sentences = 0;   // evaluate on the first N pairs of the split (0: all)
+  int64_t beam = 1;             // 1: greedy search
+  double lenpen = 1.0;          // beam search's length penalty exponent
+  double max_ratio = 1.5;       // translations have at most ceil(max_ratio × source pieces) + 10 pieces
+  train::TrainOptions train;
+
+  TranslateOptions();
+};
+
+enum class TranslatePreset {
+  Small,  // about ClusterFormer's IWSLT model scaled to the data: 3 + 3 layers, D = 256, 4 heads, FF 1024
+  Smoke,  // learns within minutes on two CPU cores: 2 + 2 layers, D = 64, FF 256
+};
+TranslateOptions translate_preset(TranslatePreset preset);
+
+// Throws Error naming the flag for a value out of range or a combination that cannot work.
+void check_translate_options(const TranslateOptions& options);
+// Trains (or with train.eval_only evaluates) as the top of this file says.
+train::Report run_translate(const TranslateOptions& options);
+// Translates each of `lines` with the checkpoint options.train.resume (its SentencePiece model beside
+// it): one translation per line, in order (an empty line gives an empty translation).
+std::vector<std::string> translate_lines(const TranslateOptions& options, const std::vector<std::string>& lines);
+
+void add_translate(CommandLine& cli);
+
+}  // namespace tapestry::app

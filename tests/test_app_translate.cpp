@@ -1,0 +1,212 @@
+// `tapestry translate`: it learns real German→English pairs (train BLEU far up), a checkpoint
+// translates on its own (its SentencePiece model beside it) and evaluates with its settings read
+// from it, and bad data, checkpoints and flags give clear errors. The test on the prepared data set
+// skips with one line when `make data` has not run, and fails when CI is set.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <tuple>
+
+#include "apps/translate.h"
+#include "data/datasets.h"
+#include "tests/testing.h"
+
+using namespace tapestry;
+using namespace tapestry::testing;
+
+namespace {
+
+bool in_ci() {
+  const char* ci = std::getenv("CI");
+  return ci && *ci && std::string(ci) != "false" && std::string(ci) != "0";
+}
+
+bool prepared(const std::string& name) {
+  if (data::dataset_prepared(name)) return true;
+  if (in_ci()) {
+    FAIL_CHECK("data set '" << name << "' is not prepared in " << data::data_directory() << "; CI runs `make data` first");
+  } else {
+    std::cout << "translate: skipped a test on " << name << ": not prepared in " << data::data_directory()
+              << " (`make data` prepares it)" << std::endl;
+  }
+  return false;
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// A tiny parallel corpus in `root`: numbers spelled in German and English.
+void write_corpus(const std::string& root) {
+  const std::vector<std::pair<std::string, std::string>> words = {
+      {"eins", "one"}, {"zwei", "two"}, {"drei", "three"}, {"vier", "four"}, {"fünf", "five"}, {"sechs", "six"}};
+  std::string de, en;
+  for (size_t i = 0; i < words.size(); ++i)
+    for (size_t j = 0; j < words.size(); ++j) {
+      de += words[i].first + " und " + words[j].first + "\n";
+      en += words[i].second + " and " + words[j].second + "\n";
+    }
+  for (const char* split : {"train", "valid", "test"}) {
+    write(root + "/" + split + ".de", de);
+    write(root + "/" + split + ".en", en);
+  }
+}
+
+app::TranslateOptions tiny(const std::string& data) {
+  app::TranslateOptions o = app::translate_preset(app::TranslatePreset::Smoke);
+  o.data = data;
+  o.vocab_size = 30;
+  o.encoder_layers = o.decoder_layers = 1;
+  o.heads = 2;
+  o.head_dim = 8;
+  o.ff = 32;
+  o.max_tokens = 256;
+  o.train.steps = 4;
+  o.train.eval_every = 2;
+  o.train.progress = false;
+  o.train.threads = 1;
+  return o;
+}
+
+std::tuple<int, std::string, std::string> run_command(const TempDir& dir, const std::string& args) {
+  const std::string command = args + " >" + dir.file("out") + " 2>" + dir.file("err");
+  const int status = std::system(command.c_str());
+  std::ifstream out(dir.file("out")), err(dir.file("err"));
+  std::stringstream o, e;
+  o << out.rdbuf();
+  e << err.rdbuf();
+  return {WEXITSTATUS(status), o.str(), e.str()};
+}
+
+}  // namespace
+
+TEST_CASE("translate: learns two hundred real German-English pairs (train BLEU far up)") {
+  if (!prepared("de-en")) return;
+  app::TranslateOptions o = app::translate_preset(app::TranslatePreset::Smoke);
+  o.max_pairs = 200;
+  o.vocab_size = 600;
+  o.eval_split = "train";
+  o.dropout = 0.0;
+  o.label_smoothing = 0.0;
+  o.train.steps = 600;
+  o.train.eval_every = 600;
+  o.train.progress = false;
+  o.train.threads = 1;
+  const train::Report r = app::run_translate(o);
+  INFO("train BLEU " << r.metric("bleu") << ", loss " << r.metric("loss"));
+  CHECK(r.fields.at("pairs").at("train").get<int64_t>() == 200);
+  CHECK(r.metric("bleu") >= 90.0);
+}
+
+TEST_CASE("translate: a checkpoint translates on its own, and evaluates with its own settings") {
+  TempDir dir;
+  write_corpus(dir.file("corpus"));
+  app::TranslateOptions o = tiny(dir.file("corpus"));
+  o.train.save = dir.file("run.ckpt");
+  const train::Report trained = app::run_translate(o);
+  CHECK(std::filesystem::exists(dir.file("run.ckpt.spm")));
+
+  app::TranslateOptions use = app::translate_preset(app::TranslatePreset::Small);  // other sizes: read from the checkpoint
+  use.train.resume = dir.file("run.ckpt");
+  const std::string cli = std::string(TAPESTRY_CLI) + " translate ";
+  auto [code, out, err] = run_command(dir, "printf 'eins und zwei\\n\\ndrei und vier\\n' | " + cli + "run --resume " +
+                                               dir.file("run.ckpt"));
+  INFO(err);
+  CHECK(code == 0);
+  CHECK(std::count(out.begin(), out.end(), '\n') == 3);
+  std::tie(code, out, err) = run_command(dir, cli + "eval --resume " + dir.file("run.ckpt") + " --json");
+  CHECK(code == 0);
+  const nlohmann::json result = nlohmann::json::parse(out);
+  CHECK(result["eval_only"] == true);
+  CHECK(result["bleu"].get<double>() == doctest::Approx(trained.metric("bleu")));
+  CHECK(result["steps"] == 4);
+
+  // Without its SentencePiece model, or with another vocabulary beside it.
+  std::filesystem::copy_file(dir.file("run.ckpt"), dir.file("bare.ckpt"));
+  std::tie(code, out, err) = run_command(dir, "echo eins | " + cli + "run --resume " + dir.file("bare.ckpt"));
+  CHECK(code == 1);
+  CHECK(err.find("no SentencePiece model beside it") != std::string::npos);
+  app::TranslateOptions other = tiny(dir.file("corpus"));
+  other.vocab_size = 24;
+  other.train.steps = 1;
+  other.train.save = dir.file("other.ckpt");
+  app::run_translate(other);
+  std::filesystem::copy_file(dir.file("run.ckpt"), dir.file("mixed.ckpt"));
+  std::filesystem::copy_file(dir.file("other.ckpt.spm"), dir.file("mixed.ckpt.spm"));
+  std::tie(code, out, err) = run_command(dir, "echo eins | " + cli + "run --resume " + dir.file("mixed.ckpt"));
+  CHECK(code == 1);
+  CHECK(err.find("holds 24 pieces, but the model has --vocab-size 30") != std::string::npos);
+  // A different vocabulary on the command line than the checkpoint's model.
+  o.vocab_size = 24;
+  o.train.resume = dir.file("run.ckpt");
+  o.train.save.clear();
+  o.train.steps = 6;
+  check_error([&] { app::run_translate(o); }, {"--vocab-size", "30"});
+  // Input that is not UTF-8.
+  std::tie(code, out, err) = run_command(dir, "printf 'eins\\n\\377\\n' | " + cli + "run --resume " + dir.file("run.ckpt"));
+  CHECK(code == 1);
+  CHECK(err.find("line 2 of the input is not valid UTF-8") != std::string::npos);
+}
+
+TEST_CASE("translate: bad data gives errors that name the file") {
+  TempDir dir;
+  write_corpus(dir.file("corpus"));
+  app::TranslateOptions o = tiny(dir.file("corpus"));
+  write(dir.file("corpus/train.en"), "one\ntwo\n");
+  check_error([&] { app::run_translate(o); }, {"train.de", "train.en", "36", "2"});
+  write_corpus(dir.file("corpus"));
+  write(dir.file("corpus/valid.de"), "eins\n\xff\xfe kaputt\n");
+  write(dir.file("corpus/valid.en"), "one\nbroken\n");
+  check_error([&] { app::run_translate(o); }, {"valid.de", "line 2", "UTF-8"});
+  write_corpus(dir.file("corpus"));
+  std::filesystem::remove(dir.file("corpus/test.en"));
+  o.eval_split = "test";
+  check_error([&] { app::run_translate(o); }, {"test.en"});
+  // Empty lines: pairs with an empty side are left out of training and counted.
+  write_corpus(dir.file("corpus"));
+  const auto text = [&](const std::string& file) {
+    std::ifstream in(dir.file(file));
+    std::stringstream all;
+    all << in.rdbuf();
+    return all.str();
+  };
+  write(dir.file("corpus/train.de"), text("corpus/train.de") + "\nzwei\n");
+  write(dir.file("corpus/train.en"), text("corpus/train.en") + "two\n\n");
+  o.eval_split = "train";
+  const train::Report r = app::run_translate(o);
+  CHECK(r.fields.at("empty_pairs") == 2);
+  CHECK(r.fields.at("pairs").at("train") == 36);
+  write(dir.file("corpus/train.de"), "\n\n");
+  write(dir.file("corpus/train.en"), "\n\n");
+  check_error([&] { app::run_translate(o); }, {"--data", "no pair with both sides non-empty"});
+}
+
+TEST_CASE("translate command line: --help, bad flags, missing checkpoint") {
+  TempDir dir;
+  const std::string cli = std::string(TAPESTRY_CLI) + " translate ";
+  auto [code, out, err] = run_command(dir, cli + "train --help");
+  CHECK(code == 0);
+  for (const char* flag : {"--encoder-attention", "--decoder-attention", "--beam", "--lenpen", "--max-tokens",
+                           "--vocab-size", "--label-smoothing", "--save-best"})
+    CHECK(out.find(flag) != std::string::npos);
+  std::tie(code, out, err) = run_command(dir, cli + "train --beam 0");
+  CHECK(code == 2);
+  CHECK(err.find("--beam") != std::string::npos);
+  std::tie(code, out, err) = run_command(dir, cli + "train --decoder-attention improved-clustered");
+  CHECK(code == 2);
+  CHECK(err.find("--decoder-attention") != std::string::npos);
+  std::tie(code, out, err) = run_command(dir, cli + "eval");
+  CHECK(code == 2);
+  CHECK(err.find("--resume") != std::string::npos);
+  std::tie(code, out, err) = run_command(dir, "echo eins | " + cli + "run --resume " + dir.file("missing.ckpt"));
+  CHECK(code == 2);
+  CHECK(err.find("missing.ckpt") != std::string::npos);
+  std::tie(code, out, err) = run_command(dir, "TAPESTRY_DATA=" + dir.file("nowhere") + " " + cli + "train --steps 1");
+  CHECK(code == 1);
+  CHECK(err.find("make data") != std::string::npos);
+}
