@@ -260,9 +260,10 @@ struct TrainingApp {
 // Registers `app`: its table's flags and --json. After parsing, app.check runs (an Error is a bad
 // command line: exit 2), then app.run (an Error is exit 1); the summary line goes to stdout, or with
 // --json one JSON object (Report::to_json) goes to stdout and the summary line to stderr. Returns the
-// subcommand, for subcommands of its own (`tapestry classify sweep`).
+// subcommand, for subcommands of its own (`tapestry classify sweep`). With a parent, the app is its
+// subcommand (`tapestry asr train`).
 template <class Options>
-CLI::App* add_training_app(CommandLine& cli, TrainingApp<Options> app) {
+CLI::App* add_training_app(CommandLine& cli, TrainingApp<Options> app, CLI::App* parent = nullptr) {
   return cli.add(app.name, app.description, [app](CLI::App& command) {
     app.table->add_to(command);
     auto json = std::make_shared<bool>(false);
@@ -288,7 +289,7 @@ CLI::App* add_training_app(CommandLine& cli, TrainingApp<Options> app) {
         return 0;
       });
     };
-  });
+  }, parent);
 }
 
 }  // namespace tapestry::app
