@@ -327,11 +327,11 @@ train::RunIdentity identity(const AsrOptions& o, const std::vector<std::string>&
 }  // namespace
 
 AsrOptions::AsrOptions() {
-  train.optimizer = "adam:lr=1e-3";
-  train.schedule = "inverse-sqrt:warmup=500";
+  train.optimizer = "adam:lr=2e-3";
+  train.schedule = "inverse-sqrt:warmup=200";
   train.clip = 1.0;
-  train.steps = 3000;
-  train.eval_every = 500;
+  train.steps = 1500;
+  train.eval_every = 250;
 }
 
 AsrOptions asr_preset(AsrPreset preset) {

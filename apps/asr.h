@@ -51,8 +51,8 @@ struct AsrOptions {
   int64_t batch_frames = 8000;       // padded frames per training batch
   int64_t layers = 4;
   int64_t heads = 4;
-  int64_t head_dim = 32;
-  int64_t ff = 512;
+  int64_t head_dim = 16;
+  int64_t ff = 256;
   double dropout = 0.1;
   std::string attention = "full";
   std::string eval_attention;
@@ -65,7 +65,7 @@ struct AsrOptions {
 };
 
 enum class AsrPreset {
-  Default,  // 4 layers of 4 × 32, ff 512, Adam 1e-3, 3000 steps
+  Default,  // 4 layers of 4 × 16, ff 256, Adam 2e-3, 1500 steps: ~40 epochs of the speech corpus
   Smoke,    // 2 layers of 2 × 16, ff 128, one thread, 300 steps: a few dozen utterances
 };
 AsrOptions asr_preset(AsrPreset preset);
