@@ -34,16 +34,6 @@ constexpr const char* kTask = "asr";
 // Utterances sorted by length together when batching (data/batch.h).
 constexpr int64_t kBatchingWindow = 256;
 
-Check<std::string> one_of(std::vector<std::string> values) {
-  std::string allowed;
-  for (const auto& v : values) allowed += (allowed.empty() ? "" : " | ") + v;
-  return {[values, allowed](const std::string& v) {
-            return std::find(values.begin(), values.end(), v) != values.end() ? std::string()
-                                                                              : "must be " + allowed + ", got '" + v + "'";
-          },
-          allowed};
-}
-
 OptionTable<AsrOptions> make_table() {
   using O = AsrOptions;
   OptionTable<O> t({{"default", asr_preset(AsrPreset::Default)}, {"smoke", asr_preset(AsrPreset::Smoke)}});
