@@ -257,13 +257,8 @@ class AsrRun : public train::Task {
     return {{{"per", per.value()}, {"loss", loss / n}, {"forward_ms", 1000.0 * seconds / n}}, double(frames)};
   }
 
-  nlohmann::json data_state() const override {
-    return {{"epoch", sampler_.state().epoch}, {"position", sampler_.state().position}};
-  }
-  void load_data_state(const nlohmann::json& state) override {
-    if (state.contains("epoch"))
-      sampler_.restore({state.at("epoch").get<int64_t>(), state.at("position").get<int64_t>()});
-  }
+  nlohmann::json data_state() const override { return sampler_state(sampler_); }
+  void load_data_state(const nlohmann::json& state) override { restore_sampler(sampler_, state); }
 
  private:
   struct Forward {

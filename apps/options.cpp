@@ -56,6 +56,14 @@ Check<std::string> one_of(std::vector<std::string> values) {
           allowed};
 }
 
+nlohmann::json sampler_state(const data::BatchSampler& sampler) {
+  return {{"epoch", sampler.state().epoch}, {"position", sampler.state().position}};
+}
+
+void restore_sampler(data::BatchSampler& sampler, const nlohmann::json& state) {
+  if (state.contains("epoch")) sampler.restore({state.at("epoch").get<int64_t>(), state.at("position").get<int64_t>()});
+}
+
 Attentions attentions(const std::string& train, const std::string& eval) {
   using attention::AttentionConfig;
   using attention::AttentionType;

@@ -24,6 +24,7 @@
 
 #include "apps/app.h"
 #include "core/error.h"
+#include "data/batch.h"
 #include "nn/attention/config.h"
 #include "train/trainer.h"
 
@@ -245,6 +246,11 @@ void add_attention_options(OptionTable<Options>& t, std::string Options::*train,
 // block, neural-clustering. A cheap lower bound, taken before anything is allocated, so that e.g.
 // clustered:clusters=60000 at a large batch fails at once rather than after minutes of swapping.
 void check_attention_memory(const Attentions& a, int64_t batch, int64_t heads, int64_t length);
+
+// A training app's data::BatchSampler position as train::Task::data_state records it, and back (a
+// state without one leaves the sampler where it is).
+nlohmann::json sampler_state(const data::BatchSampler& sampler);
+void restore_sampler(data::BatchSampler& sampler, const nlohmann::json& state);
 
 // "<headline>: <metrics>; <seconds> s, <rate> <unit>/s on <device>", the line a training app ends with.
 std::string summary_line(const std::string& headline, const train::Report& report);
