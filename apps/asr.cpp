@@ -239,7 +239,7 @@ class AsrRun : public train::Task {
     Generator gen(eval_seed_);
     metrics::ErrorRate per;
     double loss = 0, seconds = 0;
-    int64_t frames = 0, labels = 0;
+    int64_t frames = 0;
     for (const auto& rows : eval_batches_) {
       const Forward f = forward(p_.eval, rows, gen, &seconds);
       loss += f.loss.item<double>() * double(rows.size());
@@ -249,7 +249,6 @@ class AsrRun : public train::Task {
       for (size_t r = 0; r < rows.size(); ++r) {
         const std::vector<int64_t>& reference = p_.eval.labels[size_t(rows[r])];
         per.add(reference, decode(select(log_probs, 0, int64_t(r)), lengths[r], beam_));
-        labels += int64_t(reference.size());
       }
     }
     model_.set_attention(a_.train);
