@@ -36,16 +36,6 @@ constexpr const char* kTask = "classify";
 // batch's documents differ from epoch to epoch.
 constexpr int64_t kBatchingWindow = 256;
 
-Check<std::string> one_of(std::vector<std::string> values) {
-  std::string allowed;
-  for (const auto& v : values) allowed += (allowed.empty() ? "" : " | ") + v;
-  return {[values, allowed](const std::string& v) {
-            return std::find(values.begin(), values.end(), v) != values.end() ? std::string()
-                                                                              : "must be " + allowed + ", got '" + v + "'";
-          },
-          allowed};
-}
-
 OptionTable<ClassifyOptions> make_table() {
   using O = ClassifyOptions;
   OptionTable<O> t({{"default", classify_preset(ClassifyPreset::Default)},
@@ -345,13 +335,8 @@ class ClassifyRun : public train::Task {
             double(tokens)};
   }
 
-  nlohmann::json data_state() const override {
-    return {{"epoch", sampler_.state().epoch}, {"position", sampler_.state().position}};
-  }
-  void load_data_state(const nlohmann::json& state) override {
-    if (state.contains("epoch"))
-      sampler_.restore({state.at("epoch").get<int64_t>(), state.at("position").get<int64_t>()});
-  }
+  nlohmann::json data_state() const override { return sampler_state(sampler_); }
+  void load_data_state(const nlohmann::json& state) override { restore_sampler(sampler_, state); }
 
  private:
   struct Forward {

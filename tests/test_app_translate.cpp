@@ -20,22 +20,6 @@ using namespace tapestry::testing;
 
 namespace {
 
-bool in_ci() {
-  const char* ci = std::getenv("CI");
-  return ci && *ci && std::string(ci) != "false" && std::string(ci) != "0";
-}
-
-bool prepared(const std::string& name) {
-  if (data::dataset_prepared(name)) return true;
-  if (in_ci()) {
-    FAIL_CHECK("data set '" << name << "' is not prepared in " << data::data_directory() << "; CI runs `make data` first");
-  } else {
-    std::cout << "translate: skipped a test on " << name << ": not prepared in " << data::data_directory()
-              << " (`make data` prepares it)" << std::endl;
-  }
-  return false;
-}
-
 void write(const std::string& path, const std::string& text) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   std::ofstream(path, std::ios::binary) << text;
@@ -86,7 +70,7 @@ std::tuple<int, std::string, std::string> run_command(const TempDir& dir, const 
 }  // namespace
 
 TEST_CASE("translate: learns two hundred real German-English pairs (train BLEU far up)") {
-  if (!prepared("de-en")) return;
+  if (!dataset_ready("de-en", "translate")) return;
   app::TranslateOptions o = app::translate_preset(app::TranslatePreset::Smoke);
   o.max_pairs = 200;
   o.vocab_size = 600;

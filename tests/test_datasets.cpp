@@ -7,29 +7,26 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "data/audio.h"
 #include "data/classification.h"
 #include "data/datasets.h"
 #include "data/idx.h"
 #include "data/parallel_text.h"
+#include "data/text_lines.h"
 #include "testing.h"
 
 using namespace tapestry::data;
 
 namespace {
 
-bool in_ci() {
-  const char* ci = std::getenv("CI");
-  return ci && *ci && std::string(ci) != "false" && std::string(ci) != "0";
-}
-
 // The folder of the prepared set `name`, or "" when it is not prepared: then one line says the test
 // was skipped (outside CI) or the test fails (in CI).
 std::string prepared(const std::string& name) {
   const std::string folder = data_directory() + "/" + name;
   if (dataset_prepared(name)) return folder;
-  if (in_ci()) {
+  if (tapestry::testing::in_ci()) {
     FAIL_CHECK("data set '" << name << "' is not prepared in " << folder << "; CI runs `make data` first");
   } else {
     std::cout << "datasets: skipped " << name << ": not prepared in " << folder << " (`make data` prepares it)"
@@ -144,4 +141,37 @@ TEST_CASE("datasets: Asterisk prompts, 553 utterances at 8 kHz") {
   CHECK(samples == 11650854);  // 24.3 minutes; soxi -s over the listed files
   CHECK(utterances[0].path == folder + "/wav/activated.wav");
   CHECK(utterances[0].transcript == "Activated.");
+}
+
+TEST_CASE("datasets: speech, 1,500 espeak-ng utterances at 16 kHz with phonemes of a 50-symbol inventory") {
+  const std::string folder = prepared("speech");
+  if (folder.empty()) return;
+  const std::vector<std::string> inventory = read_lines("datasets", folder + "/phonemes.txt", Utf8::Check);
+  REQUIRE(inventory.size() == 50);
+  const std::set<std::string> symbols(inventory.begin(), inventory.end());
+  CHECK(symbols.size() == 50);
+  const auto check_labels = [&](const std::vector<Utterance>& utterances) {
+    for (const Utterance& u : utterances) {
+      std::istringstream words(u.transcript);
+      for (std::string w; words >> w;) {
+        INFO(u.path << ": " << w);
+        CHECK(symbols.count(w) == 1);
+      }
+    }
+  };
+  const std::map<std::string, size_t> counts = {{"train", 1200}, {"valid", 100}, {"test", 200}};
+  size_t samples = 0;
+  for (const auto& [split, count] : counts) {
+    const std::vector<Utterance> utterances = read_audio_list(folder + "/" + split + ".tsv", {MultiChannel::Refuse, 16000});
+    CHECK(utterances.size() == count);
+    for (const Utterance& u : utterances) samples += u.samples.size();
+    check_labels(utterances);
+  }
+  CHECK(samples == 49998026 + 4133413 + 7858449);  // 64.6 minutes; Python's wave module over the files
+  // The asterisk prompts at 16 kHz, labelled with the same inventory.
+  const std::string asterisk = prepared("asterisk");
+  if (asterisk.empty()) return;
+  const std::vector<Utterance> prompts = read_audio_list(asterisk + "/phonemes.tsv", {MultiChannel::Refuse, 16000});
+  CHECK(prompts.size() == 551);
+  check_labels(prompts);
 }

@@ -6,13 +6,34 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <string>
 #include <system_error>
 #include <vector>
 
+#include "data/datasets.h"
 #include "tapestry.h"
 
 namespace tapestry::testing {
+
+// Whether the CI variable is set (to anything but "", "0" or "false").
+inline bool in_ci() {
+  const char* ci = std::getenv("CI");
+  return ci && *ci && std::string(ci) != "false" && std::string(ci) != "0";
+}
+
+// Whether `make data` has prepared the set `name`; otherwise one line says that `app`'s test was
+// skipped (outside CI), or the test fails (in CI).
+inline bool dataset_ready(const std::string& name, const std::string& app) {
+  if (data::dataset_prepared(name)) return true;
+  if (in_ci()) {
+    FAIL_CHECK("data set '" << name << "' is not prepared in " << data::data_directory() << "; CI runs `make data` first");
+  } else {
+    std::cout << app << ": skipped a test on " << name << ": not prepared in " << data::data_directory()
+              << " (`make data` prepares it)" << std::endl;
+  }
+  return false;
+}
 
 // A float64 tensor of `shape` with values uniform in [lo, hi), from a fixed seed.
 inline Tensor uniform(const Shape& shape, uint64_t seed, double lo = -1.0, double hi = 1.0) {

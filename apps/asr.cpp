@@ -1,0 +1,491 @@
+#include "apps/asr.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "apps/options.h"
+#include "core/autograd.h"
+#include "core/checkpoint.h"
+#include "core/creation.h"
+#include "core/cuda.h"
+#include "data/audio.h"
+#include "data/batch.h"
+#include "data/datasets.h"
+#include "data/features.h"
+#include "data/text_lines.h"
+#include "metrics/edit_distance.h"
+#include "models/speech_recognizer.h"
+#include "nn/decode/ctc.h"
+#include "ops/ctc.h"
+#include "ops/shape.h"
+
+namespace tapestry::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kTask = "asr";
+// Utterances sorted by length together when batching (data/batch.h).
+constexpr int64_t kBatchingWindow = 256;
+
+OptionTable<AsrOptions> make_table() {
+  using O = AsrOptions;
+  OptionTable<O> t({{"default", asr_preset(AsrPreset::Default)}, {"smoke", asr_preset(AsrPreset::Smoke)}});
+  t.add("--data", &O::data, "speech (the espeak-ng corpus of `make data`) or a folder of the same layout", {},
+        Recorded::Training);
+  t.add("--eval-split", &O::eval_split, "what evaluations score", one_of({"train", "valid", "test", "asterisk"}));
+  t.add("--max-train", &O::max_train, "train on the first N utterances, 0: all", between(0, 1 << 30),
+        Recorded::Training);
+  t.add("--max-eval", &O::max_eval, "evaluate the first N utterances of the split, 0: all", between(0, 1 << 30));
+  t.add("--mel-bins", &O::mel_bins, "log-mel filterbank features per frame", between(1, 512), Recorded::Model);
+  t.add("--high-hz", &O::high_hz, "top of the mel filters (at most 8000: half the 16 kHz rate)",
+        in_range(0, 8000, Bounds::LowOpen), Recorded::Model);
+  t.add("--stack", &O::stack, "frames stacked into one encoder position (time subsampling)", between(1, 64),
+        Recorded::Model);
+  t.add("--batch-frames", &O::batch_frames, "padded frames per training batch", between(1, 1 << 30),
+        Recorded::Training);
+  t.add("--layers", &O::layers, "encoder layers", between(1, 1024), Recorded::Model);
+  t.add("--heads", &O::heads, "attention heads", between(1, 4096), Recorded::Model);
+  t.add("--head-dim", &O::head_dim, "width of each head (model width = heads x head-dim)", between(1, 65536),
+        Recorded::Model);
+  t.add("--ff", &O::ff, "feed-forward width", between(1, 1 << 20), Recorded::Model);
+  t.add("--dropout", &O::dropout, "dropout probability", in_range(0, 1, Bounds::HighOpen), Recorded::Training);
+  add_attention_options(t, &O::attention, &O::eval_attention);
+  t.add("--mu", &O::mu, "neural-clustering: weight µ of the clustering loss L1", in_range(0, 1e6), Recorded::Training);
+  t.add("--nu", &O::nu, "neural-clustering: weight ν of the centroid sorting loss L2", in_range(0, 1e6),
+        Recorded::Training);
+  t.add("--beam", &O::beam, "0: greedy decoding; N: CTC prefix beam search keeping N prefixes", between(0, 4096));
+  add_train_options(t, &O::train);
+  return t;
+}
+
+const OptionTable<AsrOptions>& table() {
+  static const OptionTable<AsrOptions> t = make_table();
+  return t;
+}
+
+// ---- data ----
+
+std::string data_folder(const AsrOptions& o) {
+  if (o.data == "speech") return data::dataset_directory("speech");
+  TP_CHECK(fs::is_directory(o.data), "--data", "'", o.data, "' is neither speech nor a folder");
+  return o.data;
+}
+
+std::string split_list(const AsrOptions& o, const std::string& split) {
+  if (split == "asterisk") return data::dataset_directory("asterisk") + "/phonemes.tsv";
+  return data_folder(o) + "/" + split + ".tsv";
+}
+
+// phonemes.txt: one symbol a line, no blanks inside, each once.
+std::vector<std::string> read_inventory(const std::string& path) {
+  const std::vector<std::string> lines = data::read_lines(kTask, path, data::Utf8::Check);
+  std::vector<std::string> symbols;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& s = lines[i];
+    TP_CHECK(!s.empty() && s.find_first_of(" \t\r") == std::string::npos, kTask, path, ", line ", i + 1,
+             ": a phoneme is one non-empty symbol without blanks, got '", s, "'");
+    TP_CHECK(std::find(symbols.begin(), symbols.end(), s) == symbols.end(), kTask, path, ", line ", i + 1,
+             ": phoneme '", s, "' is listed twice");
+    symbols.push_back(s);
+  }
+  TP_CHECK(!symbols.empty(), kTask, path, ": no phonemes");
+  return symbols;
+}
+
+data::FilterbankOptions filterbank(const AsrOptions& o) {
+  data::FilterbankOptions f;
+  f.sample_rate = kAsrSampleRate;
+  f.mel_bins = o.mel_bins;
+  f.high_hz = o.high_hz;
+  return f;
+}
+
+// The (frames × mel_bins) features of one file's samples; Error naming `where` when it is shorter
+// than one window.
+std::vector<float> features_of(const std::vector<float>& samples, const AsrOptions& o, const std::string& where) {
+  const data::FilterbankOptions f = filterbank(o);
+  const auto window = int64_t(f.window_ms * double(f.sample_rate) / 1000.0 + 0.5);
+  TP_CHECK(int64_t(samples.size()) >= window, kTask, where, ": ", samples.size(),
+           " samples, shorter than one ", f.window_ms, " ms window (", window, " samples)");
+  return data::log_mel_filterbank(samples, f).to_vector<float>();
+}
+
+// What CTC needs of an utterance: a position per label, and one more between equal neighbours.
+int64_t ctc_positions_needed(const std::vector<int64_t>& labels) {
+  int64_t needed = int64_t(labels.size());
+  for (size_t i = 1; i < labels.size(); ++i) needed += labels[i] == labels[i - 1];
+  return needed;
+}
+
+struct Utterances {
+  std::vector<std::vector<float>> features;  // frames × mel_bins each
+  std::vector<int64_t> frames;
+  std::vector<std::vector<int64_t>> labels;  // class ids (1 + inventory index)
+  int64_t infeasible = 0;                    // left out: too short for their labels
+  int64_t size() const { return int64_t(frames.size()); }
+};
+
+Utterances read_split(const std::string& list, const std::vector<std::string>& inventory, const AsrOptions& o,
+                      int64_t limit) {
+  std::map<std::string, int64_t> ids;
+  for (size_t i = 0; i < inventory.size(); ++i) ids[inventory[i]] = int64_t(i) + 1;
+  Utterances u;
+  std::string first_infeasible;
+  const int64_t stack = o.stack;
+  for (data::Utterance& utterance : data::read_audio_list(list, {data::MultiChannel::Refuse, kAsrSampleRate}, limit)) {
+    const std::string where = list + ", line " + std::to_string(utterance.line);
+    std::vector<int64_t> labels;
+    for (const std::string& symbol : metrics::words(utterance.transcript)) {
+      const auto id = ids.find(symbol);
+      TP_CHECK(id != ids.end(), kTask, where, ", field 2: phoneme '", symbol,
+               "' is not in the inventory (phonemes.txt of --data)");
+      labels.push_back(id->second);
+    }
+    std::vector<float> features = features_of(utterance.samples, o, where + " (" + utterance.path + ")");
+    utterance.samples = {};
+    const int64_t frames = int64_t(features.size()) / o.mel_bins;
+    if ((frames + stack - 1) / stack < ctc_positions_needed(labels)) {
+      if (u.infeasible++ == 0) first_infeasible = utterance.path;
+      continue;
+    }
+    u.features.push_back(std::move(features));
+    u.frames.push_back(frames);
+    u.labels.push_back(std::move(labels));
+  }
+  if (u.infeasible > 0)
+    std::fprintf(stderr, "asr: left out %lld utterance(s) of %s too short for their phonemes (CTC), e.g. %s\n",
+                 (long long)u.infeasible, list.c_str(), first_infeasible.c_str());
+  TP_CHECK(u.size() > 0, kTask, list, ": no utterance long enough for its phonemes");
+  return u;
+}
+
+struct Prepared {
+  std::vector<std::string> inventory;
+  Utterances train, eval;
+};
+
+Prepared prepare(const AsrOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  Prepared p;
+  p.inventory = read_inventory(data_folder(o) + "/phonemes.txt");
+  if (!o.train.eval_only) p.train = read_split(split_list(o, "train"), p.inventory, o, o.max_train);
+  // The training split as evaluated: the utterances trained on, unless --max-eval says otherwise.
+  const int64_t eval_limit = o.eval_split == "train" && o.max_eval == 0 ? o.max_train : o.max_eval;
+  if (o.eval_split == "train" && eval_limit == o.max_train && !o.train.eval_only) p.eval = p.train;
+  else p.eval = read_split(split_list(o, o.eval_split), p.inventory, o, eval_limit);
+  if (o.train.progress)
+    std::fprintf(stderr, "asr: %lld training and %lld %s utterances, %zu phonemes, read in %.1f s\n",
+                 (long long)p.train.size(), (long long)p.eval.size(), o.eval_split.c_str(), p.inventory.size(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return p;
+}
+
+models::SpeechRecognizerOptions model_options(const AsrOptions& o, int64_t phonemes,
+                                              const attention::AttentionConfig& attention) {
+  models::SpeechRecognizerOptions m;
+  m.features = o.mel_bins;
+  m.stack = o.stack;
+  m.labels = phonemes + 1;
+  m.layers = o.layers;
+  m.heads = o.heads;
+  m.head_dim = o.head_dim;
+  m.ff = o.ff;
+  m.dropout = o.dropout;
+  m.attention = attention;
+  m.clustering = {o.mu, o.nu};
+  return m;
+}
+
+std::vector<int64_t> decode(const Tensor& log_probs, int64_t length, int64_t beam) {
+  return (beam > 0 ? nn::decode::ctc_beam_search(log_probs, length, beam)
+                   : nn::decode::ctc_greedy_decode(log_probs, length))
+      .labels;
+}
+
+// ---- the model's run ----
+
+class AsrRun : public train::Task {
+ public:
+  AsrRun(const Prepared& p, const AsrOptions& o, const Attentions& a, Generator& gen, Device device)
+      : p_(p),
+        a_(a),
+        device_(device),
+        beam_(o.beam),
+        model_(model_options(o, int64_t(p.inventory.size()), a.train), gen),
+        // An --eval-only run reads no training split; its sampler, never drawn from, gets the eval split.
+        sampler_(p.train.size() > 0 ? p.train.frames : p.eval.frames, batching(o, data::Shuffle::Yes),
+                 train::derived_seed(o.train.seed, 3)),
+        eval_seed_(train::derived_seed(o.train.seed, 2)) {
+    model_.to(device);
+    eval_batches_ = data::bucket_batches(p.eval.frames, batching(o, data::Shuffle::No));
+  }
+
+  nn::Module& model() override { return model_; }
+
+  train::Step step(Generator& gen) override {
+    const Forward f = forward(p_.train, sampler_.next(), gen);
+    return {f.out.objective(f.loss), f.loss.item<double>(), {}, double(f.frames)};
+  }
+
+  train::Evaluation evaluate() override {
+    model_.set_attention(a_.eval);
+    Generator gen(eval_seed_);
+    metrics::ErrorRate per;
+    double loss = 0, seconds = 0;
+    int64_t frames = 0;
+    for (const auto& rows : eval_batches_) {
+      const Forward f = forward(p_.eval, rows, gen, &seconds);
+      loss += f.loss.item<double>() * double(rows.size());
+      frames += f.frames;
+      const Tensor log_probs = to(f.out.log_probs, Device::cpu());
+      const std::vector<int64_t> lengths = to(f.out.lengths, Device::cpu()).to_vector<int64_t>();
+      for (size_t r = 0; r < rows.size(); ++r) {
+        const std::vector<int64_t>& reference = p_.eval.labels[size_t(rows[r])];
+        per.add(reference, decode(select(log_probs, 0, int64_t(r)), lengths[r], beam_));
+      }
+    }
+    model_.set_attention(a_.train);
+    const double n = double(p_.eval.size());
+    return {{{"per", per.value()}, {"loss", loss / n}, {"forward_ms", 1000.0 * seconds / n}}, double(frames)};
+  }
+
+  nlohmann::json data_state() const override { return sampler_state(sampler_); }
+  void load_data_state(const nlohmann::json& state) override { restore_sampler(sampler_, state); }
+
+ private:
+  struct Forward {
+    models::SpeechRecognizer::Output out;
+    Tensor loss;  // CTC, mean per label of each utterance, over the batch
+    int64_t frames = 0;
+  };
+
+  // The rows of `u`; the model's forward time is added to *seconds when given.
+  Forward forward(const Utterances& u, const std::vector<int64_t>& rows, Generator& gen, double* seconds = nullptr) {
+    const data::FrameBatch batch = data::make_frame_batch(u.features, model_.options().features, u.labels, rows);
+    const Tensor features = to(batch.features, device_), lengths = to(batch.lengths, device_);
+    Forward f;
+    const auto start = std::chrono::steady_clock::now();
+    f.out = model_.forward(features, lengths, gen);
+    if (seconds) {
+      if (device_.is_cuda()) cuda::synchronize(device_.index);
+      *seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    f.loss = ctc_loss(f.out.log_probs, to(batch.targets, device_), f.out.lengths, to(batch.target_lengths, device_),
+                      0, CtcReduction::Mean, CtcInfinity::Zero);
+    for (const int64_t r : rows) f.frames += u.frames[size_t(r)];
+    return f;
+  }
+
+  static data::BatchingOptions batching(const AsrOptions& o, data::Shuffle shuffle) {
+    data::BatchingOptions b;
+    b.max_tokens = o.batch_frames;
+    b.window = kBatchingWindow;
+    b.shuffle = shuffle;
+    b.oversize = data::Oversize::Alone;
+    return b;
+  }
+
+  const Prepared& p_;
+  Attentions a_;
+  Device device_;
+  int64_t beam_;
+  models::SpeechRecognizer model_;
+  data::BatchSampler sampler_;  // over the training utterances
+  data::BatchList eval_batches_;
+  uint64_t eval_seed_;
+};
+
+train::RunIdentity identity(const AsrOptions& o, const std::vector<std::string>& inventory) {
+  train::RunIdentity id = table().identity(kTask, o);
+  id.model["phonemes"] = inventory;
+  return id;
+}
+
+}  // namespace
+
+AsrOptions::AsrOptions() {
+  train.optimizer = "adam:lr=2e-3";
+  train.schedule = "inverse-sqrt:warmup=200";
+  train.clip = 1.0;
+  train.steps = 1500;
+  train.eval_every = 250;
+}
+
+AsrOptions asr_preset(AsrPreset preset) {
+  AsrOptions o;
+  if (preset == AsrPreset::Smoke) {
+    o.layers = 2;
+    o.heads = 2;
+    o.head_dim = 16;
+    o.ff = 128;
+    o.dropout = 0.0;
+    o.train.optimizer = "adam:lr=3e-3";
+    o.train.schedule = "constant";
+    o.train.steps = 300;
+    o.train.eval_every = 100;
+    o.train.threads = 1;
+  }
+  return o;
+}
+
+void check_asr_options(const AsrOptions& o) {
+  table().check(o);
+  train::check_options(o.train);
+  const Attentions a = attentions(o.attention, o.eval_attention);
+  // The longest utterance of the corpus is a few hundred frames: a batch of them, as positions.
+  check_attention_memory(a, std::max<int64_t>(1, o.batch_frames / 1000), o.heads, 1000 / o.stack + 1);
+}
+
+train::Report run_asr(const AsrOptions& o) {
+  check_asr_options(o);
+  const Prepared p = prepare(o);
+  const Attentions a = attentions(o.attention, o.eval_attention);
+  train::RunSpec spec;
+  spec.identity = identity(o, p.inventory);
+  spec.best = {"per", train::Goal::Min};
+  spec.unit = "frames";
+  spec.log_fields = {{"data", o.data},
+                     {"eval_split", o.eval_split},
+                     {"decoding", o.beam > 0 ? "beam " + std::to_string(o.beam) : std::string("greedy")},
+                     {"attention", a.train.to_string()},
+                     {"eval_attention", a.eval.to_string()},
+                     {"utterances", {{"train", p.train.size()}, {"eval", p.eval.size()}}},
+                     {"infeasible", {{"train", p.train.infeasible}, {"eval", p.eval.infeasible}}},
+                     {"phonemes", p.inventory.size()}};
+  train::Trainer trainer(spec, o.train);
+  return trainer.run([&](Generator& gen, Device device) { return std::make_unique<AsrRun>(p, o, a, gen, device); });
+}
+
+AsrCheckpoint read_asr_checkpoint(const std::string& path, const AsrOptions& options, const char* flag) {
+  Checkpoint checkpoint;
+  try {
+    checkpoint = load_checkpoint(path);
+  } catch (const Error& e) {
+    fail(flag, e.what());
+  }
+  const nlohmann::json& m = checkpoint.metadata;
+  TP_CHECK(m.is_object() && m.value("task", std::string()) == kTask && m.contains("model") && m["model"].is_object(),
+           flag, "'", path, "' is not a checkpoint of tapestry asr");
+  const nlohmann::json& model = m["model"];
+  AsrCheckpoint c{options, {}};
+  try {
+    c.options.mel_bins = model.at("mel-bins").get<int64_t>();
+    c.options.high_hz = model.at("high-hz").get<double>();
+    c.options.stack = model.at("stack").get<int64_t>();
+    c.options.layers = model.at("layers").get<int64_t>();
+    c.options.heads = model.at("heads").get<int64_t>();
+    c.options.head_dim = model.at("head-dim").get<int64_t>();
+    c.options.ff = model.at("ff").get<int64_t>();
+    c.options.attention = model.at("attention").get<std::string>();
+    c.phonemes = model.at("phonemes").get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception& e) {
+    fail(flag, "'", path, "': the model settings are incomplete (", e.what(), ")");
+  }
+  TP_CHECK(!c.phonemes.empty(), flag, "'", path, "': the model settings list no phonemes");
+  return c;
+}
+
+std::vector<std::vector<std::string>> transcribe(const std::string& model_path, const std::vector<std::string>& files,
+                                                 const AsrOptions& options) {
+  const AsrCheckpoint c = read_asr_checkpoint(model_path, options, "--model");
+  const AsrOptions& o = c.options;
+  check_asr_options(o);
+  const Attentions a = attentions(o.attention, o.eval_attention);
+  Generator gen(0);
+  models::SpeechRecognizer model(model_options(o, int64_t(c.phonemes.size()), a.train), gen);
+  train::ResumedRun(model_path, identity(o, c.phonemes), train::Compare::ModelOnly).restore_model(model);
+  model.set_attention(a.eval);
+  model.eval();
+  NoGradGuard no_grad;
+  std::vector<std::vector<std::string>> out;
+  for (const std::string& file : files) {
+    const data::Audio audio = data::read_audio(file, {data::MultiChannel::Refuse, kAsrSampleRate});
+    const std::vector<float> features = features_of(audio.samples, o, file);
+    const int64_t frames = int64_t(features.size()) / o.mel_bins;
+    const auto result = model.forward(from_vector(features, {1, frames, o.mel_bins}), from_vector<int64_t>({frames}, {1}),
+                                      gen);
+    std::vector<std::string> phonemes;
+    for (const int64_t id : decode(select(result.log_probs, 0, 0), model.positions_of(frames), o.beam))
+      phonemes.push_back(c.phonemes[size_t(id - 1)]);
+    out.push_back(std::move(phonemes));
+  }
+  return out;
+}
+
+void add_asr(CommandLine& cli) {
+  CLI::App* group = cli.add_group(
+      kTask, "CTC phoneme recognition with a Transformer encoder (clustered-attention paper §4.1): train, eval, "
+             "transcribe");
+  const auto headline = [](const AsrOptions& o, const train::Report& r) {
+    const std::string trained = r.fields.at("attention"), evaluated = r.fields.at("eval_attention");
+    return std::string(kTask) + ": " + o.eval_split + " split, step " + std::to_string(r.steps) + ", " +
+           r.fields.at("decoding").get<std::string>() + " decoding, trained with " + trained +
+           (evaluated != trained ? ", evaluated with " + evaluated : "");
+  };
+
+  TrainingApp<AsrOptions> train_app;
+  train_app.name = "train";
+  train_app.description =
+      "Train a CTC phoneme recogniser on --data and report its phone error rate (PER) on --eval-split. Flags override "
+      "the preset's values.";
+  train_app.table = std::make_shared<OptionTable<AsrOptions>>(make_table());
+  train_app.check = check_asr_options;
+  train_app.run = run_asr;
+  train_app.headline = headline;
+  add_training_app(cli, train_app, group);
+
+  // eval: the model settings come from the checkpoint, so only the data, decoding and eval
+  // attention flags matter.
+  const auto for_eval = [](const AsrOptions& given) {
+    TP_CHECK(!given.train.resume.empty(), "--resume", "asr eval needs the checkpoint to evaluate");
+    AsrOptions o = read_asr_checkpoint(given.train.resume, given, "--resume").options;
+    o.train.eval_only = true;
+    return o;
+  };
+  TrainingApp<AsrOptions> eval_app = train_app;
+  eval_app.name = "eval";
+  eval_app.description =
+      "Evaluate the asr checkpoint --resume on --eval-split (PER, loss, forward time), with its own model settings, "
+      "greedy or --beam decoding, and --eval-attention.";
+  eval_app.table = std::make_shared<OptionTable<AsrOptions>>(make_table());
+  eval_app.check = [for_eval](const AsrOptions& given) { check_asr_options(for_eval(given)); };
+  eval_app.run = [for_eval](const AsrOptions& given) { return run_asr(for_eval(given)); };
+  add_training_app(cli, eval_app, group);
+
+  cli.add(
+      "transcribe", "Print the phonemes an asr checkpoint hears in 16 kHz audio files (one line per file)",
+      [](CLI::App& command) {
+        auto model = std::make_shared<std::string>();
+        auto files = std::make_shared<std::vector<std::string>>();
+        auto options = std::make_shared<AsrOptions>();
+        command.add_option("--model", *model, "the checkpoint (tapestry asr train --save)")->required();
+        command.add_option("--beam", options->beam, "0: greedy decoding; N: prefix beam search keeping N prefixes")
+            ->check(integer_check<int64_t>(0));
+        command.add_option("--eval-attention", options->eval_attention,
+                           "attention to run with (default: the model's own)");
+        command.add_option("files", *files, "audio files (WAV, FLAC, ...: what libsndfile reads), 16 kHz mono")
+            ->required();
+        return [model, files, options] {
+          return run_reporting_errors("asr transcribe", [&] {
+            const auto phonemes = transcribe(*model, *files, *options);
+            for (size_t i = 0; i < files->size(); ++i) {
+              std::string line = files->size() > 1 ? (*files)[i] + "\t" : "";
+              for (size_t j = 0; j < phonemes[i].size(); ++j) line += (j ? " " : "") + phonemes[i][j];
+              std::printf("%s\n", line.c_str());
+            }
+            std::fflush(stdout);
+            return 0;
+          });
+        };
+      },
+      group);
+}
+
+}  // namespace tapestry::app
