@@ -4,6 +4,7 @@
 #include "apps/app.h"
 #include "apps/bench.h"
 #include "apps/classify.h"
+#include "apps/cluster.h"
 #include "apps/copy_task.h"
 #include "apps/reverse.h"
 #include "tapestry.h"
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
     };
   });
   app::add_classify(cli);
+  app::add_cluster(cli);
   app::add_copy_task(cli);
   app::add_reverse(cli);
   app::add_bench(cli);
