@@ -36,16 +36,6 @@ constexpr const char* kTask = "classify";
 // batch's documents differ from epoch to epoch.
 constexpr int64_t kBatchingWindow = 256;
 
-Check<std::string> one_of(std::vector<std::string> values) {
-  std::string allowed;
-  for (const auto& v : values) allowed += (allowed.empty() ? "" : " | ") + v;
-  return {[values, allowed](const std::string& v) {
-            return std::find(values.begin(), values.end(), v) != values.end() ? std::string()
-                                                                              : "must be " + allowed + ", got '" + v + "'";
-          },
-          allowed};
-}
-
 OptionTable<ClassifyOptions> make_table() {
   using O = ClassifyOptions;
   OptionTable<O> t({{"default", classify_preset(ClassifyPreset::Default)},

@@ -28,16 +28,6 @@ namespace {
 
 constexpr const char* kTask = "cluster";
 
-Check<std::string> one_of(const std::vector<std::string>& values) {
-  std::string allowed;
-  for (const auto& v : values) allowed += (allowed.empty() ? "" : " | ") + v;
-  return {[values, allowed](const std::string& v) {
-            return std::find(values.begin(), values.end(), v) != values.end() ? std::string()
-                                                                              : "must be " + allowed + ", got '" + v + "'";
-          },
-          allowed};
-}
-
 OptionTable<ClusterOptions> make_table() {
   using O = ClusterOptions;
   OptionTable<O> t({{"default", cluster_preset(ClusterPreset::Default)}, {"smoke", cluster_preset(ClusterPreset::Smoke)}});

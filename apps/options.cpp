@@ -46,6 +46,16 @@ Check<std::string> parsed_by(const std::function<void(const std::string&)>& pars
           std::move(allowed)};
 }
 
+Check<std::string> one_of(std::vector<std::string> values) {
+  std::string allowed;
+  for (const auto& v : values) allowed += (allowed.empty() ? "" : " | ") + v;
+  return {[values, allowed](const std::string& v) {
+            return std::find(values.begin(), values.end(), v) != values.end() ? std::string()
+                                                                              : "must be " + allowed + ", got '" + v + "'";
+          },
+          allowed};
+}
+
 Attentions attentions(const std::string& train, const std::string& eval) {
   using attention::AttentionConfig;
   using attention::AttentionType;

@@ -58,6 +58,8 @@ Check<double> in_range(double low, double high, Bounds bounds = Bounds::Closed);
 Check<int64_t> between(int64_t low, int64_t high);
 // A text that `parse` accepts (a config string); the problem is the parser's message.
 Check<std::string> parsed_by(const std::function<void(const std::string&)>& parse, std::string allowed);
+// One of `values`, spelled exactly.
+Check<std::string> one_of(std::vector<std::string> values);
 
 template <class Options>
 class OptionTable {

@@ -121,7 +121,7 @@ TEST_CASE("cluster: k-means recovers three separated blobs, and refuses bad inpu
   CHECK(r.inertia < 60 * 4.0);
   check_error([&] { models::kmeans(x, 61, 10, gen); }, {"kmeans", "[1, N = 60]", "61"});
   check_error([&] { models::kmeans(x, 0, 10, gen); }, {"kmeans", "got 0"});
-  check_error([&] { models::kmeans(reshape(x, {120}), 2, 10, gen); }, {"kmeans", "(N, D)", "(120)"});
+  check_error([&] { models::kmeans(reshape(x, {120}), 2, 10, gen); }, {"kmeans", "(N, D)", "(120,)"});
   check_error([&] { models::kmeans(to(x, DType::Int64), 2, 10, gen); }, {"kmeans", "int64"});
 }
 
