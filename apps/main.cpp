@@ -5,6 +5,7 @@
 #include "apps/asr.h"
 #include "apps/bench.h"
 #include "apps/classify.h"
+#include "apps/cluster.h"
 #include "apps/copy_task.h"
 #include "apps/reverse.h"
 #include "apps/translate.h"
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   });
   app::add_asr(cli);
   app::add_classify(cli);
+  app::add_cluster(cli);
   app::add_copy_task(cli);
   app::add_reverse(cli);
   app::add_translate(cli);

@@ -18,16 +18,17 @@ namespace tapestry::attention {
 namespace {
 
 constexpr const char* kOp = "neural_clustering_attention";
+constexpr const char* kClusterOp = "neural_clustering";
 
 std::string describe(const Tensor& t) { return detail::concat(t.dtype(), " ", to_string(t.shape())); }
 
-void check_matrix(const char* name, const Tensor& t, int64_t rows, int64_t cols, const Tensor& x) {
-  TP_CHECK(t.defined(), kOp, name, " is undefined");
-  TP_CHECK(t.dim() == 2 && t.size(0) == rows && (cols < 0 || t.size(1) == cols), kOp, name,
+void check_matrix(const char* op, const char* name, const Tensor& t, int64_t rows, int64_t cols, const Tensor& x) {
+  TP_CHECK(t.defined(), op, name, " is undefined");
+  TP_CHECK(t.dim() == 2 && t.size(0) == rows && (cols < 0 || t.size(1) == cols), op, name,
            " must have shape (", rows, ", ", cols < 0 ? std::string("any") : std::to_string(cols), "), got ",
            to_string(t.shape()));
-  TP_CHECK(t.dtype() == x.dtype(), kOp, name, " must have x's dtype ", x.dtype(), ", got ", describe(t));
-  TP_CHECK(t.device() == x.device(), kOp, name, " is on ", t.device(), " but x is on ", x.device());
+  TP_CHECK(t.dtype() == x.dtype(), op, name, " must have x's dtype ", x.dtype(), ", got ", describe(t));
+  TP_CHECK(t.device() == x.device(), op, name, " is on ", t.device(), " but x is on ", x.device());
 }
 
 void check_heads(const char* name, const Tensor& w, int64_t heads) {
@@ -35,35 +36,40 @@ void check_heads(const char* name, const Tensor& w, int64_t heads) {
            w.size(1), " of ", name, " ", to_string(w.shape()), " (at least one dim per head)");
 }
 
-void check_inputs(const Tensor& x, const Tensor& centroids, const NeuralClusteringWeights& w, int64_t heads) {
-  TP_CHECK(x.defined(), kOp, "x is undefined");
-  TP_CHECK(x.dim() == 3, kOp, "x must be (B, N, D), got shape ", to_string(x.shape()));
-  TP_CHECK(x.dtype() == DType::Float32 || x.dtype() == DType::Float64, kOp,
+// What the clustering alone needs: x and the centroids.
+void check_clustering_inputs(const char* op, const Tensor& x, const Tensor& centroids) {
+  TP_CHECK(x.defined(), op, "x is undefined");
+  TP_CHECK(x.dim() == 3, op, "x must be (B, N, D), got shape ", to_string(x.shape()));
+  TP_CHECK(x.dtype() == DType::Float32 || x.dtype() == DType::Float64, op,
            "x must be float32 or float64, got ", describe(x));
-  TP_CHECK(x.size(0) >= 1 && x.size(1) >= 1, kOp,
+  TP_CHECK(x.size(0) >= 1 && x.size(1) >= 1, op,
            "x must hold at least one sample of at least one word (B, N ≥ 1), got shape ", to_string(x.shape()));
   const int64_t batch = x.size(0), d = x.size(2);
 
-  TP_CHECK(centroids.defined(), kOp, "centroids is undefined");
+  TP_CHECK(centroids.defined(), op, "centroids is undefined");
   const bool shaped = (centroids.dim() == 2 && centroids.size(1) == d) ||
                       (centroids.dim() == 3 && centroids.size(0) == batch && centroids.size(2) == d);
-  TP_CHECK(shaped, kOp, "centroids must be (C, D) or (B, C, D) with B = ", batch, ", D = ", d, ", got shape ",
+  TP_CHECK(shaped, op, "centroids must be (C, D) or (B, C, D) with B = ", batch, ", D = ", d, ", got shape ",
            to_string(centroids.shape()));
-  TP_CHECK(centroids.size(-2) >= 1, kOp, "needs at least one cluster, got centroids of shape ",
+  TP_CHECK(centroids.size(-2) >= 1, op, "needs at least one cluster, got centroids of shape ",
            to_string(centroids.shape()));
-  TP_CHECK(centroids.dtype() == x.dtype(), kOp, "centroids must have x's dtype ", x.dtype(), ", got ",
+  TP_CHECK(centroids.dtype() == x.dtype(), op, "centroids must have x's dtype ", x.dtype(), ", got ",
            describe(centroids));
-  TP_CHECK(centroids.device() == x.device(), kOp, "centroids are on ", centroids.device(), " but x is on ",
+  TP_CHECK(centroids.device() == x.device(), op, "centroids are on ", centroids.device(), " but x is on ",
            x.device());
+}
 
+void check_inputs(const Tensor& x, const Tensor& centroids, const NeuralClusteringWeights& w, int64_t heads) {
+  check_clustering_inputs(kOp, x, centroids);
+  const int64_t d = x.size(2);
+  check_matrix(kOp, "w_c", w.w_c, d, d, x);
   TP_CHECK(heads >= 1, kOp, "heads must be at least 1, got ", heads);
-  check_matrix("w_c", w.w_c, d, d, x);
-  check_matrix("w_q", w.w_q, d, -1, x);
+  check_matrix(kOp, "w_q", w.w_q, d, -1, x);
   check_heads("w_q", w.w_q, heads);
-  check_matrix("w_k", w.w_k, d, w.w_q.size(1), x);
-  check_matrix("w_v", w.w_v, d, -1, x);
+  check_matrix(kOp, "w_k", w.w_k, d, w.w_q.size(1), x);
+  check_matrix(kOp, "w_v", w.w_v, d, -1, x);
   check_heads("w_v", w.w_v, heads);
-  check_matrix("w_o", w.w_o, w.w_v.size(1), d, x);
+  check_matrix(kOp, "w_o", w.w_o, w.w_v.size(1), d, x);
 }
 
 // The previous block of each block along `dim`, cyclically: y[i] = t[(i − 1) mod size]. The first
@@ -78,7 +84,54 @@ Tensor previous_block(const Tensor& t, int64_t dim) {
 // along `dim` (eq. 8's K^O_i = K^S((i − 2)W : iW]).
 Tensor with_previous_block(const Tensor& t, int64_t dim) { return concat({previous_block(t, dim), t}, dim + 1); }
 
+// Padding zeroed, so that whatever it holds cannot reach a real word: masking alone leaves products
+// 0·value in U X W_C and in the attention, NaN when the value is inf or NaN.
+Tensor zero_padding(const Tensor& x, const Tensor& keep, const Tensor& lengths) {
+  return lengths.defined() ? where(unsqueeze(keep, 2), x, zeros({}, x.options())) : x;
+}
+
+// §3.1 and the losses, on words whose padding is zeroed; keep (B, N) bool is true at real words.
+NeuralClustering cluster_words(const Tensor& x, const Tensor& centroids, const Tensor& w_c, const Tensor& keep) {
+  const int64_t B = x.size(0), N = x.size(1), D = x.size(2), C = centroids.size(-2);
+  const Device device = x.device();
+  const Tensor zero = zeros({}, x.options());
+  // eq. 2: U_ij = exp φ(C_i, X_j W_C) / Σ_j' exp φ(C_i, X_j' W_C), φ the inner product; the sum runs
+  // over the real words only (padded columns of U are exactly 0). An undefined W_C is the identity.
+  const Tensor xw = w_c.defined() ? matmul(x, w_c) : x;  // (B, N, D)
+  const Tensor u = softmax(matmul(centroids, transpose(xw, 1, 2)), unsqueeze(keep, 1));  // (B, C, N)
+  // eq. 3: Ĉ_i = Σ_j U_ij X_j W_C
+  const Tensor c_hat = matmul(u, xw);  // (B, C, D)
+  // eq. 4: I_j = argmax_i U_ij (the first maximum on a tie). Padding gets the virtual cluster C,
+  // fixed, so that it sorts behind every real word and its values decide nothing.
+  const Tensor assignment = where(keep, argmax(u, 1), full({}, double(C), {DType::Int64, device}));  // (B, N)
+  // eq. 6: L1 = −(1/N) Σ_j φ(X_j W_C, Ĉ_{I_j}). The paper prints φ(X_j, Ĉ_{I_j}), but Ĉ is a
+  // combination of the rows X_j W_C (eq. 3) and eq. 2 compares centroids with X_j W_C, and the paper
+  // asks φ to be "consistent with Eq. 2": we read X_j as the word in that projected space (the
+  // printed form would compare vectors of two different spaces that merely share the size D). The
+  // sum is over real words and N is the sample's length (a sample of length 0 adds 0); L1 is then
+  // averaged over the batch.
+  const Tensor cluster = where(keep, assignment, zeros({}, {DType::Int64, device}));              // (B, N)
+  const Tensor own_centroid = gather(c_hat, 1, expand(unsqueeze(cluster, 2), {B, N, D}));         // (B, N, D)
+  const Tensor similarity = where(keep, sum(xw * own_centroid, {2}), zero);                        // (B, N)
+  const double no_limit = std::numeric_limits<double>::infinity();
+  const Tensor words = clamp(sum(to(keep, x.dtype()), {1}), 1.0, no_limit);  // (B,) real words, at least 1
+  const Tensor clustering_loss = -mean(sum(similarity, {1}) / words);
+  // eq. 11: L2 = −(1/C)(Σ_{i=2..C} φ(Ĉ_i, Ĉ_{i−1}) + φ(Ĉ_1, Ĉ_C)) = −(1/C) Σ_i φ(Ĉ_i, Ĉ_{(i−1) mod C});
+  // for C = 1 that is −|Ĉ_1|².
+  const Tensor sorting_loss = -mean(sum(c_hat * previous_block(c_hat, 1), {1, 2})) * (1.0 / double(C));
+
+  return {u, c_hat, assignment, clustering_loss, sorting_loss};
+}
+
 }  // namespace
+
+NeuralClustering neural_clustering(const Tensor& x, const Tensor& centroids, const Tensor& w_c,
+                                   const Tensor& lengths) {
+  check_clustering_inputs(kClusterOp, x, centroids);
+  if (w_c.defined()) check_matrix(kClusterOp, "w_c", w_c, x.size(2), x.size(2), x);
+  const Tensor keep = valid_positions(lengths, x.size(0), x.size(1), x.device(), kClusterOp);  // (B, N) bool
+  return cluster_words(zero_padding(x, keep, lengths), centroids, w_c, keep);
+}
 
 NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Tensor& centroids,
                                                    const NeuralClusteringWeights& w, int64_t heads,
@@ -90,22 +143,11 @@ NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Ten
   const int64_t slots = C * W;         // the sorted sequence padded to C equal blocks
   const Device device = x_in.device();
   const Tensor keep = valid_positions(lengths, B, N, device, kOp);  // (B, N) bool, true at real words
-  const Tensor zero = zeros({}, x_in.options());
+  const Tensor x = zero_padding(x_in, keep, lengths);               // (B, N, D)
 
-  // Padding is zeroed first, so that whatever it holds cannot reach a real word: masking alone
-  // leaves products 0·value in U X W_C and in the attention, NaN when the value is inf or NaN.
-  const Tensor x = lengths.defined() ? where(unsqueeze(keep, 2), x_in, zero) : x_in;  // (B, N, D)
-
-  // ---- neural clustering (§3.1) ----
-  // eq. 2: U_ij = exp φ(C_i, X_j W_C) / Σ_j' exp φ(C_i, X_j' W_C), φ the inner product; the sum runs
-  // over the real words only (padded columns of U are exactly 0).
-  const Tensor xw = matmul(x, w.w_c);  // (B, N, D)
-  const Tensor u = softmax(matmul(centroids, transpose(xw, 1, 2)), unsqueeze(keep, 1));  // (B, C, N)
-  // eq. 3: Ĉ_i = Σ_j U_ij X_j W_C
-  const Tensor c_hat = matmul(u, xw);  // (B, C, D)
-  // eq. 4: I_j = argmax_i U_ij (the first maximum on a tie). Padding gets the virtual cluster C,
-  // fixed, so that it sorts behind every real word and its values decide nothing.
-  const Tensor assignment = where(keep, argmax(u, 1), full({}, double(C), {DType::Int64, device}));  // (B, N)
+  // ---- neural clustering (§3.1, eq. 2–4, 6, 11) ----
+  const NeuralClustering clustering = cluster_words(x, centroids, w.w_c, keep);
+  const Tensor& assignment = clustering.assignment;  // (B, N)
   // eq. 5: X^S, I′ = Sort(X, I), stable: a cluster keeps its words in their original order.
   const Tensor order = argsort(assignment, 1);                              // (B, N) sorted → original
   const Tensor xs = gather(x, 1, expand(unsqueeze(order, 2), {B, N, D}));  // (B, N, D)
@@ -146,24 +188,7 @@ NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Ten
   const Tensor z = gather(z_sorted, 1, expand(unsqueeze(inverse, 2), {B, N, heads * M}));  // (B, N, H·M)
   const Tensor output = matmul(z, w.w_o);                                                   // (B, N, D)
 
-  // ---- losses ----
-  // eq. 6: L1 = −(1/N) Σ_j φ(X_j W_C, Ĉ_{I_j}). The paper prints φ(X_j, Ĉ_{I_j}), but Ĉ is a
-  // combination of the rows X_j W_C (eq. 3) and eq. 2 compares centroids with X_j W_C, and the paper
-  // asks φ to be "consistent with Eq. 2": we read X_j as the word in that projected space (the
-  // printed form would compare vectors of two different spaces that merely share the size D). The
-  // sum is over real words and N is the sample's length (a sample of length 0 adds 0); L1 is then
-  // averaged over the batch.
-  const Tensor cluster = where(keep, assignment, zeros({}, {DType::Int64, device}));              // (B, N)
-  const Tensor own_centroid = gather(c_hat, 1, expand(unsqueeze(cluster, 2), {B, N, D}));         // (B, N, D)
-  const Tensor similarity = where(keep, sum(xw * own_centroid, {2}), zero);                        // (B, N)
-  const double no_limit = std::numeric_limits<double>::infinity();
-  const Tensor words = clamp(sum(to(keep, x.dtype()), {1}), 1.0, no_limit);  // (B,) real words, at least 1
-  const Tensor clustering_loss = -mean(sum(similarity, {1}) / words);
-  // eq. 11: L2 = −(1/C)(Σ_{i=2..C} φ(Ĉ_i, Ĉ_{i−1}) + φ(Ĉ_1, Ĉ_C)) = −(1/C) Σ_i φ(Ĉ_i, Ĉ_{(i−1) mod C});
-  // for C = 1 that is −|Ĉ_1|².
-  const Tensor sorting_loss = -mean(sum(c_hat * previous_block(c_hat, 1), {1, 2})) * (1.0 / double(C));
-
-  return {output, c_hat, clustering_loss, sorting_loss, assignment, order};
+  return {output, clustering.centroids, clustering.clustering_loss, clustering.sorting_loss, assignment, order};
 }
 
 }  // namespace tapestry::attention

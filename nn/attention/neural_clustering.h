@@ -65,6 +65,23 @@ struct NeuralClusteringResult {
   Tensor order;            ///< (B, N) int64: I′, sorted position → original position
 };
 
+/// What neural_clustering returns: the clustering of §3.1 and its losses, without the attention.
+struct NeuralClustering {
+  Tensor u;                ///< (B, C, N)  U (eq. 2): each centroid's distribution over the real words
+  Tensor centroids;        ///< (B, C, D)  Ĉ (eq. 3)
+  Tensor assignment;       ///< (B, N) int64: each word's cluster I_j (eq. 4) in [0, C); C for padding
+  Tensor clustering_loss;  ///< 0-d        L1 (eq. 6), the mean over the batch
+  Tensor sorting_loss;     ///< 0-d        L2 (eq. 11), the mean over the batch
+};
+
+/// Step 1 and the losses of neural_clustering_attention alone (the same code: the attention calls
+/// it), for clustering as a task of its own (ClusterFormer appendix A). x: (B, N, D), B, N ≥ 1;
+/// centroids: (C, D) or (B, C, D); w_c: (D, D), or undefined for the identity (clustering in the
+/// words' own space); lengths as below. Differentiable in x, centroids and
+/// w_c through U and Ĉ (the assignment is piecewise constant). Throws tapestry::Error naming the
+/// function on misuse.
+NeuralClustering neural_clustering(const Tensor& x, const Tensor& centroids, const Tensor& w_c, const Tensor& lengths);
+
 /// x: (B, N, D) word hidden states, B, N ≥ 1. centroids: (C, D) (a parameter, first layer) or (B, C, D)
 /// (the previous layer's Ĉ), C ≥ 1. heads divides the widths of W_Q and W_V. lengths: (B,) int64 in
 /// [0, N], or undefined for no padding. Throws tapestry::Error naming the function on misuse.

@@ -1,0 +1,219 @@
+// `tapestry cluster` (apps/cluster.h), the K-means baseline (models/kmeans.h) and the clustering of
+// the neural clustering attention on its own (nn/attention/neural_clustering.h): it learns real
+// digits, it agrees with the attention's clustering, and it refuses bad input with a clear message.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "apps/cluster.h"
+#include "data/datasets.h"
+#include "models/kmeans.h"
+#include "nn/attention/neural_clustering.h"
+#include "tests/testing.h"
+
+using namespace tapestry;
+using namespace tapestry::testing;
+using app::ClusterOptions;
+
+namespace {
+
+bool in_ci() {
+  const char* ci = std::getenv("CI");
+  return ci && *ci && std::string(ci) != "false" && std::string(ci) != "0";
+}
+
+// Whether MNIST is prepared; otherwise the test fails in CI and says it skipped elsewhere.
+bool mnist_prepared() {
+  if (data::dataset_prepared("mnist")) return true;
+  if (in_ci()) FAIL_CHECK("data set 'mnist' is not prepared in " << data::data_directory() << "; CI runs `make data` first");
+  else MESSAGE("cluster: skipped a test on mnist: not prepared (`make data` prepares it)");
+  return false;
+}
+
+ClusterOptions smoke(const std::string& method, int64_t clusters) {
+  ClusterOptions o = app::cluster_preset(app::ClusterPreset::Smoke);
+  o.method = method;
+  o.clusters = clusters;
+  o.train.progress = false;
+  return o;
+}
+
+// Three well separated blobs of 20 points in the plane, around (0, 0), (10, 0) and (0, 10).
+Tensor blobs(std::vector<int64_t>& truth) {
+  std::vector<float> x;
+  Generator gen(5);
+  const std::vector<float> noise = randn({60, 2}, gen).to_vector<float>();
+  const float centers[3][2] = {{0, 0}, {10, 0}, {0, 10}};
+  for (int64_t j = 0; j < 60; ++j) {
+    truth.push_back(j % 3);
+    for (int t = 0; t < 2; ++t) x.push_back(centers[j % 3][t] + noise[size_t(2 * j + t)]);
+  }
+  return from_vector(x, {60, 2});
+}
+
+void write_bytes(const std::string& path, const std::vector<unsigned char>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+}
+
+// An IDX file of `n` 2 x 2 images (ramp pixels) and one of their labels (j % 2).
+void write_idx_pair(const std::string& images, const std::string& labels, int n) {
+  std::vector<unsigned char> img{0, 0, 8, 3, 0, 0, 0, static_cast<unsigned char>(n), 0, 0, 0, 2, 0, 0, 0, 2};
+  std::vector<unsigned char> lab{0, 0, 8, 1, 0, 0, 0, static_cast<unsigned char>(n)};
+  for (int j = 0; j < n; ++j) {
+    for (int t = 0; t < 4; ++t) img.push_back(static_cast<unsigned char>((j % 2 ? 200 : 10) + t));
+    lab.push_back(static_cast<unsigned char>(j % 2));
+  }
+  write_bytes(images, img);
+  write_bytes(labels, lab);
+}
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+CliRun run_cli(const TempDir& dir, const std::string& args) {
+  const std::string out = dir.file("stdout"), err = dir.file("stderr");
+  const int status = std::system((std::string(TAPESTRY_CLI) + " " + args + " >" + out + " 2>" + err).c_str());
+  CliRun run;
+  if (status != -1 && WIFEXITED(status)) run.code = WEXITSTATUS(status);
+  run.out = read_text(out);
+  run.err = read_text(err);
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("cluster: neural clustering and K-means group 2000 real MNIST digits far above chance") {
+  if (!mnist_prepared()) return;
+  // Chance is about 0.11 (the most frequent digit's share); both methods reach about 0.5 at k = 10.
+  for (const char* method : {"neural", "kmeans"}) {
+    INFO(method);
+    const train::Report r = app::run_cluster(smoke(method, 10));
+    CHECK(r.fields.at("points") == 2000);
+    CHECK(r.metric("majority_accuracy") > 0.4);
+    CHECK(r.metric("nmi") > 0.3);
+    CHECK(r.metric("clusters_used") >= 8);
+  }
+}
+
+TEST_CASE("cluster: k-means recovers three separated blobs, and refuses bad input") {
+  std::vector<int64_t> truth;
+  const Tensor x = blobs(truth);
+  Generator gen(1);
+  const models::KMeansResult r = models::kmeans(x, 3, 100, gen);
+  CHECK(r.converged);
+  const metrics::ContingencyTable table(r.assignment, truth);
+  CHECK(metrics::matched_accuracy(table) == 1.0);
+  // Each centroid is the mean of its points: about one unit of noise per point remains.
+  CHECK(r.inertia < 60 * 4.0);
+  check_error([&] { models::kmeans(x, 61, 10, gen); }, {"kmeans", "[1, N = 60]", "61"});
+  check_error([&] { models::kmeans(x, 0, 10, gen); }, {"kmeans", "got 0"});
+  check_error([&] { models::kmeans(reshape(x, {120}), 2, 10, gen); }, {"kmeans", "(N, D)", "(120,)"});
+  check_error([&] { models::kmeans(to(x, DType::Int64), 2, 10, gen); }, {"kmeans", "int64"});
+}
+
+TEST_CASE("neural_clustering: the attention's clustering, alone; W_C undefined is the identity") {
+  const Tensor x = uniform({2, 6, 3}, 1), centroids = uniform({4, 3}, 2), w_c = uniform({3, 3}, 3);
+  const Tensor lengths = from_vector<int64_t>({6, 4}, {2});
+  const attention::NeuralClusteringWeights w{w_c, uniform({3, 4}, 4), uniform({3, 4}, 5), uniform({3, 4}, 6),
+                                             uniform({4, 3}, 7)};
+  const attention::NeuralClusteringResult a =
+      attention::neural_clustering_attention(x, centroids, w, 2, lengths, attention::Causal::No);
+  const attention::NeuralClustering c = attention::neural_clustering(x, centroids, w_c, lengths);
+  check_close(c.centroids, a.centroids, 0, 0);
+  CHECK(c.assignment.to_vector<int64_t>() == a.assignment.to_vector<int64_t>());
+  check_close(c.clustering_loss, a.clustering_loss, 0, 0);
+  check_close(c.sorting_loss, a.sorting_loss, 0, 0);
+  const Tensor eye = from_vector<double>({1, 0, 0, 0, 1, 0, 0, 0, 1}, {3, 3});
+  const attention::NeuralClustering by_eye = attention::neural_clustering(x, centroids, eye, lengths);
+  const attention::NeuralClustering by_none = attention::neural_clustering(x, centroids, Tensor(), lengths);
+  check_close(by_eye.u, by_none.u, 1e-15, 1e-12);
+  check_close(by_eye.clustering_loss, by_none.clustering_loss, 1e-15, 1e-12);
+  // L1 in x and the centroids, with W_C the identity (x's and C's rows keep every U column's argmax).
+  check_gradients(
+      [&](const std::vector<Tensor>& in) {
+        return attention::neural_clustering(in[0], in[1], Tensor(), lengths).clustering_loss;
+      },
+      {x, centroids});
+  check_error([&] { attention::neural_clustering(x, centroids, uniform({2, 3}, 8), lengths); },
+              {"neural_clustering", "w_c", "(3, 3)", "(2, 3)"});
+  check_error([&] { attention::neural_clustering(x, uniform({4, 2}, 9), Tensor(), lengths); },
+              {"neural_clustering", "centroids", "(4, 2)"});
+}
+
+TEST_CASE("cluster: bad input is refused with a message naming the file or the flag") {
+  TempDir dir;
+  const std::string images = dir.file("images.idx"), labels = dir.file("labels.idx");
+  write_idx_pair(images, labels, 6);
+  ClusterOptions o = smoke("kmeans", 2);
+  o.images = images;
+  o.labels = labels;
+  o.max_points = 0;
+  SUBCASE("a tiny IDX pair clusters perfectly") {
+    const train::Report r = app::run_cluster(o);
+    CHECK(r.metric("majority_accuracy") == 1.0);
+  }
+  SUBCASE("more clusters than points") {
+    o.clusters = 7;
+    check_error([&] { app::run_cluster(o); }, {"--clusters", "k = 7", "6 points"});
+  }
+  SUBCASE("a missing file") {
+    o.images = dir.file("absent.idx");
+    check_error([&] { app::run_cluster(o); }, {"idx", "absent.idx"});
+  }
+  SUBCASE("a corrupt IDX file") {
+    write_bytes(images, {0, 0, 8, 3, 0, 0, 0, 6, 0, 0, 0, 2, 0, 0, 0, 2, 1, 2, 3});  // 3 of 24 pixels
+    check_error([&] { app::run_cluster(o); }, {"idx", "images.idx"});
+  }
+  SUBCASE("not gzip, not IDX") {
+    write_bytes(images, {0x1f, 0x8b, 8, 0, 1, 2, 3});
+    check_error([&] { app::run_cluster(o); }, {"idx", "images.idx"});
+  }
+  SUBCASE("images without labels") {
+    o.labels.clear();
+    check_error([&] { app::check_cluster_options(o); }, {"--images", "--labels"});
+  }
+  SUBCASE("k-means writes no checkpoint") {
+    o.train.save = dir.file("model.ckpt");
+    check_error([&] { app::check_cluster_options(o); }, {"--method", "--save"});
+  }
+}
+
+TEST_CASE("cluster: the command line's --help, --json and usage errors") {
+  TempDir dir;
+  const CliRun help = run_cli(dir, "cluster --help");
+  CHECK(help.code == 0);
+  CHECK(help.out.find("--clusters") != std::string::npos);
+  CHECK(help.out.find("--method") != std::string::npos);
+  const CliRun zero = run_cli(dir, "cluster --clusters 0");
+  CHECK(zero.code == 2);
+  CHECK(zero.err.find("--clusters") != std::string::npos);
+  const CliRun method = run_cli(dir, "cluster --method som");
+  CHECK(method.code == 2);
+  CHECK(method.err.find("neural | kmeans") != std::string::npos);
+  const std::string images = dir.file("images.idx"), labels = dir.file("labels.idx");
+  write_idx_pair(images, labels, 6);
+  const CliRun json =
+      run_cli(dir, "cluster --preset smoke --method kmeans --clusters 2 --images " + images + " --labels " + labels + " --json");
+  INFO(json.err);
+  REQUIRE(json.code == 0);
+  const nlohmann::json report = nlohmann::json::parse(json.out);
+  CHECK(report.at("majority_accuracy") == 1.0);
+  CHECK(report.at("method") == "kmeans");
+  const CliRun missing = run_cli(dir, "cluster --images " + dir.file("absent") + " --labels " + labels);
+  CHECK(missing.code == 1);
+  CHECK(missing.err.find("absent") != std::string::npos);
+}
