@@ -77,8 +77,8 @@ TEST_CASE("translate: learns two hundred real German-English pairs (train BLEU f
   o.eval_split = "train";
   o.dropout = 0.0;
   o.label_smoothing = 0.0;
-  o.train.steps = 600;
-  o.train.eval_every = 600;
+  o.train.steps = 400;  // measured: train BLEU 0.04, 6.0, 63.9, 98.0 at steps 100 .. 400 (docs/RESULTS.md)
+  o.train.eval_every = 400;
   o.train.progress = false;
   o.train.threads = 1;
   const train::Report r = app::run_translate(o);
