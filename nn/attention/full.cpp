@@ -38,6 +38,22 @@ Tensor key_keep_mask(const Padding& padding, const QkvShape& s, Device device, c
   return reshape(valid_positions(padding.key_lengths, s.B, s.S, device, op), {s.B, 1, 1, s.S});
 }
 
+namespace {
+
+// Checks the query lengths and returns the keep-mask of the real keys and, with Causal::Yes (which
+// needs N = S), of the keys j ≤ i: (B, 1, 1, S), (1, 1, N, S) or (B, 1, N, S) bool; undefined when
+// neither applies.
+Tensor keep_mask(const Padding& padding, Causal causal, const QkvShape& s, Device device, const char* op) {
+  if (padding.query_lengths.defined()) valid_positions(padding.query_lengths, s.B, s.N, device, op);
+  const Tensor keep = key_keep_mask(padding, s, device, op);
+  if (causal == Causal::No) return keep;
+  TP_CHECK(s.N == s.S, op, "causal attention needs as many queries as keys, got N = ", s.N, ", S = ", s.S);
+  const Tensor tril = causal_keep_mask(s.N, s.S, device);
+  return keep.defined() ? logical_and(keep, tril) : tril;
+}
+
+}  // namespace
+
 Tensor causal_keep_mask(int64_t N, int64_t S, Device device) {
   // query i keeps key j iff j ≤ i
   const Tensor positions = arange(std::max(N, S), {DType::Int64, device});
@@ -48,13 +64,7 @@ Tensor causal_keep_mask(int64_t N, int64_t S, Device device) {
 Tensor full_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Padding& padding, Causal causal) {
   const char* op = "full_attention";
   const QkvShape s = check_qkv(op, q, k, v);
-  if (padding.query_lengths.defined()) valid_positions(padding.query_lengths, s.B, s.N, q.device(), op);
-  Tensor keep = key_keep_mask(padding, s, q.device(), op);
-  if (causal == Causal::Yes) {
-    TP_CHECK(s.N == s.S, op, "causal attention needs as many queries as keys, got N = ", s.N, ", S = ", s.S);
-    const Tensor tril = causal_keep_mask(s.N, s.S, q.device());
-    keep = keep.defined() ? logical_and(keep, tril) : tril;
-  }
+  const Tensor keep = keep_mask(padding, causal, s, q.device(), op);
   // A = softmax(Q Kᵀ / √E) (eq. 1), V̂ = A V (eq. 2). The 1/√E scales Q (N·E elements) rather
   // than the scores (N·S): the same product, one pass over far less memory forward and backward.
   const Tensor scores = matmul(q * (1.0 / std::sqrt(static_cast<double>(s.E))), transpose(k, -1, -2));
@@ -92,24 +102,18 @@ Tensor oracle_top_attention(const Tensor& q, const Tensor& k, const Tensor& v, i
   const char* op = "oracle_top_attention";
   const QkvShape s = check_qkv(op, q, k, v);
   TP_CHECK(topk_keys >= 1, op, "topk must be at least 1, got ", topk_keys);
-  if (padding.query_lengths.defined()) valid_positions(padding.query_lengths, s.B, s.N, q.device(), op);
-  Tensor keep = key_keep_mask(padding, s, q.device(), op);
-  if (causal == Causal::Yes) {
-    TP_CHECK(s.N == s.S, op, "causal attention needs as many queries as keys, got N = ", s.N, ", S = ", s.S);
-    const Tensor tril = causal_keep_mask(s.N, s.S, q.device());
-    keep = keep.defined() ? logical_and(keep, tril) : tril;
-  }
-  if (!keep.defined()) keep = full({1, 1, 1, s.S}, 1.0, {DType::Bool, q.device()});
-  keep = contiguous(expand(keep, {s.B, s.H, s.N, s.S}));
+  const Tensor keep = keep_mask(padding, causal, s, q.device(), op);
+  const Tensor visible = contiguous(expand(keep.defined() ? keep : full({1, 1, 1, s.S}, 1.0, {DType::Bool, q.device()}),
+                                           {s.B, s.H, s.N, s.S}));
   // The oracle: every exact score, hidden keys at −∞ so that they come last, and each query's top k.
   Sorted top;
   {
     NoGradGuard no_grad;
     const Tensor scores = matmul(q.detach(), transpose(k.detach(), -1, -2));  // the order needs no 1/√E
-    top = topk(masked_fill(scores, logical_not(keep), -std::numeric_limits<double>::infinity()),
+    top = topk(masked_fill(scores, logical_not(visible), -std::numeric_limits<double>::infinity()),
                std::min(topk_keys, s.S), -1);
   }
-  return listed_keys_attention(q, k, v, top.indices, gather(keep, 3, top.indices));
+  return listed_keys_attention(q, k, v, top.indices, gather(visible, 3, top.indices));
 }
 
 }  // namespace tapestry::attention
