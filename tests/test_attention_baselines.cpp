@@ -188,6 +188,15 @@ TEST_CASE("shared-QK full attention: keys are the unit-length query projection")
   const Tensor zero_row = concat({zeros({1, 3}, {DType::Float64}), uniform({1, 3}, 22)}, 0);
   check_close(select(unit_keys(zero_row), 0, 0), zeros({3}, {DType::Float64}), 0.0, 0.0);
   check_gradients([](const std::vector<Tensor>& in) { return unit_keys(in[0]); }, {uniform({3, 4}, 23)});
+  // every type that takes the flag attends over the unit keys
+  for (const char* text : {"oracle-top:topk=2", "improved-clustered:clusters=2,topk=2", "clustered:clusters=2"}) {
+    INFO(text);
+    AttentionConfig config = AttentionConfig::parse(text);
+    Generator g1(3), g2(3);
+    const Tensor plain = attend(config, q, q / norms, v, {}, Causal::No, g1);
+    config.shared_qk = 1;
+    check_close(attend(config, q, q, v, {}, Causal::No, g2), plain, 1e-12, 1e-12);
+  }
   check_gradients([&](const std::vector<Tensor>& in) { return attend(shared, in[0], in[0], in[1], {}, Causal::Yes, gen); },
                   {uniform({1, 2, 4, 3}, 24), uniform({1, 2, 4, 2}, 25)});
 }
@@ -238,7 +247,16 @@ TEST_CASE("baseline attention config strings parse, print, round-trip and refuse
   check_error([] { AttentionConfig::parse("full:shared-qk=yes"); }, {"shared-qk must be a non-negative integer"});
   check_error([] { AttentionConfig::parse("oracle-top:topk=0"); }, {"topk must be in [1, 1048576]"});
   check_error([] { AttentionConfig::parse("oracle-top:clusters=3"); }, {"'clusters' is not a setting of oracle-top", "topk"});
-  check_error([] { AttentionConfig::parse("clustered:shared-qk=1"); }, {"'shared-qk' is not a setting of clustered"});
+  check_error([] { AttentionConfig::parse("neural-clustering:shared-qk=1"); },
+              {"'shared-qk' is not a setting of neural-clustering"});
+  check_error([] { AttentionConfig::parse("reformer:shared-qk=1"); }, {"'shared-qk' is not a setting of reformer"});
+  for (const char* text : {"clustered:clusters=3,shared-qk=1", "improved-clustered:clusters=3,topk=4,shared-qk=1",
+                           "oracle-top:topk=3,shared-qk=1", "routing:clusters=2,shared-qk=1"}) {
+    const AttentionConfig parsed = AttentionConfig::parse(text);
+    CHECK(shares_qk(parsed));
+    CHECK(parsed.to_string().find(",shared-qk=1") != std::string::npos);
+    CHECK(AttentionConfig::parse(parsed.to_string()) == parsed);
+  }
   check_error([] { AttentionConfig::parse("oracle"); }, {"unknown attention type 'oracle'", "oracle-top"});
   const Tensor q = zeros({1, 2, 4, 3}, {DType::Float64}), k = zeros({1, 2, 5, 3}, {DType::Float64}),
                v = zeros({1, 2, 5, 2}, {DType::Float64});

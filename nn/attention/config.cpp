@@ -24,11 +24,11 @@ struct TypeInfo {
 const std::vector<TypeInfo>& types() {
   static const std::vector<TypeInfo> all{
       {AttentionType::Full, "full", {"shared-qk"}},
-      {AttentionType::Clustered, "clustered", {"clusters", "bits", "iterations"}},
-      {AttentionType::ImprovedClustered, "improved-clustered", {"clusters", "bits", "iterations", "topk"}},
+      {AttentionType::Clustered, "clustered", {"clusters", "bits", "iterations", "shared-qk"}},
+      {AttentionType::ImprovedClustered, "improved-clustered", {"clusters", "bits", "iterations", "topk", "shared-qk"}},
       {AttentionType::NeuralClustering, "neural-clustering", {"clusters"}},
-      {AttentionType::OracleTop, "oracle-top", {"topk"}},
-      {AttentionType::Routing, "routing", {"clusters"}},
+      {AttentionType::OracleTop, "oracle-top", {"topk", "shared-qk"}},
+      {AttentionType::Routing, "routing", {"clusters", "shared-qk"}},
       {AttentionType::Reformer, "reformer", {"rounds", "bucket"}},
   };
   return all;
@@ -61,7 +61,7 @@ int64_t& field(AttentionConfig& c, const std::string& key) {
 const char* type_name(AttentionType type) { return info(type).name; }
 
 bool shares_qk(const AttentionConfig& config) {
-  return config.type == AttentionType::Reformer || (config.type == AttentionType::Full && config.shared_qk == 1);
+  return config.type == AttentionType::Reformer || config.shared_qk == 1;
 }
 
 Tensor unit_keys(const Tensor& k) {
@@ -125,13 +125,14 @@ bool AttentionConfig::operator==(const AttentionConfig& other) const { return to
 Tensor attend(const AttentionConfig& config, const Tensor& q, const Tensor& k, const Tensor& v,
               const Padding& padding, Causal causal, Generator& gen) {
   const ClusteringOptions options{config.clusters, config.bits, config.iterations};
+  const Tensor keys = shares_qk(config) ? unit_keys(k) : k;
   switch (config.type) {
     case AttentionType::Full:
-      return full_attention(q, shares_qk(config) ? unit_keys(k) : k, v, padding, causal);
+      return full_attention(q, keys, v, padding, causal);
     case AttentionType::OracleTop:
-      return oracle_top_attention(q, k, v, config.topk, padding, causal);
+      return oracle_top_attention(q, keys, v, config.topk, padding, causal);
     case AttentionType::Reformer:
-      return reformer_attention(q, unit_keys(k), v, {config.rounds, config.bucket}, gen, padding, causal);
+      return reformer_attention(q, keys, v, {config.rounds, config.bucket}, gen, padding, causal);
     case AttentionType::Clustered:
     case AttentionType::ImprovedClustered: {
       TP_CHECK(causal == Causal::No || config.type == AttentionType::ImprovedClustered, "attend",
@@ -139,12 +140,12 @@ Tensor attend(const AttentionConfig& config, const Tensor& q, const Tensor& k, c
                " or neural-clustering for a causal model");
       check_qkv("attend", q, k, v);
       if (causal == Causal::Yes)
-        return causal_improved_clustered_attention(q, k, v, cluster_queries_causal(q, padding.query_lengths, options, gen),
+        return causal_improved_clustered_attention(q, keys, v, cluster_queries_causal(q, padding.query_lengths, options, gen),
                                                    config.topk, padding);
       const QueryClusters clusters = cluster_queries(q, padding.query_lengths, options, gen);
       return config.type == AttentionType::Clustered
-                 ? clustered_attention(q, k, v, clusters, padding)
-                 : improved_clustered_attention(q, k, v, clusters, config.topk, padding);
+                 ? clustered_attention(q, keys, v, clusters, padding)
+                 : improved_clustered_attention(q, keys, v, clusters, config.topk, padding);
     }
     case AttentionType::Routing:
       fail("attend", "routing attention routes by centroids that a layer keeps and updates; use routing_attention ",

@@ -14,10 +14,13 @@
 /// shared-qk only when it is on, so that plain full attention stays "full"), so that
 /// parse(to_string(c)) == c.
 ///
-/// Shared queries and keys (full:shared-qk=1, the clustered-attention paper's "shared-full", and
-/// always for reformer): the keys are the query projection of the key positions,
+/// Shared queries and keys (shared-qk=1; full:shared-qk=1 is the clustered-attention paper's
+/// "shared-full"; reformer always shares): the keys are the query projection of the key positions,
 /// normalised to unit length, k_j = q_j / ‖q_j‖ (Kitaev et al. 2020, §2, "Shared-QK Transformer").
-/// MultiheadAttention projects the keys with its query projection; attend() normalises them.
+/// MultiheadAttention projects the keys with its query projection; attend() normalises them. Full,
+/// clustered, improved-clustered, oracle-top and routing take the flag, so that a shared-QK model
+/// can be evaluated with each (the paper's Table 1 approximates shared-full "by setting keys to be
+/// equal to queries"); neural-clustering has projections of its own and does not.
 #pragma once
 
 #include <string>
@@ -44,7 +47,7 @@ struct AttentionConfig {
   int64_t bits = 63;       ///< R: hash bits, 1..63
   int64_t iterations = 10; ///< L: Lloyd iterations
   int64_t topk = 32;       ///< k: top keys per cluster (improved-clustered), per query (oracle-top)
-  int64_t shared_qk = 0;   ///< 1: keys are the normalised query projection (full)
+  int64_t shared_qk = 0;   ///< 1: keys are the normalised query projection (all but neural-clustering)
   int64_t rounds = 4;      ///< hashing rounds (reformer)
   int64_t bucket = 32;     ///< W, bucket and chunk size (reformer)
 
@@ -59,7 +62,7 @@ struct AttentionConfig {
 
 const char* type_name(AttentionType type);  ///< "full", "clustered", ...
 
-/// Whether the config's keys are the normalised query projection (full:shared-qk=1, reformer).
+/// Whether the config's keys are the normalised query projection (shared-qk=1, or reformer).
 bool shares_qk(const AttentionConfig& config);
 
 /// k / ‖k‖ along the last dim: the keys of shared-QK attention. A zero row (a padded position of a

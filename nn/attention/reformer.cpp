@@ -24,7 +24,7 @@ Tensor gather_positions(const Tensor& x, const Tensor& where) {
   return reshape(gather(x, 2, reshape(where, {B, H, N * L})), {B, H, N, L});
 }
 
-// The slots each query's candidates sit in, (B, H, N, L), −1 for none. Non-causal (eq. 6): the
+// The slots each query's candidates sit in, (B, H, N, L), −1 for none. Non-causal (the chunks): the
 // slots of its chunk of W and of the previous chunk, cyclically (the chunk alone when there is one).
 // Causal: the 2W slots up to its own.
 Tensor candidate_slots(const Tensor& slot, int64_t W, Causal causal) {
@@ -74,7 +74,7 @@ Tensor reformer_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
     for (int64_t r = 0; r < options.rounds; ++r) {
       Tensor bucket = zeros({s.B, s.H, N}, int64);
       if (buckets > 1) {
-        // §2: h(x) = argmax([xR; −xR]), R (E, b/2) random.
+        // h(x) = argmax([xR; −xR]), R (E, b/2) random: angular LSH.
         const Tensor rotated = matmul(k.detach(), randn({s.E, buckets / 2}, gen, q.options()));
         bucket = argmax(concat({rotated, -rotated}, -1), -1);
       }
@@ -85,7 +85,7 @@ Tensor reformer_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
       const Tensor has = ge(slots, scalar(0.0, int64));
       const Tensor where_slot = where(has, slots, zeros({}, int64));
       const Tensor candidate = gather_positions(order, where_slot);  // (B, H, N, L) positions
-      // eq. 5: only keys of the query's own bucket; real keys; causal: j ≤ i.
+      // P_i: only keys of the query's own bucket; real keys; causal: j ≤ i.
       Tensor keep = logical_and(logical_and(has, eq(gather_positions(bucket, candidate), unsqueeze(bucket, 3))),
                                 gather_positions(real, candidate));
       if (causal == Causal::Yes) keep = logical_and(keep, le(candidate, position));

@@ -1,15 +1,17 @@
 /// @file
 /// Reformer's LSH attention (Kitaev, Kaiser, Levskaya, "Reformer: The Efficient Transformer", ICLR
-/// 2020, §2–3), the lsh-X baseline of the clustered-attention paper (§4, Table 1).
+/// 2020, "Locality-sensitive hashing attention"), the lsh-X baseline of the clustered-attention
+/// paper (§4, Table 1). That paper is not in papers/; the steps below name its subsections.
 ///
 /// Positions are hashed with random rotations, h(x) = argmax([xR; −xR]) for R of shape (E, b/2)
-/// drawn N(0, 1) (angular LSH, §2), sorted by bucket (stable: by position within a bucket), and cut
-/// into chunks of W; each query attends to the keys of its bucket (eq. 5's mask m(j, P_i)) within its
-/// chunk and the previous one, cyclically (eq. 6). Several rounds with independent rotations are
+/// drawn N(0, 1) ("Locality sensitive hashing", angular LSH), sorted by bucket (stable: by position
+/// within a bucket), and cut into chunks of W; each query attends to the keys of its own bucket
+/// (P_i = {j : h(q_i) = h(k_j)}, the others masked by m(j, P_i) = ∞) within its chunk and the
+/// previous one, cyclically ("LSH attention"). Several rounds with independent rotations are
 /// combined as one softmax over all the rounds' candidates, each key j weighted down by log N_ij,
-/// the number of rounds in which i and j share a bucket (§2, multi-round LSH attention), so that a
+/// the number of rounds in which i and j share a bucket ("Multi-round LSH attention"), so that a
 /// key found in several rounds counts about once. A query never attends to its own position unless
-/// nothing else is left (§2, "Shared-QK Transformer").
+/// nothing else is left ("Causal masking for shared-QK attention").
 ///
 /// Choices where the paper leaves room:
 ///   - b = ⌈S/W⌉ buckets, rounded up to even (the rotations need b/2 columns), so buckets hold about

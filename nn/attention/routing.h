@@ -41,7 +41,8 @@ Tensor initial_routing_centroids(int64_t heads, int64_t clusters, int64_t head_d
 Tensor routing_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& centroids,
                          const Padding& padding = {}, Causal causal = Causal::No);
 
-/// One online k-means step (Roy et al. §4.1): with m_c the mean of the unit queries and keys routed
+/// One online k-means step (Roy et al., "Routing attention with online k-means"; that paper is not
+/// in papers/): with m_c the mean of the unit queries and keys routed
 /// to centroid c (real positions of the whole batch), μ_c ← (λ μ_c + (1 − λ) m_c) / ‖…‖. The paper
 /// writes the sums of the members with weight (1 − λ)/2 each for queries and keys; we take their
 /// mean so that the step does not grow with the batch, and renormalise so that routing by the dot
