@@ -27,6 +27,8 @@
 #include "nn/attention/config.h"
 #include "nn/attention/full.h"
 #include "nn/attention/neural_clustering.h"
+#include "nn/attention/reformer.h"
+#include "nn/attention/routing.h"
 #include "nn/clusterformer.h"
 #include "nn/decode/ctc.h"
 #include "nn/decode/search.h"

@@ -6,7 +6,8 @@
 //
 // Attentions, as in §C.1: clustered with C = 100 clusters, R = 63 hash bits, L = 10 Lloyd
 // iterations; improved-clustered the same with k = 32 top keys; neural-clustering (ClusterFormer,
-// a ClusterFormerEncoderLayer) with ⌈√N⌉ clusters. A type given with options
+// a ClusterFormerEncoderLayer) and routing with ⌈√N⌉ clusters (the Routing Transformer's choice);
+// reformer with 4 rounds of buckets of 32; oracle-top with 32 keys. A type given with options
 // ("clustered:clusters=50") runs as given.
 //
 // Shape letters: B batch, N sequence length, D model width, C clusters.
@@ -34,11 +35,12 @@ int64_t ceil_sqrt(int64_t n) {
 }
 
 // The attention `text` names at length n: AttentionConfig's defaults are §C.1's (C = 100, R = 63,
-// L = 10, k = 32); neural-clustering takes ⌈√N⌉ clusters unless the text sets them.
+// L = 10, k = 32); neural-clustering and routing take ⌈√N⌉ clusters unless the text sets them.
 attention::AttentionConfig config_at(const std::string& text, int64_t n) {
   attention::AttentionConfig config = attention::AttentionConfig::parse(text);
-  if (config.type == attention::AttentionType::NeuralClustering && text.find("clusters=") == std::string::npos)
-    config.clusters = ceil_sqrt(n);
+  const bool per_length = config.type == attention::AttentionType::NeuralClustering ||
+                          config.type == attention::AttentionType::Routing;
+  if (per_length && text.find("clusters=") == std::string::npos) config.clusters = ceil_sqrt(n);
   return config;
 }
 

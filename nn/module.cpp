@@ -37,6 +37,38 @@ void Module::check_new_name(const std::string& name) const {
     TP_CHECK(existing != name, name_, "'", name, "' is already a parameter of this module");
   for (const auto& [existing, _] : children_)
     TP_CHECK(existing != name, name_, "'", name, "' is already a submodule of this module");
+  for (const auto& [existing, _] : buffers_)
+    TP_CHECK(existing != name, name_, "'", name, "' is already a buffer of this module");
+}
+
+Tensor Module::register_buffer(const std::string& name, const Tensor& tensor) {
+  check_new_name(name);
+  TP_CHECK(tensor.defined(), name_, "buffer '", name, "' is an undefined tensor");
+  buffers_.emplace_back(name, tensor.detach());
+  return buffers_.back().second;
+}
+
+const Tensor& Module::buffer(const std::string& name) const {
+  for (const auto& [existing, tensor] : buffers_)
+    if (existing == name) return tensor;
+  fail(name_, "has no buffer '", name, "'");
+}
+
+bool Module::has_buffer(const std::string& name) const {
+  for (const auto& [existing, _] : buffers_)
+    if (existing == name) return true;
+  return false;
+}
+
+void Module::collect_buffers(const std::string& prefix, NamedTensors& out) const {
+  for (const auto& [name, tensor] : buffers_) out.emplace_back(prefix + name, tensor);
+  for (const auto& [name, child] : children_) child->collect_buffers(prefix + name + ".", out);
+}
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors out;
+  collect_buffers("", out);
+  return out;
 }
 
 Tensor Module::register_parameter(const std::string& name, const Tensor& tensor) {
@@ -101,6 +133,9 @@ void Module::to(Device device) {
   for (const Tensor& p : parameters()) {
     if (p.device() != device) replace_data(p, tapestry::to(p.detach(), device));
   }
+  for (const auto& [_, b] : named_buffers()) {
+    if (b.device() != device) replace_data(b, tapestry::to(b, device));
+  }
 }
 
 void Module::to(DType dtype) {
@@ -108,6 +143,9 @@ void Module::to(DType dtype) {
   NoGradGuard no_grad;
   for (const Tensor& p : parameters()) {
     if (p.dtype() != dtype) replace_data(p, tapestry::to(p.detach(), dtype));
+  }
+  for (const auto& [_, b] : named_buffers()) {
+    if (is_floating(b.dtype()) && b.dtype() != dtype) replace_data(b, tapestry::to(b, dtype));
   }
 }
 
@@ -118,11 +156,13 @@ void Module::zero_grad() {
 StateDict Module::state_dict() const {
   StateDict out;
   for (const auto& [name, param] : named_parameters()) out.emplace(name, param.detach());
+  for (const auto& [name, buffer] : named_buffers()) out.emplace(name, buffer);
   return out;
 }
 
 void Module::load_state_dict(const StateDict& state) {
-  const NamedTensors params = named_parameters();
+  NamedTensors params = named_parameters();
+  for (auto& entry : named_buffers()) params.push_back(std::move(entry));
   std::vector<std::string> missing, unexpected, mismatched;
   std::set<std::string> known;
   for (const auto& [name, param] : params) {

@@ -49,7 +49,7 @@ namespace tapestry::nn {
 
 /// (name, tensor) pairs in registration order.
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-/// Parameter name -> values. A state dict from state_dict() shares memory with the parameters:
+/// Parameter (and buffer) name -> values. A state dict from state_dict() shares memory with the parameters:
 /// clone the tensors to keep a snapshot that later training steps do not change.
 using StateDict = std::map<std::string, Tensor>;
 
@@ -68,6 +68,18 @@ class Module {
   /// it is a leaf (now marked requires_grad), else a detached leaf over its data. The tensor must be
   /// floating; `name` must be non-empty, without '.', and new in this module.
   Tensor register_parameter(const std::string& name, const Tensor& tensor);
+  /// Registers `tensor` as buffer `name`: state that is not trained by gradient (the centroids of
+  /// routing attention, updated by a moving average). A buffer is in state_dict() and moves with
+  /// to(), but it is not a parameter (optimizers never see it). The same rules for names; returns the
+  /// tensor, detached. Read it with buffer(name), change it in place (copy_) under a NoGradGuard.
+  Tensor register_buffer(const std::string& name, const Tensor& tensor);
+  /// This module's own buffer `name`; throws Error when it has none of that name.
+  const Tensor& buffer(const std::string& name) const;
+  /// Whether this module has its own buffer `name`.
+  bool has_buffer(const std::string& name) const;
+  /// Recursive listing of buffers, with full names, in registration order (as named_parameters()).
+  NamedTensors named_buffers() const;
+
   /// Registers `module` as child `name` (the same rules for names) and returns it.
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
@@ -98,9 +110,9 @@ class Module {
   /// Drops every parameter's gradient (Tensor::zero_grad).
   void zero_grad();
 
-  /// named_parameters() as a map.
+  /// named_parameters() and named_buffers() as a map.
   StateDict state_dict() const;
-  /// Copies `state` into the parameters. Every name must match, with the parameter's shape and dtype
+  /// Copies `state` into the parameters and buffers. Every name must match, with the parameter's shape and dtype
   /// (the device may differ). Otherwise throws Error listing every missing, unexpected and mismatched
   /// entry, and changes nothing.
   void load_state_dict(const StateDict& state);
@@ -109,10 +121,12 @@ class Module {
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void check_new_name(const std::string& name) const;
   void collect(const std::string& prefix, NamedTensors& out) const;
+  void collect_buffers(const std::string& prefix, NamedTensors& out) const;
 
   std::string name_;
   Mode mode_ = Mode::Train;
   NamedTensors parameters_;
+  NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 

@@ -1,5 +1,7 @@
 #include "nn/multihead_attention.h"
 
+#include "core/autograd.h"
+#include "nn/attention/routing.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
 
@@ -26,11 +28,16 @@ bool same(const Tensor& a, const Tensor& b) { return a.impl_ptr() == b.impl_ptr(
 void MultiheadAttention::check_attention(const std::string& layer, const AttentionConfig& config, Causal causal) {
   switch (config.type) {
     case AttentionType::Full:
+    case AttentionType::OracleTop:
+    case AttentionType::Routing:
+    case AttentionType::Reformer:
+      return;
+    case AttentionType::ImprovedClustered:
       return;
     case AttentionType::Clustered:
-    case AttentionType::ImprovedClustered:
       TP_CHECK(causal == Causal::No, layer, attention::type_name(config.type),
-               " attention has no causal form; causal self-attention must be full (got '", config.to_string(), "')");
+               " attention has no causal form; causal self-attention must be full, oracle-top or improved-clustered",
+               " (got '", config.to_string(), "')");
       return;
     case AttentionType::NeuralClustering:
       break;
@@ -50,6 +57,9 @@ MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& options,
   k_proj = register_module("k_proj", std::make_shared<Linear>(D, D, gen, options.bias));
   v_proj = register_module("v_proj", std::make_shared<Linear>(D, D, gen, options.bias));
   out_proj = register_module("out_proj", std::make_shared<Linear>(D, D, gen, options.bias));
+  if (options.attention.type == AttentionType::Routing)
+    routing_centroids_ = register_buffer(
+        kCentroids, attention::initial_routing_centroids(options.heads, options.attention.clusters, D / options.heads, gen));
 }
 
 AttentionConfig MultiheadAttention::parse_attention(const std::string& layer, const std::string& text) {
@@ -63,6 +73,15 @@ AttentionConfig MultiheadAttention::parse_attention(const std::string& layer, co
 void MultiheadAttention::set_attention(const AttentionConfig& config) {
   check_attention(name(), config, Causal::No);
   options_.attention = config;
+  const bool fits = routing_centroids_.defined() && routing_centroids_.size(1) == config.clusters;
+  if (config.type == AttentionType::Routing && !fits) {
+    TP_CHECK(!has_buffer(kCentroids), name(), "this layer was built for ", routing_centroids_.size(1),
+             " routing clusters; it cannot route to ", config.clusters, " (got '", config.to_string(), "')");
+    // A layer built for another attention: centroids that are not saved, from a fixed seed.
+    Generator gen(0);
+    routing_centroids_ = attention::initial_routing_centroids(options_.heads, config.clusters,
+                                                              options_.d_model / options_.heads, gen, q_proj->weight.options());
+  }
 }
 
 void MultiheadAttention::set_attention(const std::string& config) { set_attention(parse_attention(name(), config)); }
@@ -101,9 +120,22 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
                           : zero_padding(key, padding.key_lengths, op);
   const Tensor v_in = same(value, key) ? k_in : zero_padding(value, padding.key_lengths, op);
   const Tensor q = split_heads(q_proj->forward(q_in));
-  const Tensor k = split_heads(k_proj->forward(k_in));
+  // Shared-QK attention keys the positions by the query projection (attend normalises them); k_proj
+  // is kept, unused, so that one model can be evaluated with either kind of attention.
+  const bool shared = attention::shares_qk(options_.attention);
+  const Tensor k = shared && same(k_in, q_in) ? q : split_heads((shared ? q_proj : k_proj)->forward(k_in));
   const Tensor v = split_heads(v_proj->forward(v_in));
-  return merge_heads(attention::attend(options_.attention, q, k, v, padding, causal, gen));
+  Tensor attended;  // (B, H, N, E)
+  if (options_.attention.type == AttentionType::Routing) {
+    attended = attention::routing_attention(q, shared ? attention::unit_keys(k) : k, v, routing_centroids_, padding, causal);
+    if (is_training()) {
+      NoGradGuard no_grad;
+      copy_(routing_centroids_, attention::update_routing_centroids(q, k, routing_centroids_, padding));
+    }
+  } else {
+    attended = attention::attend(options_.attention, q, k, v, padding, causal, gen);
+  }
+  return merge_heads(attended);
 }
 
 KeyValues MultiheadAttention::project_keys_values(const Tensor& key, const Tensor& value, const Tensor& key_lengths) {
@@ -114,7 +146,8 @@ KeyValues MultiheadAttention::project_keys_values(const Tensor& key, const Tenso
            " and value ", to_string(value.shape()), " do not fit (B, S, D), (B, S, D)");
   const Tensor k_in = zero_padding(key, key_lengths, op);
   const Tensor v_in = same(value, key) ? k_in : zero_padding(value, key_lengths, op);
-  return {split_heads(k_proj->forward(k_in)), split_heads(v_proj->forward(v_in))};
+  const bool shared = attention::shares_qk(options_.attention);
+  return {split_heads((shared ? q_proj : k_proj)->forward(k_in)), split_heads(v_proj->forward(v_in))};
 }
 
 Tensor MultiheadAttention::forward_cached(const Tensor& query, const KeyValues& cached, const Tensor& key_lengths,

@@ -1,6 +1,7 @@
 /// @file
 /// Multi-head attention as a layer: q/k/v projections, H heads, an attention chosen by config
-/// (nn/attention/config.h: full, clustered, improved-clustered), and an output projection.
+/// (nn/attention/config.h: full, clustered, improved-clustered, oracle-top, routing, reformer), and an
+/// output projection.
 ///
 /// Shape letters: B batch, N queries, S keys, D model width, H heads, E = D / H head width.
 #pragma once
@@ -38,8 +39,15 @@ struct KeyValues {
 /// Padded keys are never attended to, and the padded rows of all three inputs are zeroed before the
 /// projections, so no value there (not even NaN or inf) can reach a real position. Outputs at padded
 /// queries are finite and meaningless.
-/// Causal::Yes: query i sees keys j ≤ i (needs N = S; full attention only: the clustered types have
-/// no causal form).
+/// Causal::Yes: query i sees keys j ≤ i (needs N = S; full, oracle-top and improved-clustered, whose
+/// causal form is nn/attention/clustered.h: causal_improved_clustered_attention; clustered has none).
+/// Routing (nn/attention/routing.h): a layer built with a routing config keeps its centroids (H, C,
+/// E) as the buffer "routing_centroids" (initialised from `gen`, saved in checkpoints) and moves them
+/// by the moving average after every forward in train mode; none in eval mode. A layer built for
+/// another attention and switched to routing (to evaluate a model with it) gets centroids that are
+/// not saved, random unit vectors from a fixed seed, updated the same way in train mode.
+/// Shared-QK configs (full:shared-qk=1): the keys are q_proj of the key input, normalised in attend;
+/// k_proj stays a parameter (unused while shared), so checkpoints fit either kind.
 /// gen: the clustered types draw their hash planes from it on every call (in both modes); full
 /// attention draws nothing.
 ///
@@ -85,12 +93,17 @@ class MultiheadAttention : public Module {
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
   ///@}
 
+  /// The routing centroids (H, C, E) it routes by now; undefined until it runs routing attention.
+  const Tensor& routing_centroids() const { return routing_centroids_; }
+
  private:
   Tensor split_heads(const Tensor& x) const;   // (B, L, D) -> (B, H, L, E)
   Tensor merge_heads(const Tensor& x) const;   // (B, H, L, E) -> out_proj of (B, L, D)
   void check_model_input(const char* what, const Tensor& x) const;
 
+  static constexpr const char* kCentroids = "routing_centroids";
   MultiheadAttentionOptions options_;
+  Tensor routing_centroids_;  // (H, C, E); the buffer "routing_centroids" when built for routing
 };
 
 }  // namespace tapestry::nn

@@ -147,6 +147,10 @@ Tensor TransformerDecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, 
            "step takes one position of the batch the cache was started with, got input ", to_string(x.shape()),
            cache.memory.keys.defined() ? " for a cache of " + std::to_string(cache.memory.keys.size(0)) + " rows"
                                        : " and a cache that was never started");
+  // Attending over the cached keys without a mask is causal attention only when a query's output
+  // depends on the earlier keys alone, not on how later positions cluster or route.
+  TP_CHECK(options_.attention.type == attention::AttentionType::Full, name(),
+           "incremental decoding needs full self-attention, got '", options_.attention.to_string(), "'");
   const Tensor h1 = residual(options_.norm, x, *norm1, *dropout1, gen, [&](const Tensor& y) {
     const KeyValues now = self_attn->project_keys_values(y, y, Tensor());
     cache.self = cache.self.keys.defined()

@@ -245,3 +245,41 @@ TEST_CASE("check_input / check_features name the layer and the argument") {
               {"LayerNorm: input must be float32 like the layer's parameters, got float64"});
   check_error([&] { nn::check_input(norm, "input", Tensor(), norm.weight); }, {"LayerNorm: input is an undefined"});
 }
+
+TEST_CASE("Module: buffers are saved, loaded and moved, but are not parameters") {
+  class Counted : public nn::Module {
+   public:
+    Counted() : Module("Counted") {
+      w = register_parameter("w", zeros({2}));
+      mean = register_buffer("mean", full({3}, 2.0));
+      inner = register_module("inner", std::make_shared<Pair>(1));
+    }
+    Tensor w, mean;
+    std::shared_ptr<Pair> inner;
+  };
+  Counted m;
+  CHECK(m.parameters().size() == 3);  // w, inner.w, inner.b
+  const nn::NamedTensors buffers = m.named_buffers();
+  REQUIRE(buffers.size() == 1);
+  CHECK(buffers[0].first == "mean");
+  CHECK(m.has_buffer("mean"));
+  CHECK(!m.has_buffer("w"));
+  CHECK(m.buffer("mean").impl_ptr() == m.mean.impl_ptr());
+  CHECK(!m.mean.requires_grad());
+  // state dicts hold it; a load restores it and refuses a missing one
+  nn::StateDict state = m.state_dict();
+  REQUIRE(state.count("mean") == 1);
+  state["mean"] = full({3}, 5.0);
+  m.load_state_dict(state);
+  CHECK(m.mean.to_vector<float>() == std::vector<float>{5, 5, 5});
+  state.erase("mean");
+  check_error([&] { m.load_state_dict(state); }, {"Counted", "missing: mean"});
+  // moves convert it in place of its handles
+  m.to(DType::Float64);
+  CHECK(m.mean.dtype() == DType::Float64);
+  CHECK(m.buffer("mean").dtype() == DType::Float64);
+  // names are shared with parameters and submodules
+  check_error([&] { m.register_buffer("w", zeros({1})); }, {"Counted", "'w' is already a parameter"});
+  check_error([&] { m.register_parameter("mean", zeros({1})); }, {"Counted", "'mean' is already a buffer"});
+  check_error([&] { m.buffer("nothing"); }, {"Counted", "has no buffer 'nothing'"});
+}

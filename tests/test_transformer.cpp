@@ -231,8 +231,9 @@ TEST_CASE("set_attention on the stacks reaches every layer; improved-clustered w
   CHECK((*decoder.layers)[1]->self_attn->attention().type == attention::AttentionType::Full);
   check_error([&] { decoder.set_self_attention("clustered:clusters=2"); },
               {"TransformerDecoder", "clustered attention has no causal form"});
-  check_error([&] { (*decoder.layers)[0]->set_self_attention("improved-clustered"); },
-              {"TransformerDecoderLayer", "improved-clustered attention has no causal form"});
+  // improved-clustered has a causal form (causal_improved_clustered_attention)
+  (*decoder.layers)[0]->set_self_attention("improved-clustered");
+  CHECK((*decoder.layers)[0]->self_attn->attention().type == attention::AttentionType::ImprovedClustered);
   decoder.set_self_attention("full");
 }
 

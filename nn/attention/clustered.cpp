@@ -64,16 +64,20 @@ Tensor clustered_weights(const Tensor& q, const Tensor& k, const QueryClusters& 
   return softmax(scores, key_keep_mask(padding, s, q.device(), op));
 }
 
-}  // namespace
-
-QueryClusters cluster_queries(const Tensor& q, const Tensor& query_lengths, const ClusteringOptions& options,
-                              Generator& gen) {
-  const char* op = "cluster_queries";
+void check_clustering_options(const char* op, const Tensor& q, const ClusteringOptions& options) {
   check_floating(op, q);
   TP_CHECK(q.dim() == 4, op, "expected q (B, H, N, E), got ", to_string(q.shape()));
   TP_CHECK(options.clusters >= 1, op, "clusters must be at least 1, got ", options.clusters);
   TP_CHECK(options.bits >= 1 && options.bits <= 63, op, "bits must be in [1, 63], got ", options.bits);
   TP_CHECK(options.iterations >= 0, op, "iterations must be non-negative, got ", options.iterations);
+}
+
+}  // namespace
+
+QueryClusters cluster_queries(const Tensor& q, const Tensor& query_lengths, const ClusteringOptions& options,
+                              Generator& gen) {
+  const char* op = "cluster_queries";
+  check_clustering_options(op, q, options);
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), E = q.size(3);
   const Tensor valid = valid_positions(query_lengths, B, N, q.device(), op);  // (B, N)
   NoGradGuard no_grad;
@@ -94,6 +98,50 @@ Tensor clustered_attention(const Tensor& q, const Tensor& k, const Tensor& v, co
   check_clusters(op, clusters, s);
   // Eq. 5: V̂^c = A^c V; eq. 6: each query takes its cluster's value.
   return to_queries(matmul(clustered_weights(q, k, clusters, padding, s, op), v), clusters);
+}
+
+QueryClusters cluster_queries_causal(const Tensor& q, const Tensor& query_lengths, const ClusteringOptions& options,
+                                     Generator& gen) {
+  const char* op = "cluster_queries_causal";
+  check_clustering_options(op, q, options);
+  const int64_t B = q.size(0), N = q.size(2), E = q.size(3), C = options.clusters;
+  const Tensor valid = valid_positions(query_lengths, B, N, q.device(), op);  // (B, N)
+  NoGradGuard no_grad;
+  const Tensor planes = randn({options.bits, E}, gen, q.options());
+  const Tensor bias = randn({options.bits}, gen, q.options());
+  const Tensor references = randn({C, E}, gen, q.options());
+  auto hash = [&](const Tensor& x) { return pack_sign_bits(matmul(x, transpose(planes, 0, 1)) + bias); };
+  const Tensor distance = hamming_distance(unsqueeze(hash(q.detach()), 3), reshape(hash(references), {1, 1, 1, C}));
+  const Tensor ids = argmin(distance, 3);  // (B, H, N); the first minimum on a tie
+  return {where(reshape(valid, {B, 1, N}), ids, full({}, double(C), {DType::Int64, q.device()})), C};
+}
+
+Tensor causal_improved_clustered_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                           const QueryClusters& clusters, int64_t topk_keys, const Padding& padding) {
+  const char* op = "causal_improved_clustered_attention";
+  const QkvShape s = check_qkv(op, q, k, v);
+  check_clusters(op, clusters, s);
+  TP_CHECK(topk_keys >= 1, op, "topk must be at least 1, got ", topk_keys);
+  TP_CHECK(s.N == s.S, op, "causal attention needs as many queries as keys, got N = ", s.N, ", S = ", s.S);
+  const Tensor tril = causal_keep_mask(s.N, s.S, q.device());  // (1, 1, N, S): j ≤ i
+  const Tensor padded_keys = key_keep_mask(padding, s, q.device(), op);
+  const Tensor keep = contiguous(expand(padded_keys.defined() ? logical_and(tril, padded_keys) : tril, {s.B, s.H, s.N, s.S}));
+
+  // Eq. 3 over the prefix: Q^c_i = Σ_{l ≤ i, c(l) = c(i)} q_l / n_i, as a row-normalised (N, N) matmul.
+  const Tensor ids = clusters.ids;
+  const Tensor members = to(logical_and(eq(unsqueeze(ids, 3), unsqueeze(ids, 2)), tril), q.dtype());  // (B, H, N, N)
+  const Tensor centroid = matmul(members / sum(members, {-1}, KeepDim::Yes), q);                     // (B, H, N, E)
+  // Eq. 4 per query, over the keys j ≤ i: A^c_i = softmax(Q^c_i Kᵀ / √E).
+  const Tensor attention = softmax(matmul(centroid * (1.0 / std::sqrt(static_cast<double>(s.E))), transpose(k, -1, -2)), keep);
+  // T_i, m̂_i (eq. 14) per query; hidden keys have A^c = 0 and are never kept by the exact part.
+  const Sorted top = topk(attention, std::min(topk_keys, s.S), -1);  // (B, H, N, k)
+  const Tensor mass = sum(top.values, {-1}, KeepDim::Yes);           // (B, H, N, 1)
+  const Tensor in_top = gt(scatter_add(zeros(attention.shape(), {DType::Int64, q.device()}), 3, top.indices,
+                                       ones(top.indices.shape(), {DType::Int64, q.device()})),
+                           scalar(0, {DType::Int64, q.device()}));
+  // Eq. 17: Σ_{j∉T_i} A^c_ij v_j; eq. 13 and 16: m̂_i Σ_{j∈T_i} softmax_T(q_i·k_j/√E) v_j; eq. 15: their sum.
+  const Tensor rest = matmul(where(in_top, zeros({}, attention.options()), attention), v);
+  return listed_keys_attention(q, k, v, top.indices, gather(keep, 3, top.indices)) * mass + rest;
 }
 
 Tensor improved_clustered_attention(const Tensor& q, const Tensor& k, const Tensor& v, const QueryClusters& clusters,

@@ -42,6 +42,29 @@ QueryClusters cluster_queries(const Tensor& q, const Tensor& query_lengths, cons
 Tensor clustered_attention(const Tensor& q, const Tensor& k, const Tensor& v, const QueryClusters& clusters,
                            const Padding& padding = {});
 
+/// Causal grouping, for causal_improved_clustered_attention: each query's cluster depends on that
+/// query alone. It is hashed as in cluster_queries (R sign random projections with a bias, from gen),
+/// C reference codes are the hashes of C random N(0, 1) vectors (also from gen) under the same
+/// projections, and the query joins the nearest reference code in Hamming distance (the lowest
+/// index on a tie). There are no Lloyd iterations: they move the centroids with every member, later
+/// queries included, which would let a query's cluster depend on the future. Padded queries get C.
+QueryClusters cluster_queries_causal(const Tensor& q, const Tensor& query_lengths, const ClusteringOptions& options,
+                                     Generator& gen);
+
+/// Causal improved clustered attention (needs N = S). The paper defines no causal form; this one
+/// keeps eq. 13–17 and lets nothing at a later position reach query i:
+///   - the centroid query i sees is the mean of its cluster's members at positions ≤ i (eq. 3 over
+///     the prefix; i itself is one, so it is never empty): Q^c_i = Σ_{l ≤ i, c(l) = c(i)} q_l / n_i;
+///   - A^c_i = softmax(Q^c_i Kᵀ/√E) over the keys j ≤ i (the cluster's attention over the other keys
+///     is masked per query);
+///   - the top-k keys T_i of A^c_i, their mass m̂_i, and V̂_i = m̂_i Σ_{j∈T_i} softmax_{T_i}(q_i·k_j/√E) v_j
+///     + Σ_{j∉T_i} A^c_ij v_j (eq. 13–17 with per-query T and m̂).
+/// The clusters come from cluster_queries_causal (any grouping that depends on each query alone
+/// keeps it causal). A centroid per query costs O(N·S) like full attention: this is the reference
+/// form that a causal model compares with, not a faster one. With topk ≥ S it is causal full attention.
+Tensor causal_improved_clustered_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                           const QueryClusters& clusters, int64_t topk, const Padding& padding = {});
+
 /// Improved clustered attention (eq. 13–17): from A^c each cluster's top-k keys T_j and their mass
 /// m̂_j; each query's attention on T_j is its own softmax over those keys scaled by m̂_j, and on the
 /// other keys it is A^c. topk ≥ 1 (more than S uses all keys: then this is full attention).

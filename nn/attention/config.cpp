@@ -1,11 +1,15 @@
 #include "nn/attention/config.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "core/config_text.h"
 #include "nn/attention/clustered.h"
 #include "nn/attention/full.h"
+#include "nn/attention/reformer.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
 
 namespace tapestry::attention {
 
@@ -19,10 +23,13 @@ struct TypeInfo {
 
 const std::vector<TypeInfo>& types() {
   static const std::vector<TypeInfo> all{
-      {AttentionType::Full, "full", {}},
-      {AttentionType::Clustered, "clustered", {"clusters", "bits", "iterations"}},
-      {AttentionType::ImprovedClustered, "improved-clustered", {"clusters", "bits", "iterations", "topk"}},
+      {AttentionType::Full, "full", {"shared-qk"}},
+      {AttentionType::Clustered, "clustered", {"clusters", "bits", "iterations", "shared-qk"}},
+      {AttentionType::ImprovedClustered, "improved-clustered", {"clusters", "bits", "iterations", "topk", "shared-qk"}},
       {AttentionType::NeuralClustering, "neural-clustering", {"clusters"}},
+      {AttentionType::OracleTop, "oracle-top", {"topk", "shared-qk"}},
+      {AttentionType::Routing, "routing", {"clusters", "shared-qk"}},
+      {AttentionType::Reformer, "reformer", {"rounds", "bucket"}},
   };
   return all;
 }
@@ -43,12 +50,25 @@ int64_t& field(AttentionConfig& c, const std::string& key) {
   if (key == "clusters") return c.clusters;
   if (key == "bits") return c.bits;
   if (key == "iterations") return c.iterations;
+  if (key == "shared-qk") return c.shared_qk;
+  if (key == "rounds") return c.rounds;
+  if (key == "bucket") return c.bucket;
   return c.topk;
 }
 
 }  // namespace
 
 const char* type_name(AttentionType type) { return info(type).name; }
+
+bool shares_qk(const AttentionConfig& config) {
+  return config.type == AttentionType::Reformer || config.shared_qk == 1;
+}
+
+Tensor unit_keys(const Tensor& k) {
+  // k_j / max(‖k_j‖, 1e-12): the floor keeps a zero row at zero, with a zero gradient.
+  const double no_limit = std::numeric_limits<double>::infinity();
+  return k * rsqrt(clamp(sum(k * k, {-1}, KeepDim::Yes), 1e-24, no_limit));
+}
 
 AttentionConfig AttentionConfig::parse(const std::string& text) {
   const std::string op = "attention config '" + text + "'";
@@ -79,6 +99,11 @@ AttentionConfig AttentionConfig::parse(const std::string& text) {
            config.iterations);
   TP_CHECK(config.topk >= 1 && config.topk <= kMaxTopk, op, "topk must be in [1, ", kMaxTopk, "], got ",
            config.topk);
+  TP_CHECK(config.shared_qk <= 1, op, "shared-qk must be 0 or 1, got ", config.shared_qk);
+  TP_CHECK(config.rounds >= 1 && config.rounds <= kMaxRounds, op, "rounds must be in [1, ", kMaxRounds, "], got ",
+           config.rounds);
+  TP_CHECK(config.bucket >= 1 && config.bucket <= kMaxTopk, op, "bucket must be in [1, ", kMaxTopk, "], got ",
+           config.bucket);
   return config;
 }
 
@@ -86,8 +111,12 @@ std::string AttentionConfig::to_string() const {
   const TypeInfo& t = info(type);
   AttentionConfig copy = *this;  // field() hands out a mutable reference
   std::string out = t.name;
-  for (size_t i = 0; i < t.keys.size(); ++i)
-    out += (i ? "," : ":") + t.keys[i] + "=" + std::to_string(field(copy, t.keys[i]));
+  bool first = true;
+  for (const std::string& key : t.keys) {
+    if (key == "shared-qk" && shared_qk == 0) continue;  // a flag is printed only when on
+    out += (first ? ":" : ",") + key + "=" + std::to_string(field(copy, key));
+    first = false;
+  }
   return out;
 }
 
@@ -96,19 +125,31 @@ bool AttentionConfig::operator==(const AttentionConfig& other) const { return to
 Tensor attend(const AttentionConfig& config, const Tensor& q, const Tensor& k, const Tensor& v,
               const Padding& padding, Causal causal, Generator& gen) {
   const ClusteringOptions options{config.clusters, config.bits, config.iterations};
+  const Tensor keys = shares_qk(config) ? unit_keys(k) : k;
   switch (config.type) {
     case AttentionType::Full:
-      return full_attention(q, k, v, padding, causal);
+      return full_attention(q, keys, v, padding, causal);
+    case AttentionType::OracleTop:
+      return oracle_top_attention(q, keys, v, config.topk, padding, causal);
+    case AttentionType::Reformer:
+      return reformer_attention(q, keys, v, {config.rounds, config.bucket}, gen, padding, causal);
     case AttentionType::Clustered:
     case AttentionType::ImprovedClustered: {
-      TP_CHECK(causal == Causal::No, "attend", type_name(config.type), " attention has no causal form; use full",
+      TP_CHECK(causal == Causal::No || config.type == AttentionType::ImprovedClustered, "attend",
+               type_name(config.type), " attention has no causal form; use full, oracle-top, improved-clustered",
                " or neural-clustering for a causal model");
       check_qkv("attend", q, k, v);
+      if (causal == Causal::Yes)
+        return causal_improved_clustered_attention(q, keys, v, cluster_queries_causal(q, padding.query_lengths, options, gen),
+                                                   config.topk, padding);
       const QueryClusters clusters = cluster_queries(q, padding.query_lengths, options, gen);
       return config.type == AttentionType::Clustered
-                 ? clustered_attention(q, k, v, clusters, padding)
-                 : improved_clustered_attention(q, k, v, clusters, config.topk, padding);
+                 ? clustered_attention(q, keys, v, clusters, padding)
+                 : improved_clustered_attention(q, keys, v, clusters, config.topk, padding);
     }
+    case AttentionType::Routing:
+      fail("attend", "routing attention routes by centroids that a layer keeps and updates; use routing_attention ",
+           "with the centroids (nn/attention/routing.h) or the attention layer");
     case AttentionType::NeuralClustering:
       break;
   }

@@ -2,13 +2,25 @@
 /// Choosing an attention by a string, so that a model can be trained with one attention and
 /// evaluated with another:
 ///
-///   full
+///   full                              full:shared-qk=1
 ///   clustered:clusters=15,bits=63,iterations=10
 ///   improved-clustered:clusters=15,topk=32
 ///   neural-clustering:clusters=8
+///   oracle-top:topk=32
+///   routing:clusters=16
+///   reformer:rounds=4,bucket=32
 ///
-/// Keys left out take the defaults below. to_string() prints every key of the type, so that
+/// Keys left out take the defaults below. to_string() prints every key of the type (the flag
+/// shared-qk only when it is on, so that plain full attention stays "full"), so that
 /// parse(to_string(c)) == c.
+///
+/// Shared queries and keys (shared-qk=1; full:shared-qk=1 is the clustered-attention paper's
+/// "shared-full"; reformer always shares): the keys are the query projection of the key positions,
+/// normalised to unit length, k_j = q_j / ‖q_j‖ (Kitaev et al. 2020, §2, "Shared-QK Transformer").
+/// MultiheadAttention projects the keys with its query projection; attend() normalises them. Full,
+/// clustered, improved-clustered, oracle-top and routing take the flag, so that a shared-QK model
+/// can be evaluated with each (the paper's Table 1 approximates shared-full "by setting keys to be
+/// equal to queries"); neural-clustering has projections of its own and does not.
 #pragma once
 
 #include <string>
@@ -19,20 +31,25 @@
 namespace tapestry::attention {
 
 /// The attention families (DESIGN §5).
-enum class AttentionType { Full, Clustered, ImprovedClustered, NeuralClustering };
+enum class AttentionType { Full, Clustered, ImprovedClustered, NeuralClustering, OracleTop, Routing, Reformer };
 
-// The ranges parse() accepts: clusters 1..65536, bits 1..63, iterations 0..1000, topk 1..2^20.
+// The ranges parse() accepts: clusters 1..65536, bits 1..63, iterations 0..1000, topk and bucket
+// 1..2^20, rounds 1..64.
 constexpr int64_t kMaxClusters = 65536;            ///< the most clusters parse() accepts
+constexpr int64_t kMaxRounds = 64;                 ///< the most hashing rounds parse() accepts
 constexpr int64_t kMaxIterations = 1000;           ///< the most Lloyd iterations parse() accepts
 constexpr int64_t kMaxTopk = int64_t{1} << 20;     ///< the largest topk parse() accepts
 
 /// An attention and its settings; a layer runs the one its config names.
 struct AttentionConfig {
   AttentionType type = AttentionType::Full;  ///< which attention
-  int64_t clusters = 100;  ///< C (clustered, improved-clustered); k blocks (neural-clustering)
+  int64_t clusters = 100;  ///< C (clustered, improved-clustered, routing); k blocks (neural-clustering)
   int64_t bits = 63;       ///< R: hash bits, 1..63
   int64_t iterations = 10; ///< L: Lloyd iterations
-  int64_t topk = 32;       ///< k: top keys per cluster (improved-clustered)
+  int64_t topk = 32;       ///< k: top keys per cluster (improved-clustered), per query (oracle-top)
+  int64_t shared_qk = 0;   ///< 1: keys are the normalised query projection (all but neural-clustering)
+  int64_t rounds = 4;      ///< hashing rounds (reformer)
+  int64_t bucket = 32;     ///< W, bucket and chunk size (reformer)
 
   /// Throws Error naming the text and what is wrong with it (unknown type or key, a key the type
   /// does not take, a value that is not an integer or is out of range).
@@ -45,9 +62,18 @@ struct AttentionConfig {
 
 const char* type_name(AttentionType type);  ///< "full", "clustered", ...
 
+/// Whether the config's keys are the normalised query projection (shared-qk=1, or reformer).
+bool shares_qk(const AttentionConfig& config);
+
+/// k / ‖k‖ along the last dim: the keys of shared-QK attention. A zero row (a padded position of a
+/// layer without bias) stays zero: the norm is floored at 1e-12.
+Tensor unit_keys(const Tensor& k);
+
 /// Attention of queries q (B, H, N, E) over keys k and values v, as the config says. Clustered types
-/// group the queries with `gen`. neural-clustering works on hidden states, not on q/k/v (it sorts
-/// the sequence before projecting it), so it is refused here: see nn/attention/neural_clustering.h.
+/// group the queries with `gen`. A shared-QK config takes k as the query projection of the key
+/// positions and normalises it here (unit_keys). neural-clustering works on hidden states, not on q/k/v (it sorts
+/// the sequence before projecting it), so it is refused here: see nn/attention/neural_clustering.h;
+/// so is routing, whose centroids are a layer's state: see nn/attention/routing.h.
 Tensor attend(const AttentionConfig& config, const Tensor& q, const Tensor& k, const Tensor& v,
               const Padding& padding, Causal causal, Generator& gen);
 
