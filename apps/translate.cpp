@@ -80,6 +80,8 @@ OptionTable<TranslateOptions> make_table() {
         between(0, int64_t{1} << 40));
   t.add("--beam", &O::beam, "beam size (1: greedy search)", between(1, 1024));
   t.add("--lenpen", &O::lenpen, "beam search's length penalty: scores are log p / length^lenpen", in_range(-10, 10));
+  t.add("--cache", &O::cache,
+        "decode with each decoder layer's keys and values kept (--cache=false re-runs the decoder on the prefix)");
   t.add("--max-ratio", &O::max_ratio, "translations have at most ceil(ratio x source pieces) + 10 pieces",
         in_range(0, 1000));
   add_train_options(t, &O::train);
@@ -262,7 +264,8 @@ std::vector<std::string> translate_sources(models::Translator& model, const Sent
     std::vector<int64_t> pieces;
     for (const int64_t r : rows) pieces.push_back(lengths[size_t(r)] - 1);
     const auto best = models::translate(model, to(batch.tokens, device), to(batch.lengths, device),
-                                        search_options(o, pieces), gen);
+                                        search_options(o, pieces), gen,
+                                        o.cache ? models::Incremental::Yes : models::Incremental::No);
     for (size_t i = 0; i < rows.size(); ++i) out[size_t(rows[i])] = sp.decode(best[i].tokens);
   }
   return out;
@@ -302,10 +305,15 @@ class TranslateRun : public train::Task {
       nll += cross_entropy(f.out.logits, f.target_out, SentencePiece::kPadId).item<double>() * double(f.tokens);
       tokens += f.tokens;
     }
+    const auto start = std::chrono::steady_clock::now();
     const std::vector<std::string> hypotheses = translate_sources(model_, *p_.sp, p_.eval.source, o_, device_, gen);
+    const double decode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const metrics::BleuScore bleu = metrics::corpus_bleu(hypotheses, p_.eval.references);
     model_.set_encoder_attention(attention::AttentionConfig::parse(o_.encoder_attention));
-    return {{{"bleu", bleu.score}, {"loss", nll / double(std::max<int64_t>(tokens, 1))}, {"bp", bleu.bp}},
+    return {{{"bleu", bleu.score},
+             {"loss", nll / double(std::max<int64_t>(tokens, 1))},
+             {"bp", bleu.bp},
+             {"decode_sentences_per_second", double(p_.eval.size()) / std::max(decode_seconds, 1e-9)}},
             double(p_.eval.size())};
   }
 

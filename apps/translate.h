@@ -24,9 +24,11 @@
 //
 // Evaluation, on --eval-split (valid, test or train; --eval-sentences limits it to the first N pairs):
 // "bleu" (corpus BLEU of the detokenised translations against the raw references; the best
-// checkpoint and --patience follow it), "chrf", and "loss" (the target tokens' mean negative
-// log-likelihood under teacher forcing, no smoothing). Translations: greedy search for --beam 1, else
-// beam search with length penalty --lenpen; at most ceil(--max-ratio × source pieces) + 10 pieces.
+// checkpoint and --patience follow it), "bp" (its brevity penalty), "loss" (the target tokens' mean
+// negative log-likelihood under teacher forcing, no smoothing) and "decode_sentences_per_second".
+// Translations: greedy search for --beam 1, else beam search with length penalty --lenpen; at most
+// ceil(--max-ratio × source pieces) + 10 pieces; --cache=false decodes without the key/value cache
+// (every step re-runs the decoder on the prefix), to measure what the cache saves.
 #pragma once
 
 #include <cstdint>
@@ -65,6 +67,7 @@ struct TranslateOptions {
   int64_t beam = 1;             // 1: greedy search
   double lenpen = 1.0;          // beam search's length penalty exponent
   double max_ratio = 1.5;       // translations have at most ceil(max_ratio × source pieces) + 10 pieces
+  bool cache = true;            // decode with each decoder layer's keys and values kept (false: re-run the prefix)
   train::TrainOptions train;
 
   TranslateOptions();

@@ -109,11 +109,12 @@ void TranslatorDecoding::select_rows(const Tensor& rows) {
 }
 
 std::vector<nn::decode::Hypothesis> translate(Translator& model, const Tensor& source, const Tensor& source_lengths,
-                                              const nn::decode::SearchOptions& options, Generator& gen) {
+                                              const nn::decode::SearchOptions& options, Generator& gen,
+                                              Incremental incremental) {
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
-  TranslatorDecoding decoding(model, source, source_lengths, Incremental::Yes, gen);
+  TranslatorDecoding decoding(model, source, source_lengths, incremental, gen);
   const int64_t B = source.size(0);
   std::vector<nn::decode::Hypothesis> best;
   if (options.beam == 1) {

@@ -115,8 +115,9 @@ class TranslatorDecoding {
 };
 
 // The best translation of each sentence of source (B, S): greedy search for options.beam == 1, else
-// beam search's best, with the cache. Runs in eval mode under NoGradGuard (the mode is restored).
+// beam search's best. Runs in eval mode under NoGradGuard (the mode is restored).
 std::vector<nn::decode::Hypothesis> translate(Translator& model, const Tensor& source, const Tensor& source_lengths,
-                                              const nn::decode::SearchOptions& options, Generator& gen);
+                                              const nn::decode::SearchOptions& options, Generator& gen,
+                                              Incremental incremental = Incremental::Yes);
 
 }  // namespace tapestry::models

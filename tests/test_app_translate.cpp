@@ -109,6 +109,15 @@ TEST_CASE("translate: a checkpoint translates on its own, and evaluates with its
   CHECK(result["eval_only"] == true);
   CHECK(result["bleu"].get<double>() == doctest::Approx(trained.metric("bleu")));
   CHECK(result["steps"] == 4);
+  CHECK(result["decode_sentences_per_second"].get<double>() > 0);
+  // Without the key/value cache, and with beam search: the same translations for the cache, a valid score for beams.
+  std::tie(code, out, err) = run_command(dir, cli + "eval --resume " + dir.file("run.ckpt") + " --cache=false --json");
+  CHECK(code == 0);
+  CHECK(nlohmann::json::parse(out)["bleu"].get<double>() == doctest::Approx(trained.metric("bleu")));
+  std::tie(code, out, err) = run_command(dir, cli + "eval --resume " + dir.file("run.ckpt") + " --beam 3 --json");
+  CHECK(code == 0);
+  const double beam_bleu = nlohmann::json::parse(out)["bleu"].get<double>();
+  CHECK((beam_bleu >= 0 && beam_bleu <= 100));
 
   // Without its SentencePiece model, or with another vocabulary beside it.
   std::filesystem::copy_file(dir.file("run.ckpt"), dir.file("bare.ckpt"));

@@ -150,6 +150,9 @@ TEST_CASE("TransformerDecoder::step: bad input") {
   check_error([&] { decoder.step(zeros({2, 2, 8}), cache, gen); }, {"TransformerDecoderLayer", "one position", "(2, 2, 8)"});
   check_error([&] { decoder.step(zeros({3, 1, 8}), cache, gen); }, {"TransformerDecoderLayer", "cache of 2 rows"});
   check_error([&] { decoder.start(zeros({2, 3, 5}), Tensor()); }, {"TransformerDecoderLayer", "memory", "(2, 3, 5)"});
+  decoder.set_self_attention("oracle-top:topk=2");
+  check_error([&] { decoder.step(zeros({2, 1, 8}), cache, gen); },
+              {"TransformerDecoderLayer", "incremental decoding needs full self-attention", "oracle-top"});
 }
 
 TEST_CASE("greedy and beam search on a table whose best sentence greedy misses") {
