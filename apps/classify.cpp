@@ -1,7 +1,5 @@
 #include "apps/classify.h"
 
-#include <stdlib.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <vector>
 
 #include "apps/options.h"
@@ -158,52 +157,28 @@ Split split_documents(const Corpus& corpus, const ClassifyOptions& o) {
   return split;
 }
 
-// A folder under $TMPDIR (or /tmp), removed with its contents at the end of the scope.
-class TemporaryFolder {
- public:
-  TemporaryFolder() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base && *base ? base : "/tmp") + "/tapestry-classify-XXXXXX";
-    TP_CHECK(::mkdtemp(pattern.data()) != nullptr, kTask, "cannot create a temporary folder from ", pattern);
-    path_ = pattern;
-  }
-  ~TemporaryFolder() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TemporaryFolder(const TemporaryFolder&) = delete;
-  TemporaryFolder& operator=(const TemporaryFolder&) = delete;
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-data::SentencePiece train_sentencepiece(const Corpus& corpus, const Split& split, const ClassifyOptions& o,
-                                        const TemporaryFolder& scratch) {
-  // The training documents in hash order (classes mixed) until the byte budget is spent.
+data::SentencePiece train_sentencepiece(const Corpus& corpus, const Split& split, const ClassifyOptions& o) {
+  // The training documents in hash order (classes mixed) until the byte budget is spent, line by
+  // line (SentencePiece's trainer reads sentences, and skips one longer than 4192 bytes).
   std::vector<std::pair<uint64_t, int64_t>> order;
   for (const int64_t i : split.train)
     order.push_back({fnv1a(relative_key(corpus, corpus.documents.documents[size_t(i)])), i});
   std::sort(order.begin(), order.end());
-  const std::string text_file = scratch.file("train.txt");
-  {
-    std::ofstream out(text_file, std::ios::binary);
-    int64_t written = 0;
-    for (const auto& [hash, i] : order) {
-      const std::string& text = corpus.documents.documents[size_t(i)].text;
-      if (written > 0 && written + int64_t(text.size()) > kSentencePieceTextBytes) break;
-      out << text << '\n';
-      written += int64_t(text.size()) + 1;
-    }
-    TP_CHECK(out.good(), kTask, "cannot write the SentencePiece training text to ", text_file);
+  std::vector<std::string> lines;
+  int64_t written = 0;
+  for (const auto& [hash, i] : order) {
+    const std::string& text = corpus.documents.documents[size_t(i)].text;
+    if (written > 0 && written + int64_t(text.size()) > kSentencePieceTextBytes) break;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    written += int64_t(text.size()) + 1;
   }
   data::SentencePieceOptions spm;
   spm.vocab_size = o.vocab_size;
   // E-mails carry stray bytes and rare symbols: the rarest characters become <unk>.
   spm.character_coverage = 0.9995;
   try {
-    return data::SentencePiece::train({text_file}, spm);
+    return data::SentencePiece::train_sentences(lines, spm);
   } catch (const Error& e) {
     fail("--vocab-size", "SentencePiece could not train ", o.vocab_size, " pieces on the training split (",
          split.train.size(), " documents); a smaller --vocab-size may fit: ", e.what());
@@ -235,10 +210,9 @@ Prepared prepare(const ClassifyOptions& o, const std::vector<std::string>& spm_p
   const Split split = split_documents(corpus, o);
   TP_CHECK(!split.train.empty(), "--data", "'", o.data, "' leaves no training document");
 
-  TemporaryFolder scratch;
   const auto start = std::chrono::steady_clock::now();
   const data::SentencePiece sp = !o.train.resume.empty() ? data::SentencePiece::load(o.train.resume + ".spm")
-                                                         : train_sentencepiece(corpus, split, o, scratch);
+                                                         : train_sentencepiece(corpus, split, o);
   for (const std::string& path : spm_paths) sp.save(path);
   p.vocabulary = sp.vocab_size();
 

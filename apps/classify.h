@@ -18,8 +18,7 @@
 // kSentencePieceTextBytes of its text, documents in hash order); documents are cut to their first
 // --max-length tokens. The model file goes beside each checkpoint as `<checkpoint>.spm` (--save,
 // --save-best); --resume and --eval-only read `<resume>.spm`, so a checkpoint classifies on its own.
-// A run without a checkpoint keeps its SentencePiece model in a temporary folder, removed at the
-// end. A document with no tokens is left out and counted ("empty_documents" in the report, and a
+// A run without a checkpoint keeps its SentencePiece model in memory only. A document with no tokens is left out and counted ("empty_documents" in the report, and a
 // line on stderr); entries the folder reader skips are counted too ("skipped_entries").
 //
 // Batches: data::BatchSampler under a budget of --batch-tokens padded tokens, shuffled by the seed,

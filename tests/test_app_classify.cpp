@@ -201,15 +201,7 @@ TEST_CASE("classify: bad data gives errors that name the file, or counted skips"
 TEST_CASE("classify command line: --help, --json, bad flags, missing data") {
   TempDir dir;
   write_corpus(dir.file("corpus"), {"rivers", "trade"});
-  const auto run = [&](const std::string& args) {
-    const std::string command = args + " >" + dir.file("out") + " 2>" + dir.file("err");
-    const int status = std::system(command.c_str());
-    std::ifstream out(dir.file("out")), err(dir.file("err"));
-    std::stringstream o, e;
-    o << out.rdbuf();
-    e << err.rdbuf();
-    return std::tuple<int, std::string, std::string>{WEXITSTATUS(status), o.str(), e.str()};
-  };
+  const auto run = [&](const std::string& args) { return run_shell(dir, args); };
   const std::string cli = std::string(TAPESTRY_CLI) + " classify ";
   auto [code, out, err] = run(cli + "--help");
   CHECK(code == 0);

@@ -2,8 +2,6 @@
 // translates on its own (its SentencePiece model beside it) and evaluates with its settings read
 // from it, and bad data, checkpoints and flags give clear errors. The test on the prepared data set
 // skips with one line when `make data` has not run, and fails when CI is set.
-#include <sys/wait.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -57,16 +55,6 @@ app::TranslateOptions tiny(const std::string& data) {
   return o;
 }
 
-std::tuple<int, std::string, std::string> run_command(const TempDir& dir, const std::string& args) {
-  const std::string command = args + " >" + dir.file("out") + " 2>" + dir.file("err");
-  const int status = std::system(command.c_str());
-  std::ifstream out(dir.file("out")), err(dir.file("err"));
-  std::stringstream o, e;
-  o << out.rdbuf();
-  e << err.rdbuf();
-  return {WEXITSTATUS(status), o.str(), e.str()};
-}
-
 }  // namespace
 
 TEST_CASE("translate: learns two hundred real German-English pairs (train BLEU far up)") {
@@ -98,12 +86,12 @@ TEST_CASE("translate: a checkpoint translates on its own, and evaluates with its
   app::TranslateOptions use = app::translate_preset(app::TranslatePreset::Small);  // other sizes: read from the checkpoint
   use.train.resume = dir.file("run.ckpt");
   const std::string cli = std::string(TAPESTRY_CLI) + " translate ";
-  auto [code, out, err] = run_command(dir, "printf 'eins und zwei\\n\\ndrei und vier\\n' | " + cli + "run --resume " +
+  auto [code, out, err] = run_shell(dir, "printf 'eins und zwei\\n\\ndrei und vier\\n' | " + cli + "run --resume " +
                                                dir.file("run.ckpt"));
   INFO(err);
   CHECK(code == 0);
   CHECK(std::count(out.begin(), out.end(), '\n') == 3);
-  std::tie(code, out, err) = run_command(dir, cli + "eval --resume " + dir.file("run.ckpt") + " --json");
+  std::tie(code, out, err) = run_shell(dir, cli + "eval --resume " + dir.file("run.ckpt") + " --json");
   CHECK(code == 0);
   const nlohmann::json result = nlohmann::json::parse(out);
   CHECK(result["eval_only"] == true);
@@ -111,17 +99,17 @@ TEST_CASE("translate: a checkpoint translates on its own, and evaluates with its
   CHECK(result["steps"] == 4);
   CHECK(result["decode_sentences_per_second"].get<double>() > 0);
   // Without the key/value cache, and with beam search: the same translations for the cache, a valid score for beams.
-  std::tie(code, out, err) = run_command(dir, cli + "eval --resume " + dir.file("run.ckpt") + " --cache=false --json");
+  std::tie(code, out, err) = run_shell(dir, cli + "eval --resume " + dir.file("run.ckpt") + " --cache=false --json");
   CHECK(code == 0);
   CHECK(nlohmann::json::parse(out)["bleu"].get<double>() == doctest::Approx(trained.metric("bleu")));
-  std::tie(code, out, err) = run_command(dir, cli + "eval --resume " + dir.file("run.ckpt") + " --beam 3 --json");
+  std::tie(code, out, err) = run_shell(dir, cli + "eval --resume " + dir.file("run.ckpt") + " --beam 3 --json");
   CHECK(code == 0);
   const double beam_bleu = nlohmann::json::parse(out)["bleu"].get<double>();
   CHECK((beam_bleu >= 0 && beam_bleu <= 100));
 
   // Without its SentencePiece model, or with another vocabulary beside it.
   std::filesystem::copy_file(dir.file("run.ckpt"), dir.file("bare.ckpt"));
-  std::tie(code, out, err) = run_command(dir, "echo eins | " + cli + "run --resume " + dir.file("bare.ckpt"));
+  std::tie(code, out, err) = run_shell(dir, "echo eins | " + cli + "run --resume " + dir.file("bare.ckpt"));
   CHECK(code == 1);
   CHECK(err.find("no SentencePiece model beside it") != std::string::npos);
   app::TranslateOptions other = tiny(dir.file("corpus"));
@@ -131,7 +119,7 @@ TEST_CASE("translate: a checkpoint translates on its own, and evaluates with its
   app::run_translate(other);
   std::filesystem::copy_file(dir.file("run.ckpt"), dir.file("mixed.ckpt"));
   std::filesystem::copy_file(dir.file("other.ckpt.spm"), dir.file("mixed.ckpt.spm"));
-  std::tie(code, out, err) = run_command(dir, "echo eins | " + cli + "run --resume " + dir.file("mixed.ckpt"));
+  std::tie(code, out, err) = run_shell(dir, "echo eins | " + cli + "run --resume " + dir.file("mixed.ckpt"));
   CHECK(code == 1);
   CHECK(err.find("holds 24 pieces, but the model has --vocab-size 30") != std::string::npos);
   // A different vocabulary on the command line than the checkpoint's model.
@@ -141,7 +129,7 @@ TEST_CASE("translate: a checkpoint translates on its own, and evaluates with its
   o.train.steps = 6;
   check_error([&] { app::run_translate(o); }, {"--vocab-size", "30"});
   // Input that is not UTF-8.
-  std::tie(code, out, err) = run_command(dir, "printf 'eins\\n\\377\\n' | " + cli + "run --resume " + dir.file("run.ckpt"));
+  std::tie(code, out, err) = run_shell(dir, "printf 'eins\\n\\377\\n' | " + cli + "run --resume " + dir.file("run.ckpt"));
   CHECK(code == 1);
   CHECK(err.find("line 2 of the input is not valid UTF-8") != std::string::npos);
 }
@@ -182,24 +170,24 @@ TEST_CASE("translate: bad data gives errors that name the file") {
 TEST_CASE("translate command line: --help, bad flags, missing checkpoint") {
   TempDir dir;
   const std::string cli = std::string(TAPESTRY_CLI) + " translate ";
-  auto [code, out, err] = run_command(dir, cli + "train --help");
+  auto [code, out, err] = run_shell(dir, cli + "train --help");
   CHECK(code == 0);
   for (const char* flag : {"--encoder-attention", "--decoder-attention", "--beam", "--lenpen", "--max-tokens",
                            "--vocab-size", "--label-smoothing", "--save-best"})
     CHECK(out.find(flag) != std::string::npos);
-  std::tie(code, out, err) = run_command(dir, cli + "train --beam 0");
+  std::tie(code, out, err) = run_shell(dir, cli + "train --beam 0");
   CHECK(code == 2);
   CHECK(err.find("--beam") != std::string::npos);
-  std::tie(code, out, err) = run_command(dir, cli + "train --decoder-attention improved-clustered");
+  std::tie(code, out, err) = run_shell(dir, cli + "train --decoder-attention improved-clustered");
   CHECK(code == 2);
   CHECK(err.find("--decoder-attention") != std::string::npos);
-  std::tie(code, out, err) = run_command(dir, cli + "eval");
+  std::tie(code, out, err) = run_shell(dir, cli + "eval");
   CHECK(code == 2);
   CHECK(err.find("--resume") != std::string::npos);
-  std::tie(code, out, err) = run_command(dir, "echo eins | " + cli + "run --resume " + dir.file("missing.ckpt"));
+  std::tie(code, out, err) = run_shell(dir, "echo eins | " + cli + "run --resume " + dir.file("missing.ckpt"));
   CHECK(code == 2);
   CHECK(err.find("missing.ckpt") != std::string::npos);
-  std::tie(code, out, err) = run_command(dir, "TAPESTRY_DATA=" + dir.file("nowhere") + " " + cli + "train --steps 1");
+  std::tie(code, out, err) = run_shell(dir, "TAPESTRY_DATA=" + dir.file("nowhere") + " " + cli + "train --steps 1");
   CHECK(code == 1);
   CHECK(err.find("make data") != std::string::npos);
 }

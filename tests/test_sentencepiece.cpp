@@ -92,6 +92,26 @@ TEST_CASE("data: SentencePiece trains, encodes and decodes round trip, with fixe
   }
 }
 
+TEST_CASE("data: SentencePiece trained on sentences in memory equals the model trained on the same lines in a file") {
+  TempDir dir;
+  const std::vector<std::string> lines = sentences(300, 2);
+  const std::string text = write_lines(dir.file("text.txt"), lines);
+  for (const SubwordModel model : {SubwordModel::Unigram, SubwordModel::Bpe}) {
+    CAPTURE(static_cast<int>(model));
+    const SentencePiece from_file = SentencePiece::train({text}, small(model));
+    const SentencePiece from_memory = SentencePiece::train_sentences(lines, small(model));
+    REQUIRE(from_memory.vocab_size() == 40);
+    for (int64_t id = 0; id < 40; ++id) CHECK(from_memory.id_to_piece(id) == from_file.id_to_piece(id));
+    for (const std::string& line : sentences(20, 3)) CHECK(from_memory.encode(line) == from_file.encode(line));
+  }
+  check_error([] { SentencePiece::train_sentences({}, small(SubwordModel::Unigram)); },
+              {"SentencePiece::train_sentences", "no sentences"});
+  SentencePieceOptions too_many = small(SubwordModel::Unigram);
+  too_many.vocab_size = 100000;
+  check_error([&] { SentencePiece::train_sentences(lines, too_many); },
+              {"SentencePiece::train_sentences", "300 sentences", "Vocabulary size"});
+}
+
 TEST_CASE("data: a saved SentencePiece model loads and encodes the same") {
   TempDir dir;
   const std::vector<std::string> lines = sentences(200, 2);

@@ -2,13 +2,17 @@
 #pragma once
 
 #include <doctest/doctest.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
+#include <sstream>
 #include <system_error>
+#include <tuple>
 #include <vector>
 
 #include "data/datasets.h"
@@ -102,5 +106,16 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Runs `command` in the shell with its stdout and stderr captured in files of `dir`:
+// {exit status, stdout, stderr}.
+inline std::tuple<int, std::string, std::string> run_shell(const TempDir& dir, const std::string& command) {
+  const int status = std::system((command + " >" + dir.file("out") + " 2>" + dir.file("err")).c_str());
+  std::ifstream out(dir.file("out")), err(dir.file("err"));
+  std::stringstream o, e;
+  o << out.rdbuf();
+  e << err.rdbuf();
+  return {WEXITSTATUS(status), o.str(), e.str()};
+}
 
 }  // namespace tapestry::testing
