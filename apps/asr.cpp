@@ -60,6 +60,15 @@ OptionTable<AsrOptions> make_table() {
   t.add("--mu", &O::mu, "neural-clustering: weight µ of the clustering loss L1", in_range(0, 1e6), Recorded::Training);
   t.add("--nu", &O::nu, "neural-clustering: weight ν of the centroid sorting loss L2", in_range(0, 1e6),
         Recorded::Training);
+  using S = data::SpecAugmentOptions;
+  t.add("--freq-masks", &O::spec_augment, &S::frequency_masks, "SpecAugment: frequency masks per training utterance",
+        between(0, 64), Recorded::Training);
+  t.add("--freq-width", &O::spec_augment, &S::frequency_width, "SpecAugment: the widest frequency mask, in mel bins",
+        between(0, 1 << 20), Recorded::Training);
+  t.add("--time-masks", &O::spec_augment, &S::time_masks, "SpecAugment: time masks per training utterance",
+        between(0, 64), Recorded::Training);
+  t.add("--time-width", &O::spec_augment, &S::time_width, "SpecAugment: the widest time mask, in frames",
+        between(0, 1 << 20), Recorded::Training);
   t.add("--beam", &O::beam, "0: greedy decoding; N: CTC prefix beam search keeping N prefixes", between(0, 4096));
   add_train_options(t, &O::train);
   return t;
@@ -218,6 +227,7 @@ class AsrRun : public train::Task {
         a_(a),
         device_(device),
         beam_(o.beam),
+        spec_augment_(o.spec_augment),
         model_(model_options(o, int64_t(p.inventory.size()), a.train), gen),
         // An --eval-only run reads no training split; its sampler, never drawn from, gets the eval split.
         sampler_(p.train.size() > 0 ? p.train.frames : p.eval.frames, batching(o, data::Shuffle::Yes),
@@ -230,7 +240,7 @@ class AsrRun : public train::Task {
   nn::Module& model() override { return model_; }
 
   train::Step step(Generator& gen) override {
-    const Forward f = forward(p_.train, sampler_.next(), gen);
+    const Forward f = forward(p_.train, sampler_.next(), gen, nullptr, &spec_augment_);
     return {f.out.objective(f.loss), f.loss.item<double>(), {}, double(f.frames)};
   }
 
@@ -266,10 +276,14 @@ class AsrRun : public train::Task {
     int64_t frames = 0;
   };
 
-  // The rows of `u`; the model's forward time is added to *seconds when given.
-  Forward forward(const Utterances& u, const std::vector<int64_t>& rows, Generator& gen, double* seconds = nullptr) {
+  // The rows of `u`, their features masked by `augment` when given (training); the model's forward
+  // time is added to *seconds when given.
+  Forward forward(const Utterances& u, const std::vector<int64_t>& rows, Generator& gen, double* seconds = nullptr,
+                  const data::SpecAugmentOptions* augment = nullptr) {
     const data::FrameBatch batch = data::make_frame_batch(u.features, model_.options().features, u.labels, rows);
-    const Tensor features = to(batch.features, device_), lengths = to(batch.lengths, device_);
+    const Tensor masked = augment && augment->enabled() ? data::spec_augment(batch.features, batch.lengths, *augment, gen)
+                                                        : batch.features;
+    const Tensor features = to(masked, device_), lengths = to(batch.lengths, device_);
     Forward f;
     const auto start = std::chrono::steady_clock::now();
     f.out = model_.forward(features, lengths, gen);
@@ -296,6 +310,7 @@ class AsrRun : public train::Task {
   Attentions a_;
   Device device_;
   int64_t beam_;
+  data::SpecAugmentOptions spec_augment_;
   models::SpeechRecognizer model_;
   data::BatchSampler sampler_;  // over the training utterances
   data::BatchList eval_batches_;
@@ -338,6 +353,8 @@ AsrOptions asr_preset(AsrPreset preset) {
 void check_asr_options(const AsrOptions& o) {
   table().check(o);
   train::check_options(o.train);
+  TP_CHECK(o.spec_augment.frequency_width <= o.mel_bins, "--freq-width", "a frequency mask of up to ",
+           o.spec_augment.frequency_width, " bins does not fit --mel-bins ", o.mel_bins);
   const Attentions a = attentions(o.attention, o.eval_attention);
   // The longest utterance of the corpus is a few hundred frames: a batch of them, as positions.
   check_attention_memory(a, std::max<int64_t>(1, o.batch_frames / 1000), o.heads, 1000 / o.stack + 1);

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "apps/app.h"
+#include "data/features.h"
 #include "train/trainer.h"
 
 namespace tapestry::app {
@@ -59,6 +60,7 @@ struct AsrOptions {
   double mu = 1e-3;  // neural-clustering only: the weights of L1 and L2 (ClusterFormer eq. 17)
   double nu = 1e-3;
   int64_t beam = 0;  // 0: greedy decoding; N: prefix beam search keeping N prefixes
+  data::SpecAugmentOptions spec_augment;  // masks on the training batches' features (off by default)
   train::TrainOptions train;
 
   AsrOptions();

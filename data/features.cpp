@@ -11,6 +11,7 @@
 
 #include "core/creation.h"
 #include "core/error.h"
+#include "ops/creation.h"
 
 namespace tapestry::data {
 
@@ -152,6 +153,52 @@ Tensor log_mel_filterbank(const std::vector<float>& samples, const FilterbankOpt
       }
     }
   return from_vector<float>(features, {F, M});
+}
+
+Tensor spec_augment(const Tensor& features, const Tensor& lengths, const SpecAugmentOptions& o, Generator& gen) {
+  const char* op = "spec_augment";
+  TP_CHECK(features.defined() && features.dim() == 3 && features.dtype() == DType::Float32 && features.device().is_cpu(),
+           op, "expected features (B, N, M) float32 on the CPU, got ",
+           features.defined() ? to_string(features.shape()) + " " + dtype_name(features.dtype()) + " on " +
+                                    to_string(features.device())
+                              : std::string("an undefined tensor"));
+  const int64_t B = features.size(0), N = features.size(1), M = features.size(2);
+  TP_CHECK(lengths.defined() && lengths.dim() == 1 && lengths.size(0) == B && lengths.dtype() == DType::Int64, op,
+           "expected lengths (", B, ") int64 for features ", to_string(features.shape()));
+  TP_CHECK(o.frequency_masks >= 0 && o.frequency_width >= 0 && o.time_masks >= 0 && o.time_width >= 0, op,
+           "mask counts and widths must not be negative, got ", o.frequency_masks, " x ", o.frequency_width, " and ",
+           o.time_masks, " x ", o.time_width);
+  TP_CHECK(o.frequency_width <= M, op, "a frequency mask of up to ", o.frequency_width, " bins does not fit ", M,
+           " mel bins");
+  const std::vector<int64_t> length = lengths.to_vector<int64_t>();
+  for (int64_t b = 0; b < B; ++b)
+    TP_CHECK(length[size_t(b)] >= 0 && length[size_t(b)] <= N, op, "lengths[", b, "] = ", length[size_t(b)],
+             " is outside [0, ", N, "]");
+  std::vector<float> x = features.to_vector<float>();
+  if (!o.enabled() || B == 0) return from_vector(x, features.shape());
+  const int64_t masks = o.frequency_masks + o.time_masks;
+  const std::vector<double> u = rand({B, masks, 2}, gen, {DType::Float64}).to_vector<double>();
+  // floor(u · (n + 1)) for u in [0, 1): uniform in {0, …, n}.
+  const auto below = [](double v, int64_t n) { return std::min(n, int64_t(v * double(n + 1))); };
+  for (int64_t b = 0; b < B; ++b) {
+    float* row = x.data() + b * N * M;
+    const int64_t frames = length[size_t(b)];
+    for (int64_t m = 0; m < masks; ++m) {
+      const double* draw = u.data() + (b * masks + m) * 2;
+      const bool frequency = m < o.frequency_masks;
+      const int64_t extent = frequency ? M : frames;
+      const int64_t width = below(draw[0], frequency ? o.frequency_width : std::min(o.time_width, frames));
+      const int64_t start = below(draw[1], extent - width);
+      for (int64_t k = start; k < start + width; ++k) {
+        if (frequency) {
+          for (int64_t t = 0; t < frames; ++t) row[t * M + k] = 0.0f;
+        } else {
+          std::fill(row + k * M, row + (k + 1) * M, 0.0f);
+        }
+      }
+    }
+  }
+  return from_vector(x, features.shape());
 }
 
 }  // namespace tapestry::data

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/random.h"
 #include "core/tensor.h"
 
 namespace tapestry::data {
@@ -48,5 +49,26 @@ Tensor log_mel_filterbank(const std::vector<float>& samples, const FilterbankOpt
 // The center frequency in Hz of each of the M filters (corner m + 1), for the options' sample rate
 // and range: where a pure tone lands.
 std::vector<double> mel_filter_centers(const FilterbankOptions& options = {});
+
+// SpecAugment's masks for training (Park et al. 2019, §2: frequency and time masking, no time
+// warping). Each utterance of a batch gets `frequency_masks` bands of f consecutive mel bins,
+// f uniform in {0, …, frequency_width} and starting at f0 uniform in {0, …, M − f}, and `time_masks`
+// spans of t consecutive frames, t uniform in {0, …, min(time_width, length)} and starting at t0
+// uniform in {0, …, length − t}. Masked values become 0, the mean of per-utterance-normalised
+// features. All zero (the default): no masking.
+struct SpecAugmentOptions {
+  int64_t frequency_masks = 0;
+  int64_t frequency_width = 0;  // F in the paper
+  int64_t time_masks = 0;
+  int64_t time_width = 0;       // T in the paper
+  bool enabled() const { return (frequency_masks > 0 && frequency_width > 0) || (time_masks > 0 && time_width > 0); }
+};
+
+// features (B, N, M) float32 on the CPU with lengths (B) int64 (frames ≥ lengths[b] are padding and
+// are left as they are): a masked copy, as above. Draws from gen: per utterance, two uniforms per
+// mask (width, then start), frequency masks first. Refused with an Error naming "spec_augment":
+// other shapes or dtypes, a length outside [0, N], a negative count or width, a frequency width
+// above M.
+Tensor spec_augment(const Tensor& features, const Tensor& lengths, const SpecAugmentOptions& options, Generator& gen);
 
 }  // namespace tapestry::data

@@ -128,11 +128,18 @@ TEST_CASE("asr: learns the phonemes of a few dozen synthetic utterances; its che
   CHECK(per.value() < 0.3);
 }
 
-TEST_CASE("asr: a resumed run continues exactly; eval reads the model settings from the checkpoint") {
+TEST_CASE("asr: a resumed run continues exactly, SpecAugment masks included; eval reads the model settings from the checkpoint") {
   TempDir dir;
   write_corpus(dir.file("c"));
   app::AsrOptions o = tiny(dir.file("c"));
+  o.spec_augment = {1, 2, 1, 3};  // the masks draw from the training generator, which the checkpoint holds
   const train::Report straight = app::run_asr(o);
+  app::AsrOptions unmasked = o;
+  unmasked.spec_augment = {};
+  CHECK(app::run_asr(unmasked).train_loss != straight.train_loss);
+  app::AsrOptions wide = o;
+  wide.spec_augment.frequency_width = wide.mel_bins + 1;
+  check_error([&] { app::check_asr_options(wide); }, {"--freq-width", "does not fit --mel-bins"});
 
   app::AsrOptions first = o;
   first.train.steps = 2;

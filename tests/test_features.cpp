@@ -112,3 +112,64 @@ TEST_CASE("log_mel_filterbank refuses what it cannot frame") {
   o.low_hz = 500, o.high_hz = 400;
   check_error([&] { log_mel_filterbank(x, o); }, {"log_mel_filterbank", "low_hz = 500"});
 }
+
+TEST_CASE("spec_augment: bands of bins and spans of real frames become 0, as drawn; padding and the rest stay") {
+  const int64_t B = 3, N = 20, M = 8;
+  const Tensor features = to(uniform({B, N, M}, 5, 1.0, 2.0), DType::Float32);  // no value is 0
+  const Tensor lengths = from_vector<int64_t>({20, 12, 0}, {B});
+  data::SpecAugmentOptions o;
+  o.frequency_masks = 2;
+  o.frequency_width = 3;
+  o.time_masks = 2;
+  o.time_width = 5;
+  Generator gen(7);
+  const Tensor masked = data::spec_augment(features, lengths, o, gen);
+  Generator again(7);
+  check_close(to(data::spec_augment(features, lengths, o, again), DType::Float64), to(masked, DType::Float64), 0, 0);
+
+  const std::vector<float> x = features.to_vector<float>(), y = masked.to_vector<float>();
+  const std::vector<int64_t> len = lengths.to_vector<int64_t>();
+  int64_t zeros_seen = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    // A zero must lie in a whole masked bin (every real frame) or a whole masked frame (every bin).
+    std::vector<bool> bin_masked(M, true), frame_masked(size_t(N), false);
+    for (int64_t t = 0; t < len[size_t(b)]; ++t) {
+      bool all = true;
+      for (int64_t m = 0; m < M; ++m) all = all && y[size_t((b * N + t) * M + m)] == 0.0f;
+      frame_masked[size_t(t)] = all;
+    }
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t t = 0; t < len[size_t(b)]; ++t)
+        if (!frame_masked[size_t(t)] && y[size_t((b * N + t) * M + m)] != 0.0f) bin_masked[size_t(m)] = false;
+    for (int64_t t = 0; t < N; ++t)
+      for (int64_t m = 0; m < M; ++m) {
+        const size_t i = size_t((b * N + t) * M + m);
+        if (t >= len[size_t(b)]) {
+          CHECK(y[i] == x[i]);  // padding is left as it is
+        } else if (y[i] == 0.0f) {
+          ++zeros_seen;
+          CHECK((frame_masked[size_t(t)] || (len[size_t(b)] > 0 && bin_masked[size_t(m)])));
+        } else {
+          CHECK(y[i] == x[i]);
+        }
+      }
+    int64_t masked_bins = 0, masked_frames = 0;
+    for (const bool v : bin_masked) masked_bins += v;
+    for (const bool v : frame_masked) masked_frames += v;
+    if (len[size_t(b)] > 0) CHECK(masked_bins <= o.frequency_masks * o.frequency_width);
+    CHECK(masked_frames <= o.time_masks * o.time_width);
+  }
+  CHECK(zeros_seen > 0);  // this seed masks something
+
+  data::SpecAugmentOptions off;
+  Generator g(1);
+  check_close(to(data::spec_augment(features, lengths, off, g), DType::Float64), to(features, DType::Float64), 0, 0);
+  o.frequency_width = 9;
+  check_error([&] { data::spec_augment(features, lengths, o, g); }, {"spec_augment", "does not fit 8 mel bins"});
+  o.frequency_width = 3;
+  check_error([&] { data::spec_augment(features, from_vector<int64_t>({20, 21, 0}, {B}), o, g); },
+              {"spec_augment", "lengths[1] = 21"});
+  check_error([&] { data::spec_augment(to(features, DType::Float64), lengths, o, g); }, {"spec_augment", "float32"});
+  o.time_masks = -1;
+  check_error([&] { data::spec_augment(features, lengths, o, g); }, {"spec_augment", "negative"});
+}
