@@ -392,18 +392,11 @@ AsrCheckpoint read_asr_checkpoint(const std::string& path, const AsrOptions& opt
            flag, "'", path, "' is not a checkpoint of tapestry asr");
   const nlohmann::json& model = m["model"];
   AsrCheckpoint c{options, {}};
+  table().apply(c.options, model);  // the settings recorded as Recorded::Model
   try {
-    c.options.mel_bins = model.at("mel-bins").get<int64_t>();
-    c.options.high_hz = model.at("high-hz").get<double>();
-    c.options.stack = model.at("stack").get<int64_t>();
-    c.options.layers = model.at("layers").get<int64_t>();
-    c.options.heads = model.at("heads").get<int64_t>();
-    c.options.head_dim = model.at("head-dim").get<int64_t>();
-    c.options.ff = model.at("ff").get<int64_t>();
-    c.options.attention = model.at("attention").get<std::string>();
     c.phonemes = model.at("phonemes").get<std::vector<std::string>>();
   } catch (const nlohmann::json::exception& e) {
-    fail(flag, "'", path, "': the model settings are incomplete (", e.what(), ")");
+    fail(flag, "'", path, "': the model settings list no phonemes (", e.what(), ")");
   }
   TP_CHECK(!c.phonemes.empty(), flag, "'", path, "': the model settings list no phonemes");
   return c;

@@ -102,10 +102,15 @@ class OptionTable {
   // every given flag. Throws Error naming the flag for a recorded value of the wrong type.
   Options parsed(const nlohmann::json& recorded = nlohmann::json::object()) const {
     Options o = preset(preset_.empty() ? presets_[0].first : preset_);
-    for (const Entry& e : entries_)
-      if (recorded.contains(e.flag.substr(2))) e.assign(o, recorded.at(e.flag.substr(2)));
+    apply(o, recorded);
     for (const Entry& e : entries_) e.apply(o);
     return o;
+  }
+  // Sets in `o` the flags that `recorded` holds ({flag without dashes: value}); throws Error naming
+  // the flag for a value of the wrong type.
+  void apply(Options& o, const nlohmann::json& recorded) const {
+    for (const Entry& e : entries_)
+      if (recorded.contains(e.flag.substr(2))) e.assign(o, recorded.at(e.flag.substr(2)));
   }
   const Options& preset(const std::string& name) const {
     for (const auto& [n, options] : presets_)
