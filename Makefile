@@ -46,10 +46,10 @@ install: build
 install-check: build
 	scripts/check-install $(BUILD)
 
-# The API reference (Doxygen, installed by scripts/setup-docs) in build/docs/html; fails on any
+# The API reference (Doxygen, installed by `scripts/setup docs`) in build/docs/html; fails on any
 # Doxygen warning, and on an undocumented entity in the headers scripts/docs holds to that.
 docs:
-	@scripts/setup-docs
+	@scripts/setup docs
 	@scripts/docs
 
 # The CPU suite under AddressSanitizer + UndefinedBehaviorSanitizer (no CUDA).
@@ -65,7 +65,7 @@ FUZZ_SECONDS ?= 20
 FUZZ_TARGETS := checkpoint configs readers
 
 fuzz:
-	@command -v clang++ >/dev/null || { echo "make fuzz: needs clang (apt-get install clang libomp-dev)"; exit 1; }
+	@scripts/setup fuzz
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAPESTRY_CUDA=OFF -DTAPESTRY_FUZZ=ON $(CMAKE_ARGS)
 	cmake --build build-fuzz -j $(JOBS) $(foreach t,$(FUZZ_TARGETS),--target fuzz_$(t))
 	@for t in $(FUZZ_TARGETS); do \

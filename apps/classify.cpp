@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <vector>
@@ -17,7 +18,9 @@
 #include "data/classification.h"
 #include "data/datasets.h"
 #include "data/sentencepiece.h"
+#include "data/split.h"
 #include "metrics/f1.h"
+#include "metrics/summary.h"
 #include "models/classifier.h"
 #include "models/naive_bayes.h"
 #include "ops/loss.h"
@@ -52,6 +55,9 @@ OptionTable<ClassifyOptions> make_table() {
   t.add("--test-fraction", &O::test_fraction, "share of each class held out for testing", in_range(0, 0.5),
         Recorded::Training);
   t.add("--eval-split", &O::eval_split, "the split evaluations score", one_of({"valid", "test"}));
+  t.add("--folds", &O::folds,
+        "K-fold cross-validation: K runs, each evaluated on its held-out fold; reports mean and std (0: off)",
+        between(0, 1000));
   t.add("--vocab-size", &O::vocab_size, "SentencePiece pieces, trained on the training split", between(8, 1 << 20),
         Recorded::Model);
   t.add("--max-length", &O::max_length, "tokens of a document the model reads (the rest is cut)",
@@ -115,12 +121,6 @@ Corpus read_corpus(const ClassifyOptions& o) {
   return {data::read_class_list(o.data), fs::path(o.data).parent_path().string()};
 }
 
-uint64_t fnv1a(const std::string& text) {
-  uint64_t h = 14695981039346656037ull;
-  for (const unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 // A document's path relative to the corpus root: what the split and the SentencePiece sample hash,
 // so that neither depends on where the corpus lies.
 std::string relative_key(const Corpus& corpus, const data::Document& document) {
@@ -128,41 +128,23 @@ std::string relative_key(const Corpus& corpus, const data::Document& document) {
   return relative.empty() ? fs::path(document.path).generic_string() : relative.generic_string();
 }
 
-struct Split {
-  std::vector<int64_t> train, valid, test;  // document indices
-};
-
-// See the top of apps/classify.h.
-Split split_documents(const Corpus& corpus, const ClassifyOptions& o) {
-  const auto& docs = corpus.documents.documents;
-  std::vector<std::vector<int64_t>> members(corpus.documents.classes.size());
-  for (size_t i = 0; i < docs.size(); ++i) members[size_t(docs[i].label)].push_back(int64_t(i));
-  const auto share = [](int64_t n, double fraction) -> int64_t {
-    if (fraction <= 0 || n < 3) return 0;
-    return std::max<int64_t>(1, std::llround(double(n) * fraction));
-  };
-  Split split;
-  for (auto& m : members) {
-    std::vector<std::pair<std::pair<uint64_t, std::string>, int64_t>> order;
-    for (const int64_t i : m) {
-      const std::string key = relative_key(corpus, docs[size_t(i)]);
-      order.push_back({{fnv1a(key), key}, i});
-    }
-    std::sort(order.begin(), order.end());
-    if (o.max_per_class > 0 && int64_t(order.size()) > o.max_per_class) order.resize(size_t(o.max_per_class));
-    const int64_t n = int64_t(order.size()), test = share(n, o.test_fraction), valid = share(n, o.valid_fraction);
-    for (int64_t j = 0; j < n; ++j)
-      (j < test ? split.test : j < test + valid ? split.valid : split.train).push_back(order[size_t(j)].second);
+// Each class's documents in the order of their keys' hashes, --max-per-class of each (data/split.h).
+std::vector<std::vector<int64_t>> hash_order(const Corpus& corpus, const ClassifyOptions& o) {
+  std::vector<std::string> keys;
+  std::vector<int64_t> labels;
+  for (const data::Document& d : corpus.documents.documents) {
+    keys.push_back(relative_key(corpus, d));
+    labels.push_back(d.label);
   }
-  return split;
+  return data::hash_order(keys, labels, int64_t(corpus.documents.classes.size()), o.max_per_class);
 }
 
-data::SentencePiece train_sentencepiece(const Corpus& corpus, const Split& split, const ClassifyOptions& o) {
+data::SentencePiece train_sentencepiece(const Corpus& corpus, const data::Split& split, const ClassifyOptions& o) {
   // The training documents in hash order (classes mixed) until the byte budget is spent, line by
   // line (SentencePiece's trainer reads sentences, and skips one longer than 4192 bytes).
   std::vector<std::pair<uint64_t, int64_t>> order;
   for (const int64_t i : split.train)
-    order.push_back({fnv1a(relative_key(corpus, corpus.documents.documents[size_t(i)])), i});
+    order.push_back({data::fnv1a(relative_key(corpus, corpus.documents.documents[size_t(i)])), i});
   std::sort(order.begin(), order.end());
   std::vector<std::string> lines;
   int64_t written = 0;
@@ -190,7 +172,7 @@ struct Prepared {
   std::vector<std::string> classes;
   std::vector<std::vector<int64_t>> tokens;  // per document, cut to max_length
   std::vector<int64_t> labels;               // per document
-  Split split;                               // without the empty documents
+  data::Split split;                         // without the empty documents
   int64_t vocabulary = 0;
   int64_t empty_documents = 0;
   int64_t skipped_entries = 0;
@@ -200,14 +182,21 @@ struct Prepared {
   const std::vector<int64_t>& eval(const std::string& name) const { return name == "test" ? split.test : split.valid; }
 };
 
-Prepared prepare(const ClassifyOptions& o, const std::vector<std::string>& spm_paths) {
+// Reads the corpus, reporting what the folder reader skipped.
+Corpus read_reported_corpus(const ClassifyOptions& o) {
   Corpus corpus = read_corpus(o);
+  for (const std::string& s : corpus.documents.skipped)
+    if (s.find(": hidden") == std::string::npos) std::fprintf(stderr, "classify: skipped %s\n", s.c_str());
+  return corpus;
+}
+
+// Tokenizes the corpus for one split (SentencePiece trained on its training documents, or read
+// beside --resume), saving the SentencePiece model to each of `spm_paths`.
+Prepared prepare(const ClassifyOptions& o, const Corpus& corpus, const data::Split& split,
+                 const std::vector<std::string>& spm_paths) {
   Prepared p;
   p.classes = corpus.documents.classes;
   p.skipped_entries = int64_t(corpus.documents.skipped.size());
-  for (const std::string& s : corpus.documents.skipped)
-    if (s.find(": hidden") == std::string::npos) std::fprintf(stderr, "classify: skipped %s\n", s.c_str());
-  const Split split = split_documents(corpus, o);
   TP_CHECK(!split.train.empty(), "--data", "'", o.data, "' leaves no training document");
 
   const auto start = std::chrono::steady_clock::now();
@@ -454,6 +443,11 @@ void check_classify_options(const ClassifyOptions& o) {
   if (o.baseline == "bow")
     TP_CHECK(o.train.save.empty() && o.train.save_best.empty() && o.train.resume.empty(), "--baseline",
              "bow fits naive Bayes and writes no checkpoint: drop --save, --save-best and --resume");
+  TP_CHECK(o.folds != 1, "--folds", "needs at least 2 folds (0: no cross-validation)");
+  if (o.folds > 0)
+    TP_CHECK(o.train.save.empty() && o.train.save_best.empty() && o.train.resume.empty() && o.train.log.empty() &&
+                 o.train.patience == 0,
+             "--folds", "trains one model per fold: drop --save, --save-best, --resume, --log and --patience");
 }
 
 namespace {
@@ -475,25 +469,54 @@ train::Report run_prepared(const ClassifyOptions& o, const Prepared& p, std::chr
       [&](Generator& gen, Device device) { return std::make_unique<ClassifyRun>(p, o, a, gen, device); });
 }
 
-double mean_of(const std::vector<double>& v) {
-  double sum = 0;
-  for (const double x : v) sum += x;
-  return sum / double(v.size());
-}
-
-// The sample standard deviation (0 for one value).
-double std_of(const std::vector<double>& v) {
-  if (v.size() < 2) return 0;
-  const double m = mean_of(v);
-  double sum = 0;
-  for (const double x : v) sum += (x - m) * (x - m);
-  return std::sqrt(sum / double(v.size() - 1));
-}
-
 std::string format(const char* spec, double value) {
   char text[64];
   std::snprintf(text, sizeof text, spec, value);
   return text;
+}
+
+// The corpus split by --valid-fraction and --test-fraction.
+data::Split fixed_split(const Corpus& corpus, const ClassifyOptions& o) {
+  return data::stratified_split(hash_order(corpus, o), o.valid_fraction, o.test_fraction);
+}
+
+// --folds K: K runs, run f trained on every fold but f and evaluated on fold f; the report is the
+// last run's, its metrics the folds' means, with each fold's figures and the standard deviations.
+train::Report run_folds(const ClassifyOptions& o, const Corpus& corpus) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto by_class = hash_order(corpus, o);
+  nlohmann::json folds = nlohmann::json::array();
+  std::map<std::string, std::vector<double>> values;
+  train::Report report;
+  for (int64_t f = 0; f < o.folds; ++f) {
+    ClassifyOptions fold = o;
+    fold.eval_split = "test";
+    const Prepared p = prepare(fold, corpus, data::stratified_fold(by_class, o.folds, f), {});
+    report = run_prepared(fold, p, std::chrono::steady_clock::now());
+    nlohmann::json row = {{"fold", f}, {"documents", p.split.train.size() + p.split.test.size()},
+                          {"test_documents", p.split.test.size()}, {"majority_accuracy", p.majority_accuracy}};
+    values["majority_accuracy"].push_back(p.majority_accuracy);
+    for (const auto& [name, value] : report.metrics) {
+      row[name] = value;
+      values[name].push_back(value);
+    }
+    folds.push_back(row);
+    if (o.train.progress)
+      std::fprintf(stderr, "classify: fold %lld of %lld: %s\n", (long long)f + 1, (long long)o.folds,
+                   report.metrics_text().c_str());
+  }
+  for (auto& [name, value] : report.metrics) {
+    const metrics::Summary s = metrics::summarize(values.at(name));
+    value = s.mean;
+    report.fields[name + "_std"] = s.std;
+  }
+  report.fields["majority_accuracy"] = metrics::summarize(values.at("majority_accuracy")).mean;
+  report.fields["folds"] = folds;
+  report.fields.erase("documents");
+  report.best = report.metric("accuracy");
+  report.best_step = report.steps;
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
 }
 
 }  // namespace
@@ -501,10 +524,12 @@ std::string format(const char* spec, double value) {
 train::Report run_classify(const ClassifyOptions& o) {
   check_classify_options(o);
   const auto start = std::chrono::steady_clock::now();
+  const Corpus corpus = read_reported_corpus(o);
+  if (o.folds > 0) return run_folds(o, corpus);
   std::vector<std::string> spm_paths;
   for (const std::string& checkpoint : {o.train.save, o.train.save_best})
     if (!checkpoint.empty() && checkpoint != o.train.resume) spm_paths.push_back(checkpoint + ".spm");
-  return run_prepared(o, prepare(o, spm_paths), start);
+  return run_prepared(o, prepare(o, corpus, fixed_split(corpus, o), spm_paths), start);
 }
 
 void check_sweep_options(const ClassifyOptions& o, const SweepOptions& s) {
@@ -523,7 +548,8 @@ void check_sweep_options(const ClassifyOptions& o, const SweepOptions& s) {
 
 nlohmann::json run_classify_sweep(const ClassifyOptions& base, const SweepOptions& s) {
   check_sweep_options(base, s);
-  const Prepared p = prepare(base, {});
+  const Corpus corpus = read_reported_corpus(base);
+  const Prepared p = prepare(base, corpus, fixed_split(corpus, base), {});
   const Device device = train::resolve_device(base.train.device);
   Allocator& allocator = context(device).allocator();
   nlohmann::json rows = nlohmann::json::array();
@@ -584,9 +610,9 @@ nlohmann::json run_classify_sweep(const ClassifyOptions& base, const SweepOption
         for (const auto& row : rows)
           if (row["grid"] == "table5" && row["mu"] == mu && row["nu"] == nu)
             accuracy.push_back(row["accuracy"].get<double>()), f1.push_back(row["macro_f1"].get<double>());
-        md += "| " + format("%g", mu) + " | " + format("%g", nu) + " | " + format("%.4f", mean_of(accuracy)) +
-              " ± " + format("%.4f", std_of(accuracy)) + " | " + format("%.4f", mean_of(f1)) + " ± " +
-              format("%.4f", std_of(f1)) + " |\n";
+        const metrics::Summary a = metrics::summarize(accuracy), m = metrics::summarize(f1);
+        md += "| " + format("%g", mu) + " | " + format("%g", nu) + " | " + format("%.4f", a.mean) + " ± " +
+              format("%.4f", a.std) + " | " + format("%.4f", m.mean) + " ± " + format("%.4f", m.std) + " |\n";
       }
   }
   const nlohmann::json result = {{"data", base.data},

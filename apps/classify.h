@@ -7,12 +7,15 @@
 // by `make data` (docs/DATA.md); or a path: a folder per class, or a list file of path<TAB>label
 // lines (--layout, by default chosen by whether the path is a folder or a file).
 //
-// Split: stratified and deterministic, independent of --seed. Within each class the documents are
+// Split: stratified and deterministic, independent of --seed (data/split.h). Within each class the documents are
 // ordered by the 64-bit FNV-1a hash of their path relative to the corpus root (ties by the path);
 // the first round(n · test_fraction) are test, the next round(n · valid_fraction) valid, the rest
 // train (each held-out share is at least one document when its fraction is positive and the class
 // has at least 3). --max-per-class keeps the first N of a class in the same order, before the split.
-// A document keeps its split when others are added or removed.
+// A document keeps its split when others are added or removed. With --folds K the same order deals
+// each class's documents into K folds (position j to fold j mod K); run f trains on the other folds
+// and evaluates on fold f (no validation split), and the report gives each fold's metrics, their
+// means as the metrics and their sample standard deviations as `<metric>_std`.
 //
 // Tokens: SentencePiece (--vocab-size pieces) trained on the training split (at most
 // kSentencePieceTextBytes of its text, documents in hash order); documents are cut to their first
@@ -51,6 +54,7 @@ struct ClassifyOptions {
   double valid_fraction = 0.1;
   double test_fraction = 0.1;
   std::string eval_split = "valid";  // valid | test
+  int64_t folds = 0;               // K-fold cross-validation: K runs on data::stratified_fold (0: the fixed split)
   int64_t vocab_size = 8000;
   int64_t max_length = 2048;       // tokens of a document the model reads
   int64_t batch_tokens = 16384;    // padded tokens per training batch

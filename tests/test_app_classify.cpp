@@ -113,6 +113,41 @@ TEST_CASE("classify: the split is stratified, deterministic and independent of t
   CHECK(app::run_classify(o).metrics == first.metrics);
 }
 
+TEST_CASE("classify --folds: each document is tested once; the metrics are the folds' means") {
+  TempDir dir;
+  write_corpus(dir.file("corpus"), {"a", "b", "c"}, 10);
+  app::ClassifyOptions o = tiny(dir.file("corpus"));
+  o.folds = 4;
+  for (const std::string baseline : {"bow", "none"}) {
+    CAPTURE(baseline);
+    o.baseline = baseline;
+    const train::Report r = app::run_classify(o);
+    const nlohmann::json& folds = r.fields.at("folds");
+    REQUIRE(folds.size() == 4);
+    int64_t tested = 0;
+    double sum = 0;
+    for (const auto& fold : folds) {
+      tested += fold.at("test_documents").get<int64_t>();
+      CHECK(fold.at("documents") == 30);
+      sum += fold.at("accuracy").get<double>();
+    }
+    CHECK(tested == 30);  // 10 per class dealt into folds of 3, 3, 2, 2
+    CHECK(folds[0].at("test_documents") == 9);
+    CHECK(folds[3].at("test_documents") == 6);
+    CHECK(r.metric("accuracy") == doctest::Approx(sum / 4).epsilon(1e-12));
+    CHECK(r.fields.at("accuracy_std").get<double>() >= 0);
+    CHECK(r.fields.at("eval_split") == "test");
+  }
+  o.folds = 1;
+  check_error([&] { app::run_classify(o); }, {"--folds", "at least 2"});
+  o.folds = 3;
+  o.train.save = dir.file("x.ckpt");
+  check_error([&] { app::run_classify(o); }, {"--folds", "--save"});
+  o.train.save.clear();
+  o.train.patience = 2;
+  check_error([&] { app::run_classify(o); }, {"--folds", "--patience"});
+}
+
 TEST_CASE("classify: a resumed run continues exactly; a checkpoint classifies on its own") {
   TempDir dir;
   write_corpus(dir.file("corpus"), {"rivers", "trade", "space"});
