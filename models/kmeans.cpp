@@ -18,13 +18,6 @@ namespace {
 
 constexpr const char* kOp = "kmeans";
 
-// |x_j − c_i|² = |x_j|² − 2 x_j·c_i + |c_i|² for every point and centroid: (N, K).
-Tensor squared_distances(const Tensor& x, const Tensor& x_squared, const Tensor& centroids) {
-  const Tensor c_squared = sum(centroids * centroids, {1});  // (K)
-  return clamp(unsqueeze(x_squared, 1) - matmul(x, transpose(centroids, 0, 1)) * 2.0 + unsqueeze(c_squared, 0), 0.0,
-               std::numeric_limits<double>::infinity());
-}
-
 // A uniform draw in [0, 1) from gen.
 double uniform(Generator& gen) { return rand({}, gen, {DType::Float64}).item<double>(); }
 
@@ -56,6 +49,13 @@ std::vector<int64_t> seed_indices(const Tensor& x, const Tensor& x_squared, int6
 }
 
 }  // namespace
+
+// |x_j − c_i|² = |x_j|² − 2 x_j·c_i + |c_i|².
+Tensor squared_distances(const Tensor& x, const Tensor& x_squared, const Tensor& centroids) {
+  const Tensor c_squared = sum(centroids * centroids, {1});  // (K)
+  return clamp(unsqueeze(x_squared, 1) - matmul(x, transpose(centroids, 0, 1)) * 2.0 + unsqueeze(c_squared, 0), 0.0,
+               std::numeric_limits<double>::infinity());
+}
 
 KMeansResult kmeans(const Tensor& x, int64_t clusters, int64_t max_iterations, Generator& gen) {
   TP_CHECK(x.defined() && x.dim() == 2 && x.size(0) >= 1, kOp, "expected points (N, D) with N ≥ 1, got ",

@@ -27,6 +27,10 @@ struct KMeansResult {
   bool converged = false;           // the last update changed no assignment
 };
 
+// |x_j − c_i|² for every point and centroid (N, K), from x (N, D), its squared row norms x_squared
+// (N) and the centroids (K, D); clamped at 0 against rounding. Shared with the SOM (models/som.h).
+Tensor squared_distances(const Tensor& x, const Tensor& x_squared, const Tensor& centroids);
+
 // Clusters the rows of x (N, D), float32 or float64, into K ≤ N clusters; draws the seeds from gen.
 // Throws Error unless x is a floating (N, D) matrix with N ≥ 1, 1 ≤ K ≤ N and max_iterations ≥ 0.
 KMeansResult kmeans(const Tensor& x, int64_t clusters, int64_t max_iterations, Generator& gen);

@@ -1,6 +1,6 @@
-// `tapestry cluster` (apps/cluster.h), the K-means baseline (models/kmeans.h) and the clustering of
-// the neural clustering attention on its own (nn/attention/neural_clustering.h): it learns real
-// digits, it agrees with the attention's clustering, and it refuses bad input with a clear message.
+// `tapestry cluster` (apps/cluster.h), the K-means and SOM baselines (models/kmeans.h,
+// models/som.h) and the clustering of the neural clustering attention on its own
+// (nn/attention/neural_clustering.h): it learns real digits, it agrees with the attention's clustering, and it refuses bad input with a clear message.
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -12,6 +12,7 @@
 #include "apps/cluster.h"
 #include "data/datasets.h"
 #include "models/kmeans.h"
+#include "models/som.h"
 #include "nn/attention/neural_clustering.h"
 #include "tests/testing.h"
 
@@ -96,10 +97,10 @@ CliRun run_cli(const TempDir& dir, const std::string& args) {
 
 }  // namespace
 
-TEST_CASE("cluster: neural clustering and K-means group 2000 real MNIST digits far above chance") {
+TEST_CASE("cluster: neural clustering, K-means and the SOM group 2000 real MNIST digits far above chance") {
   if (!mnist_prepared()) return;
-  // Chance is about 0.11 (the most frequent digit's share); both methods reach about 0.5 at k = 10.
-  for (const char* method : {"neural", "kmeans"}) {
+  // Chance is about 0.11 (the most frequent digit's share); every method reaches about 0.5 at k = 10.
+  for (const char* method : {"neural", "kmeans", "som"}) {
     INFO(method);
     const train::Report r = app::run_cluster(smoke(method, 10));
     CHECK(r.fields.at("points") == 2000);
@@ -192,6 +193,47 @@ TEST_CASE("cluster: bad input is refused with a message naming the file or the f
   }
 }
 
+TEST_CASE("som: an ordered map whose units settle on three separated blobs; bad input is refused") {
+  std::vector<int64_t> truth;
+  const Tensor x = blobs(truth);
+  Generator gen(1);
+  models::SomOptions o;
+  o.units = 3;
+  o.epochs = 20;
+  const models::SomResult r = models::som(x, o, gen);
+  CHECK(r.rows == 1);
+  CHECK(r.cols == 3);
+  const metrics::ContingencyTable table(r.assignment, truth);
+  CHECK(metrics::matched_accuracy(table) == 1.0);
+  // The last updates (σ_T = 0.1) are Lloyd's: each unit ends at its blob's mean, as K-means'
+  // centroids do. With σ_T = 0.5 a unit keeps weight exp(-2) on its lattice neighbours' points and
+  // sits off its blob's mean: the error grows, the clusters stay.
+  const models::KMeansResult k = models::kmeans(x, 3, 100, gen);
+  CHECK(r.quantization_error == doctest::Approx(k.inertia).epsilon(1e-4));
+  o.final_sigma = 0.5;
+  const models::SomResult smooth = models::som(x, o, gen);
+  CHECK(smooth.quantization_error > k.inertia * 1.1);
+  CHECK(metrics::matched_accuracy(metrics::ContingencyTable(smooth.assignment, truth)) == 1.0);
+  o.final_sigma = 0.1;
+  // The lattice of 12 units is 3 x 4; of 7 (prime) 1 x 7.
+  o.units = 12;
+  CHECK(models::som(x, o, gen).rows == 3);
+  o.units = 7;
+  CHECK(models::som(x, o, gen).cols == 7);
+
+  o.units = 61;
+  check_error([&] { models::som(x, o, gen); }, {"som", "[1, N = 60]", "61"});
+  o.units = 3;
+  o.epochs = 0;
+  check_error([&] { models::som(x, o, gen); }, {"som", "epochs", "got 0"});
+  o.epochs = 5;
+  o.final_sigma = 0;
+  check_error([&] { models::som(x, o, gen); }, {"som", "final_sigma"});
+  o.final_sigma = 0.5;
+  check_error([&] { models::som(reshape(x, {120}), o, gen); }, {"som", "(N, D)", "(120,)"});
+  check_error([&] { models::som(to(x, DType::Int64), o, gen); }, {"som", "int64"});
+}
+
 TEST_CASE("cluster: the command line's --help, --json and usage errors") {
   TempDir dir;
   const CliRun help = run_cli(dir, "cluster --help");
@@ -201,9 +243,9 @@ TEST_CASE("cluster: the command line's --help, --json and usage errors") {
   const CliRun zero = run_cli(dir, "cluster --clusters 0");
   CHECK(zero.code == 2);
   CHECK(zero.err.find("--clusters") != std::string::npos);
-  const CliRun method = run_cli(dir, "cluster --method som");
+  const CliRun method = run_cli(dir, "cluster --method spectral");
   CHECK(method.code == 2);
-  CHECK(method.err.find("neural | kmeans") != std::string::npos);
+  CHECK(method.err.find("neural | kmeans | som") != std::string::npos);
   const std::string images = dir.file("images.idx"), labels = dir.file("labels.idx");
   write_idx_pair(images, labels, 6);
   const CliRun json =
