@@ -644,8 +644,9 @@ void add_classify(CommandLine& cli) {
     const std::string model = r.fields.at("model") == "bow" ? std::string("naive Bayes (bag of words)")
                                                             : "step " + std::to_string(r.steps) + ", " +
                                                                   r.fields.at("attention").get<std::string>();
+    const std::string split = o.folds > 0 ? std::to_string(o.folds) + "-fold means" : o.eval_split + " split";
     return std::string(kTask) + ": " + o.data + " (" + std::to_string(r.fields.at("classes").get<int64_t>()) +
-           " classes), " + o.eval_split + " split, " + model + " (majority class " +
+           " classes), " + split + ", " + model + " (majority class " +
            std::to_string(r.fields.at("majority_accuracy").get<double>()).substr(0, 6) + ")";
   };
   CLI::App* classify = add_training_app(cli, app);
