@@ -17,6 +17,7 @@
 #include "data/sentencepiece.h"
 #include "data/text_lines.h"
 #include "metrics/bleu.h"
+#include "metrics/chrf.h"
 #include "models/translator.h"
 #include "ops/loss.h"
 #include "ops/shape.h"
@@ -309,10 +310,13 @@ class TranslateRun : public train::Task {
     const std::vector<std::string> hypotheses = translate_sources(model_, *p_.sp, p_.eval.source, o_, device_, gen);
     const double decode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const metrics::BleuScore bleu = metrics::corpus_bleu(hypotheses, p_.eval.references);
+    metrics::ChrF chrf;
+    for (size_t i = 0; i < hypotheses.size(); ++i) chrf.add(hypotheses[i], p_.eval.references[i]);
     model_.set_encoder_attention(attention::AttentionConfig::parse(o_.encoder_attention));
     return {{{"bleu", bleu.score},
              {"loss", nll / double(std::max<int64_t>(tokens, 1))},
              {"bp", bleu.bp},
+             {"chrf", chrf.score()},
              {"decode_sentences_per_second", double(p_.eval.size()) / std::max(decode_seconds, 1e-9)}},
             double(p_.eval.size())};
   }

@@ -24,7 +24,8 @@
 //
 // Evaluation, on --eval-split (valid, test or train; --eval-sentences limits it to the first N pairs):
 // "bleu" (corpus BLEU of the detokenised translations against the raw references; the best
-// checkpoint and --patience follow it), "bp" (its brevity penalty), "loss" (the target tokens' mean
+// checkpoint and --patience follow it), "bp" (its brevity penalty), "chrf" (corpus chrF2,
+// metrics/chrf.h), "loss" (the target tokens' mean
 // negative log-likelihood under teacher forcing, no smoothing) and "decode_sentences_per_second".
 // Translations: greedy search for --beam 1, else beam search with length penalty --lenpen; at most
 // ceil(--max-ratio × source pieces) + 10 pieces; --cache=false decodes without the key/value cache

@@ -73,6 +73,7 @@ TEST_CASE("translate: learns two hundred real German-English pairs (train BLEU f
   INFO("train BLEU " << r.metric("bleu") << ", loss " << r.metric("loss"));
   CHECK(r.fields.at("pairs").at("train").get<int64_t>() == 200);
   CHECK(r.metric("bleu") >= 90.0);
+  CHECK(r.metric("chrf") >= 90.0);  // chrF2 of translations that match their references
 }
 
 TEST_CASE("translate: a checkpoint translates on its own, and evaluates with its own settings") {
