@@ -63,7 +63,10 @@ OptionTable<TranslateOptions> make_table() {
         "the encoder's self-attention: full, clustered:clusters=C, improved-clustered:clusters=C,topk=k, "
         "neural-clustering:clusters=C",
         config, Recorded::Model);
-  t.add("--decoder-attention", &O::decoder_attention, "the decoder's causal self-attention: full", config,
+  t.add("--decoder-attention", &O::decoder_attention,
+        "the decoder's causal self-attention: full, or neural-clustering:clusters=C (masked; decodes without the "
+        "key/value cache)",
+        config,
         Recorded::Model);
   Check<std::string> optional_config{[config](const std::string& text) {
                                        return text.empty() ? std::string() : config.problem(text);
@@ -398,9 +401,10 @@ void check_translate_options(const TranslateOptions& o) {
   train::check_options(o.train);
   TP_CHECK(o.source_lang != o.target_lang, "--target-lang", "source and target files need different suffixes, both are '",
            o.source_lang, "'");
-  TP_CHECK(attention::AttentionConfig::parse(o.decoder_attention).type == attention::AttentionType::Full,
-           "--decoder-attention", "the decoder's causal self-attention must be full (the clustered types have no "
-           "causal form, and a neural-clustering decoder is not available), got '", o.decoder_attention, "'");
+  const attention::AttentionType decoder = attention::AttentionConfig::parse(o.decoder_attention).type;
+  TP_CHECK(decoder == attention::AttentionType::Full || decoder == attention::AttentionType::NeuralClustering,
+           "--decoder-attention", "the decoder's causal self-attention must be full or neural-clustering (the "
+           "clustered types have no causal form), got '", o.decoder_attention, "'");
   attentions(o.encoder_attention, o.eval_attention);  // refuses pairs that cannot work (apps/options.h)
 }
 

@@ -29,7 +29,9 @@
 // negative log-likelihood under teacher forcing, no smoothing) and "decode_sentences_per_second".
 // Translations: greedy search for --beam 1, else beam search with length penalty --lenpen; at most
 // ceil(--max-ratio × source pieces) + 10 pieces; --cache=false decodes without the key/value cache
-// (every step re-runs the decoder on the prefix), to measure what the cache saves.
+// (every step re-runs the decoder on the prefix), to measure what the cache saves. A
+// neural-clustering decoder (--decoder-attention neural-clustering:clusters=C, appendix B) has no
+// cache and always re-runs the prefix; its µ·L1 + ν·L2 join the encoder's in the training loss.
 #pragma once
 
 #include <cstdint>
@@ -57,7 +59,7 @@ struct TranslateOptions {
   double dropout = 0.1;
   bool tie_output = true;       // the output projection is the embedding table
   std::string encoder_attention = "full";
-  std::string decoder_attention = "full";
+  std::string decoder_attention = "full";  // full | neural-clustering:clusters=C
   std::string eval_attention;   // the encoder's at evaluation (default: encoder_attention)
   // neural-clustering only: the weights µ of L1 and ν of L2 (ClusterFormer eq. 17).
   double mu = 1e-3;

@@ -21,9 +21,9 @@ Translator::Translator(const TranslatorOptions& o, Generator& gen) : Module("Tra
            o.vocabulary);
   TP_CHECK(o.encoder_layers >= 1 && o.decoder_layers >= 1, name(), "needs at least one encoder and one decoder layer, got ",
            o.encoder_layers, " and ", o.decoder_layers);
-  TP_CHECK(o.decoder_attention.type == AttentionType::Full, name(),
-           "the decoder's self-attention must be full: the clustered types have no causal form, and a "
-           "neural-clustering decoder is not available (got '", o.decoder_attention.to_string(), "')");
+  TP_CHECK(o.decoder_attention.type == AttentionType::Full || o.decoder_attention.type == AttentionType::NeuralClustering,
+           name(), "the decoder's self-attention must be full or neural-clustering: the clustered types have no "
+           "causal form (got '", o.decoder_attention.to_string(), "')");
   nn::TransformerLayerOptions layer = layer_options(name().c_str(), o.heads, o.head_dim, o.ff, o.dropout,
                                                     o.encoder_attention);
   const int64_t D = layer.d_model;
@@ -35,7 +35,11 @@ Translator::Translator(const TranslatorOptions& o, Generator& gen) : Module("Tra
   positions = register_module("positions", std::make_shared<nn::SinusoidalPositionalEncoding>(D));
   encoder = register_module("encoder", nn::make_encoder(layer, o.encoder_layers, gen, o.clustering));
   layer.attention = o.decoder_attention;
-  decoder = register_module("decoder", std::make_shared<nn::TransformerDecoder>(layer, o.decoder_layers, gen));
+  if (o.decoder_attention.type == AttentionType::NeuralClustering)
+    clustering_decoder =
+        register_module("decoder", std::make_shared<nn::ClusterFormerDecoder>(layer, o.decoder_layers, gen));
+  else
+    decoder = register_module("decoder", std::make_shared<nn::TransformerDecoder>(layer, o.decoder_layers, gen));
   if (!o.tie_output) output = register_module("output", std::make_shared<nn::Linear>(D, o.vocabulary, gen));
 }
 
@@ -70,17 +74,31 @@ Translator::Output Translator::forward(const Tensor& source, const Tensor& sourc
            source.defined() ? to_string(source.shape()) : std::string("(undefined)"), " and target ",
            to_string(target_in.shape()), " hold different numbers of sentences");
   const nn::EncoderOutput memory = encode(source, source_lengths, gen);
-  const Tensor hidden = decoder->forward(embed(target_in, 0), memory.output, target_lengths, source_lengths, gen);
-  return {project(hidden), memory.aux_loss};
+  const nn::EncoderOutput hidden = decode(embed(target_in, 0), memory.output, target_lengths, source_lengths, gen);
+  const Tensor& a = memory.aux_loss;
+  const Tensor& b = hidden.aux_loss;
+  return {project(hidden.output), a.defined() && b.defined() ? a + b : a.defined() ? a : b};
+}
+
+nn::EncoderOutput Translator::decode(const Tensor& x, const Tensor& memory, const Tensor& lengths,
+                                     const Tensor& memory_lengths, Generator& gen) {
+  if (decoder) return {decoder->forward(x, memory, lengths, memory_lengths, gen), Tensor()};
+  const nn::ClusterFormerOutput out = clustering_decoder->forward(x, memory, lengths, memory_lengths, gen);
+  // eq. 17 without the task term, as the encoder's
+  const nn::ClusteringLossWeights& w = options_.clustering;
+  return {out.output, out.clustering_loss * w.mu + out.sorting_loss * w.nu};
 }
 
 // ---- decoding ----
 
 TranslatorDecoding::TranslatorDecoding(Translator& model, const Tensor& source, const Tensor& source_lengths,
                                        Incremental incremental, Generator& gen)
-    : model_(model), incremental_(incremental), gen_(gen), memory_lengths_(source_lengths) {
+    : model_(model),
+      incremental_(model.has_decoder_cache() ? incremental : Incremental::No),
+      gen_(gen),
+      memory_lengths_(source_lengths) {
   memory_ = model.encode(source, source_lengths, gen).output;
-  if (incremental == Incremental::Yes) cache_ = model.decoder->start(memory_, memory_lengths_);
+  if (incremental_ == Incremental::Yes) cache_ = model.decoder->start(memory_, memory_lengths_);
 }
 
 Tensor TranslatorDecoding::next(const Tensor& last) {
@@ -90,7 +108,7 @@ Tensor TranslatorDecoding::next(const Tensor& last) {
     hidden = model_.decoder->step(model_.embed(tokens, position_), cache_, gen_);
   } else {
     prefix_ = prefix_.defined() ? concat({prefix_, tokens}, 1) : tokens;
-    const Tensor all = model_.decoder->forward(model_.embed(prefix_, 0), memory_, Tensor(), memory_lengths_, gen_);
+    const Tensor all = model_.decode(model_.embed(prefix_, 0), memory_, Tensor(), memory_lengths_, gen_).output;
     hidden = slice(all, 1, position_, position_ + 1);
   }
   ++position_;

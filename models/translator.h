@@ -3,7 +3,9 @@
 // joint subword vocabulary), optionally tied with the output projection; sinusoidal positions; an
 // encoder chosen by its attention config (nn/encoder.h: neural-clustering gives the ClusterFormer,
 // whose clustering losses µ·L1 + ν·L2 are the auxiliary loss); a decoder with causal full
-// self-attention and full cross-attention. `tapestry translate` trains it.
+// self-attention, or the ClusterFormer decoder with masked neural clustering self-attention
+// (appendix B; its losses join the auxiliary loss), and full cross-attention. `tapestry translate`
+// trains it.
 //
 // Embeddings are scaled as in fairseq's Transformer: the table starts N(0, 1/D) and is multiplied by
 // √D on input, so the input has unit-variance entries while the tied output projection h·Eᵀ starts
@@ -16,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "nn/clusterformer.h"
 #include "nn/decode/search.h"
 #include "nn/encoder.h"
 #include "nn/layers.h"
@@ -33,20 +36,21 @@ struct TranslatorOptions {
   double dropout = 0.1;
   bool tie_output = true;  // the output projection is the embedding table (no weights of its own)
   attention::AttentionConfig encoder_attention;  // the encoder's self-attention
-  attention::AttentionConfig decoder_attention;  // the decoder's causal self-attention: full
-  nn::ClusteringLossWeights clustering;          // µ, ν for a neural-clustering encoder (eq. 17)
+  attention::AttentionConfig decoder_attention;  // the decoder's causal self-attention: full or neural-clustering
+  nn::ClusteringLossWeights clustering;          // µ, ν for a neural-clustering encoder or decoder (eq. 17)
 };
 
 class Translator : public nn::Module {
  public:
-  // Parameters, drawn from gen in this order: "embedding" (V, D), "encoder.*", "decoder.*", and
-  // "output" (V, D, with bias) unless tie_output. Throws Error for bad options, and for a decoder
-  // self-attention other than full (neural-clustering in the decoder is not available).
+  // Parameters, drawn from gen in this order: "embedding" (V, D), "encoder.*", "decoder.*" (a
+  // TransformerDecoder, or a ClusterFormerDecoder for a neural-clustering decoder), and "output"
+  // (V, D, with bias) unless tie_output. Throws Error for bad options, and for a decoder
+  // self-attention other than full or neural-clustering (the clustered types have no causal form).
   Translator(const TranslatorOptions& options, Generator& gen);
 
   struct Output {
     Tensor logits;    // (B, T, V)
-    Tensor aux_loss;  // the encoder's auxiliary loss (neural-clustering), else undefined
+    Tensor aux_loss;  // the neural-clustering encoder's and decoder's µ·L1 + ν·L2, else undefined
     // task_loss + the auxiliary loss: what training minimises.
     Tensor objective(const Tensor& task_loss) const { return nn::EncoderOutput{logits, aux_loss}.objective(task_loss); }
   };
@@ -62,6 +66,13 @@ class Translator : public nn::Module {
   Tensor embed(const Tensor& tokens, int64_t first_position);
   // Decoder states (..., D) → logits (..., V).
   Tensor project(const Tensor& hidden);
+  // The decoder over embedded targets x (B, T, D) and memory (B, S, D): its states (B, T, D) and, for
+  // a neural-clustering decoder, its µ·L1 + ν·L2 (else undefined).
+  nn::EncoderOutput decode(const Tensor& x, const Tensor& memory, const Tensor& lengths, const Tensor& memory_lengths,
+                           Generator& gen);
+  // Whether the decoder keeps keys and values for incremental decoding (a neural-clustering decoder
+  // does not: nn/clusterformer.h).
+  bool has_decoder_cache() const { return decoder != nullptr; }
 
   // The encoder's self-attention (nn::Encoder::set_attention), e.g. to evaluate with another.
   void set_encoder_attention(const attention::AttentionConfig& config) { encoder->set_attention(config); }
@@ -70,7 +81,8 @@ class Translator : public nn::Module {
   std::shared_ptr<nn::Embedding> embedding;
   std::shared_ptr<nn::SinusoidalPositionalEncoding> positions;
   std::shared_ptr<nn::Encoder> encoder;
-  std::shared_ptr<nn::TransformerDecoder> decoder;
+  std::shared_ptr<nn::TransformerDecoder> decoder;               // full self-attention, else null
+  std::shared_ptr<nn::ClusterFormerDecoder> clustering_decoder;  // neural-clustering, else null
   std::shared_ptr<nn::Linear> output;  // null when tie_output
 
  private:
@@ -79,7 +91,8 @@ class Translator : public nn::Module {
 };
 
 // Whether decoding keeps each layer's keys and values (O(t) per step) or re-runs the decoder over
-// the whole prefix at every step (O(t²); the reference the cache is tested against).
+// the whole prefix at every step (O(t²); the reference the cache is tested against). A model
+// without a decoder cache (has_decoder_cache) always re-runs the prefix.
 enum class Incremental { Yes, No };
 
 // A batch being decoded by a Translator: the two functions nn/decode/search.h's searches call.

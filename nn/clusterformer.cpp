@@ -1,6 +1,7 @@
 #include "nn/clusterformer.h"
 
 #include <cmath>
+#include <initializer_list>
 
 #include "ops/creation.h"
 #include "nn/attention/neural_clustering.h"
@@ -24,6 +25,39 @@ void check_neural(const char* layer, const TransformerLayerOptions& options) {
            "needs neural-clustering attention, got '", options.attention.to_string(), "'");
 }
 
+// W_C, W_Q, W_K, W_V, W_O (D, D) of a layer's neural clustering attention, registered on it in that
+// order ("w_c", ...), each uniform in ±1/√D.
+void register_clustering_weights(Module& layer, int64_t D, Generator& gen, std::initializer_list<Tensor*> weights) {
+  const char* names[] = {"w_c", "w_q", "w_k", "w_v", "w_o"};
+  size_t i = 0;
+  for (Tensor* w : weights) *w = layer.register_parameter(names[i++], uniform_weight(D, D, gen));
+}
+
+// §3.1–3.2 as a sublayer: the neural clustering attention of x with a layer's weights, its Ĉ and
+// losses recorded in `out`.
+Tensor clustering_attention(const Tensor& x, const Tensor& centroids, const attention::NeuralClusteringWeights& weights,
+                            int64_t heads, const Tensor& lengths, Causal causal, ClusterFormerOutput& out) {
+  const attention::NeuralClusteringResult r =
+      attention::neural_clustering_attention(x, centroids, weights, heads, lengths, causal);
+  out.centroids = r.centroids;
+  out.clustering_loss = r.clustering_loss;
+  out.sorting_loss = r.sorting_loss;
+  return r.output;
+}
+
+// A stack's output so far, after `layer` (the i-th): its output and Ĉ, and the losses summed.
+void accumulate(ClusterFormerOutput& out, const ClusterFormerOutput& layer, size_t i) {
+  out.output = layer.output;
+  out.centroids = layer.centroids;
+  out.clustering_loss = i == 0 ? layer.clustering_loss : out.clustering_loss + layer.clustering_loss;
+  out.sorting_loss = i == 0 ? layer.sorting_loss : out.sorting_loss + layer.sorting_loss;
+}
+
+// §3.1: "C is initialized randomly in the first layer" — N(0, 1/D), so the first similarities are O(1).
+Tensor initial_centroids(const TransformerLayerOptions& options, Generator& gen) {
+  return randn({options.attention.clusters, options.d_model}, gen) / std::sqrt(double(options.d_model));
+}
+
 }  // namespace
 
 ClusterFormerEncoderLayer::ClusterFormerEncoderLayer(const TransformerLayerOptions& options, Generator& gen)
@@ -31,11 +65,7 @@ ClusterFormerEncoderLayer::ClusterFormerEncoderLayer(const TransformerLayerOptio
   check_options("ClusterFormerEncoderLayer", options);
   check_neural("ClusterFormerEncoderLayer", options);
   const int64_t D = options.d_model;
-  w_c = register_parameter("w_c", uniform_weight(D, D, gen));
-  w_q = register_parameter("w_q", uniform_weight(D, D, gen));
-  w_k = register_parameter("w_k", uniform_weight(D, D, gen));
-  w_v = register_parameter("w_v", uniform_weight(D, D, gen));
-  w_o = register_parameter("w_o", uniform_weight(D, D, gen));
+  register_clustering_weights(*this, D, gen, {&w_c, &w_q, &w_k, &w_v, &w_o});
   ff = register_module("ff", std::make_shared<FeedForward>(feed_forward_options(options), gen));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(D, options.layer_norm_eps));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(D, options.layer_norm_eps));
@@ -49,12 +79,7 @@ ClusterFormerOutput ClusterFormerEncoderLayer::forward(const Tensor& x, const Te
   ClusterFormerOutput out;
   // §3.1–3.2 inside the first residual block: the clustering sees what the attention sees.
   const Tensor h = residual(options_.norm, x, *norm1, *dropout1, gen, [&](const Tensor& y) {
-    const attention::NeuralClusteringResult r = attention::neural_clustering_attention(
-        y, centroids, {w_c, w_q, w_k, w_v, w_o}, options_.heads, lengths, causal);
-    out.centroids = r.centroids;
-    out.clustering_loss = r.clustering_loss;
-    out.sorting_loss = r.sorting_loss;
-    return r.output;
+    return clustering_attention(y, centroids, {w_c, w_q, w_k, w_v, w_o}, options_.heads, lengths, causal, out);
   });
   out.output = residual(options_.norm, h, *norm2, *dropout2, gen, [&](const Tensor& y) { return ff->forward(y, gen); });
   return out;
@@ -68,9 +93,7 @@ ClusterFormerEncoder::ClusterFormerEncoder(const TransformerLayerOptions& option
   TP_CHECK(std::isfinite(weights.mu) && weights.mu >= 0 && std::isfinite(weights.nu) && weights.nu >= 0,
            "ClusterFormerEncoder", "the clustering loss weights µ, ν must be finite and non-negative (eq. 17), got ",
            weights.mu, " and ", weights.nu);
-  // §3.1: "C is initialized randomly in the first layer".
-  centroids = register_parameter(
-      "centroids", randn({options.attention.clusters, options.d_model}, gen) / std::sqrt(double(options.d_model)));
+  centroids = register_parameter("centroids", initial_centroids(options, gen));
   layers = register_module("layers", std::make_shared<ModuleList<ClusterFormerEncoderLayer>>());
   for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<ClusterFormerEncoderLayer>(options, gen));
   if (options.norm == NormPosition::Pre)
@@ -81,11 +104,7 @@ ClusterFormerOutput ClusterFormerEncoder::forward(const Tensor& x, const Tensor&
   ClusterFormerOutput out{x, centroids, Tensor(), Tensor()};
   for (size_t i = 0; i < layers->size(); ++i) {
     // Each layer clusters with the centroids the previous one updated (Ĉ, §3.1).
-    const ClusterFormerOutput layer = (*layers)[i]->forward(out.output, out.centroids, lengths, causal, gen);
-    out.output = layer.output;
-    out.centroids = layer.centroids;
-    out.clustering_loss = i == 0 ? layer.clustering_loss : out.clustering_loss + layer.clustering_loss;
-    out.sorting_loss = i == 0 ? layer.sorting_loss : out.sorting_loss + layer.sorting_loss;
+    accumulate(out, (*layers)[i]->forward(out.output, out.centroids, lengths, causal, gen), i);
   }
   if (norm) out.output = norm->forward(out.output);
   return out;
@@ -100,6 +119,63 @@ EncoderOutput ClusterFormerEncoder::encode(const Tensor& x, const Tensor& length
 void ClusterFormerEncoder::set_attention(const attention::AttentionConfig& config) {
   TP_CHECK(config == attention_, name(), "a ClusterFormer encoder runs only with the attention it was built with (",
            attention_.to_string(), "), got ", config.to_string());
+}
+
+ClusterFormerDecoderLayer::ClusterFormerDecoderLayer(const TransformerLayerOptions& options, Generator& gen)
+    : Module("ClusterFormerDecoderLayer"), options_(options) {
+  check_options("ClusterFormerDecoderLayer", options);
+  check_neural("ClusterFormerDecoderLayer", options);
+  MultiheadAttention::check_attention(name(), options.cross_attention, Causal::No);
+  const int64_t D = options.d_model;
+  register_clustering_weights(*this, D, gen, {&w_c, &w_q, &w_k, &w_v, &w_o});
+  cross_attn = register_module(
+      "cross_attn", std::make_shared<MultiheadAttention>(attention_options(options, options.cross_attention), gen));
+  ff = register_module("ff", std::make_shared<FeedForward>(feed_forward_options(options), gen));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(D, options.layer_norm_eps));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(D, options.layer_norm_eps));
+  norm3 = register_module("norm3", std::make_shared<LayerNorm>(D, options.layer_norm_eps));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout));
+  dropout3 = register_module("dropout3", std::make_shared<Dropout>(options.dropout));
+}
+
+ClusterFormerOutput ClusterFormerDecoderLayer::forward(const Tensor& x, const Tensor& centroids, const Tensor& memory,
+                                                       const Tensor& lengths, const Tensor& memory_lengths,
+                                                       Generator& gen) {
+  check_sequence(*this, "input", x, w_c, options_.d_model);
+  check_sequence(*this, "memory", memory, w_c, options_.d_model);
+  TP_CHECK(memory.size(0) == x.size(0), name(), "input ", to_string(x.shape()), " and memory ",
+           to_string(memory.shape()), " have different batch sizes");
+  ClusterFormerOutput out;
+  // Appendix B: the decoder's self-attention is the masked form of §3.2.
+  const Tensor h1 = residual(options_.norm, x, *norm1, *dropout1, gen, [&](const Tensor& y) {
+    return clustering_attention(y, centroids, {w_c, w_q, w_k, w_v, w_o}, options_.heads, lengths, Causal::Yes, out);
+  });
+  const Tensor h2 = residual(options_.norm, h1, *norm2, *dropout2, gen, [&](const Tensor& y) {
+    return cross_attn->forward(y, memory, memory, {lengths, memory_lengths}, Causal::No, gen);
+  });
+  out.output = residual(options_.norm, h2, *norm3, *dropout3, gen, [&](const Tensor& y) { return ff->forward(y, gen); });
+  return out;
+}
+
+ClusterFormerDecoder::ClusterFormerDecoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen)
+    : Module("ClusterFormerDecoder") {
+  check_options("ClusterFormerDecoder", options, num_layers);
+  check_neural("ClusterFormerDecoder", options);
+  centroids = register_parameter("centroids", initial_centroids(options, gen));
+  layers = register_module("layers", std::make_shared<ModuleList<ClusterFormerDecoderLayer>>());
+  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<ClusterFormerDecoderLayer>(options, gen));
+  if (options.norm == NormPosition::Pre)
+    norm = register_module("norm", std::make_shared<LayerNorm>(options.d_model, options.layer_norm_eps));
+}
+
+ClusterFormerOutput ClusterFormerDecoder::forward(const Tensor& x, const Tensor& memory, const Tensor& lengths,
+                                                  const Tensor& memory_lengths, Generator& gen) {
+  ClusterFormerOutput out{x, centroids, Tensor(), Tensor()};
+  for (size_t i = 0; i < layers->size(); ++i)
+    accumulate(out, (*layers)[i]->forward(out.output, out.centroids, memory, lengths, memory_lengths, gen), i);
+  if (norm) out.output = norm->forward(out.output);
+  return out;
 }
 
 ClusterFormerLoss::ClusterFormerLoss(const ClusteringLossWeights& w) : Module("ClusterFormerLoss"), weights_(w) {

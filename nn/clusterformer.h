@@ -1,6 +1,7 @@
 /// @file
-/// ClusterFormer encoder (Wang et al., ACL 2022): Transformer encoder layers whose self-attention is
-/// neural clustering attention (nn/attention/neural_clustering.h). The first layer's centroids C are
+/// ClusterFormer encoder and decoder (Wang et al., ACL 2022): Transformer layers whose
+/// self-attention is neural clustering attention (nn/attention/neural_clustering.h), masked in the
+/// decoder (appendix B). The first layer's centroids C are
 /// a parameter; each layer hands its updated centroids Ĉ to the next (§3.1), and the stack collects
 /// every layer's clustering loss L1 (eq. 6) and centroid sorting loss L2 (eq. 11) for the joint
 /// objective of appendix C, eq. 17: L_total = µ·L1 + ν·L2 + λ·L_task.
@@ -82,6 +83,58 @@ class ClusterFormerEncoder : public Encoder {
  private:
   attention::AttentionConfig attention_;
   ClusteringLossWeights weights_;
+};
+
+/// A decoder layer (appendix B): masked neural clustering self-attention (Causal::Yes), full attention
+/// over the memory, and feed-forward, each in a residual block (options.norm). options.attention
+/// must be neural-clustering; options.cross_attention is the attention over the memory. The
+/// self-attention weights are initialised as in ClusterFormerEncoderLayer.
+class ClusterFormerDecoderLayer : public Module {
+ public:
+  /// Initial values from `gen`; throws Error for bad options, a self-attention other than
+  /// neural-clustering, or a cross-attention MultiheadAttention refuses.
+  ClusterFormerDecoderLayer(const TransformerLayerOptions& options, Generator& gen);
+  /// x (B, N, D) over memory (B, S, D), centroids (C, D) or (B, C, D); lengths and memory_lengths
+  /// (B) int64 or undefined.
+  ClusterFormerOutput forward(const Tensor& x, const Tensor& centroids, const Tensor& memory, const Tensor& lengths,
+                              const Tensor& memory_lengths, Generator& gen);
+  const TransformerLayerOptions& options() const { return options_; }  ///< its settings
+
+  ///@{
+  /// W_C, W_Q, W_K, W_V, W_O (D, D) of the masked neural clustering self-attention
+  Tensor w_c, w_q, w_k, w_v, w_o;
+  ///@}
+  std::shared_ptr<MultiheadAttention> cross_attn;  ///< the attention over the memory
+  std::shared_ptr<FeedForward> ff;                 ///< the feed-forward sublayer
+  ///@{
+  /// one per sublayer: self-attention, cross-attention, feed-forward
+  std::shared_ptr<LayerNorm> norm1, norm2, norm3;
+  std::shared_ptr<Dropout> dropout1, dropout2, dropout3;
+  ///@}
+
+ private:
+  TransformerLayerOptions options_;
+};
+
+/// num_layers ClusterFormer decoder layers ("layers.0", ...), their first centroids ("centroids",
+/// as the encoder's) and for pre-norm a final LayerNorm ("norm"). Each layer hands its Ĉ to the next
+/// and the losses are summed over the layers, as in the encoder.
+///
+/// The gradient of position t reaches no input after t, but the clusters (and so which earlier
+/// words t attends to) depend on the whole sequence (nn/attention/neural_clustering.h): a prefix
+/// decoded step by step is clustered as that prefix, not as the finished sentence was in training.
+/// There is therefore no key/value cache: every step runs the decoder over the whole prefix.
+class ClusterFormerDecoder : public Module {
+ public:
+  /// Initial values from `gen`; throws Error as ClusterFormerDecoderLayer, or for num_layers < 1.
+  ClusterFormerDecoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen);
+  /// x (B, N, D) over memory (B, S, D); lengths and memory_lengths (B) int64 or undefined.
+  ClusterFormerOutput forward(const Tensor& x, const Tensor& memory, const Tensor& lengths,
+                              const Tensor& memory_lengths, Generator& gen);
+
+  Tensor centroids;  ///< the first layer's centroids (C, D), a parameter
+  std::shared_ptr<ModuleList<ClusterFormerDecoderLayer>> layers;  ///< the layers, applied in order
+  std::shared_ptr<LayerNorm> norm;  ///< null for post-norm
 };
 
 /// The joint objective of appendix C, eq. 17: µ·L1 + ν·L2 + λ·task_loss, with µ, ν, λ ≥ 0 (checked

@@ -9,8 +9,6 @@ namespace tapestry::nn {
 using attention::AttentionConfig;
 using attention::Causal;
 
-namespace {
-
 MultiheadAttentionOptions attention_options(const TransformerLayerOptions& o, const AttentionConfig& config) {
   MultiheadAttentionOptions m;
   m.d_model = o.d_model;
@@ -18,8 +16,6 @@ MultiheadAttentionOptions attention_options(const TransformerLayerOptions& o, co
   m.attention = config;
   return m;
 }
-
-}  // namespace
 
 void check_options(const char* layer, const TransformerLayerOptions& o, int64_t num_layers) {
   TP_CHECK(o.d_model >= 1 && o.d_ff >= 1, layer, "d_model and d_ff must be positive, got d_model = ", o.d_model,

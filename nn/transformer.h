@@ -51,6 +51,9 @@ struct TransformerLayerOptions {
 void check_options(const char* layer, const TransformerLayerOptions& options, int64_t num_layers = 1);
 /// The feed-forward block's settings within `options`.
 FeedForwardOptions feed_forward_options(const TransformerLayerOptions& options);
+/// The settings of a multi-head attention sublayer of these layers, running `config`.
+MultiheadAttentionOptions attention_options(const TransformerLayerOptions& options,
+                                            const attention::AttentionConfig& config);
 /// x must be (B, N, d_model) with the dtype and device of `like` (a parameter of the layer).
 void check_sequence(const Module& layer, const char* what, const Tensor& x, const Tensor& like, int64_t d_model);
 

@@ -2,6 +2,7 @@
 // translates on its own (its SentencePiece model beside it) and evaluates with its settings read
 // from it, and bad data, checkpoints and flags give clear errors. The test on the prepared data set
 // skips with one line when `make data` has not run, and fails when CI is set.
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -133,6 +134,25 @@ TEST_CASE("translate: a checkpoint translates on its own, and evaluates with its
   std::tie(code, out, err) = run_shell(dir, "printf 'eins\\n\\377\\n' | " + cli + "run --resume " + dir.file("run.ckpt"));
   CHECK(code == 1);
   CHECK(err.find("line 2 of the input is not valid UTF-8") != std::string::npos);
+}
+
+TEST_CASE("translate: a neural-clustering decoder trains, and its checkpoint evaluates on its own") {
+  TempDir dir;
+  write_corpus(dir.file("corpus"));
+  app::TranslateOptions o = tiny(dir.file("corpus"));
+  o.encoder_attention = "neural-clustering:clusters=2";
+  o.decoder_attention = "neural-clustering:clusters=2";
+  o.train.save = dir.file("nc.ckpt");
+  const train::Report trained = app::run_translate(o);
+  CHECK(std::isfinite(trained.metric("loss")));
+  // The attentions and sizes come from the checkpoint.
+  const auto [code, out, err] = run_shell(dir, std::string(TAPESTRY_CLI) + " translate eval --resume " +
+                                                   dir.file("nc.ckpt") + " --data " + dir.file("corpus") + " --json");
+  INFO(err);
+  REQUIRE(code == 0);
+  const nlohmann::json result = nlohmann::json::parse(out);
+  CHECK(result["bleu"].get<double>() == doctest::Approx(trained.metric("bleu")));
+  CHECK(result["loss"].get<double>() == doctest::Approx(trained.metric("loss")).epsilon(1e-6));
 }
 
 TEST_CASE("translate: bad data gives errors that name the file") {

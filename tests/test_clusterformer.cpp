@@ -1,5 +1,5 @@
-// The ClusterFormer encoder: gradchecks, centroids handed from layer to layer, eq. 17, causality,
-// padding, bad options.
+// The ClusterFormer encoder and decoder: gradchecks, centroids handed from layer to layer, eq. 17,
+// causality, padding, bad options.
 #include <cmath>
 
 #include "nn/clusterformer.h"
@@ -115,4 +115,58 @@ TEST_CASE("ClusterFormer layers refuse other attentions and bad input") {
   Generator g(0);
   check_error([&] { encoder.forward(zeros({2, 5, 3}), Tensor(), g); }, {"ClusterFormerEncoderLayer", "(B, N, 4)"});
   check_error([&] { encoder.forward(zeros({2, 5, 4}, {DType::Float64}), Tensor(), g); }, {"ClusterFormerEncoderLayer"});
+}
+
+TEST_CASE("ClusterFormerDecoder: gradcheck in x, memory and every parameter; causal; layers chained") {
+  for (nn::NormPosition norm : {nn::NormPosition::Post, nn::NormPosition::Pre}) {
+    Generator gen(7);
+    nn::ClusterFormerDecoder decoder(options(norm), 2, gen);
+    decoder.to(DType::Float64);
+    const Tensor x = uniform({2, 5, 4}, 1), memory = uniform({2, 3, 4}, 3), w = uniform({2, 5, 4}, 2);
+    const Tensor lens = from_vector<int64_t>({5, 3}, {2}), memory_lens = from_vector<int64_t>({3, 2}, {2});
+    const GradcheckResult result = nn::gradcheck(
+        decoder,
+        [&](const std::vector<Tensor>& in) {
+          Generator g(0);
+          return scalar_objective(decoder.forward(in[0], in[1], lens, memory_lens, g), w);
+        },
+        {x, memory});
+    INFO(result.report);
+    CHECK(result.ok);
+  }
+  Generator gen(8);
+  nn::ClusterFormerDecoder decoder(options(nn::NormPosition::Pre, 3), 2, gen);
+  decoder.to(DType::Float64);
+  const int64_t N = 6;
+  const Tensor memory = uniform({1, 4, 4}, 9);
+  // Appendix B's mask: output t takes no gradient from the words after t.
+  for (int64_t t = 0; t < N; ++t) {
+    Tensor x = uniform({1, N, 4}, 10);
+    x.set_requires_grad(true);
+    Generator g(0);
+    sum(select(decoder.forward(x, memory, Tensor(), Tensor(), g).output, 1, t)).backward();
+    for (int64_t later = t + 1; later < N; ++later)
+      for (double v : select(select(x.grad(), 0, 0), 0, later).to_vector<double>()) CHECK(v == 0.0);
+  }
+  // The stack is its layers in turn, Ĉ handed on, the losses summed.
+  const Tensor x = uniform({1, N, 4}, 11);
+  Generator g1(0), g2(0);
+  const nn::ClusterFormerOutput stack = decoder.forward(x, memory, Tensor(), Tensor(), g1);
+  const nn::ClusterFormerOutput first =
+      (*decoder.layers)[0]->forward(x, decoder.centroids, memory, Tensor(), Tensor(), g2);
+  const nn::ClusterFormerOutput second =
+      (*decoder.layers)[1]->forward(first.output, first.centroids, memory, Tensor(), Tensor(), g2);
+  check_close(stack.output, decoder.norm->forward(second.output), 0, 0);
+  CHECK(stack.clustering_loss.item<double>() ==
+        doctest::Approx(first.clustering_loss.item<double>() + second.clustering_loss.item<double>()).epsilon(1e-14));
+
+  nn::TransformerLayerOptions full = options(nn::NormPosition::Post);
+  full.attention = AttentionConfig::parse("full");
+  check_error([&] { nn::ClusterFormerDecoder(full, 1, gen); }, {"ClusterFormerDecoder", "neural-clustering", "'full'"});
+  nn::TransformerLayerOptions cross = options(nn::NormPosition::Post);
+  cross.cross_attention = AttentionConfig::parse("neural-clustering:clusters=2");
+  check_error([&] { nn::ClusterFormerDecoderLayer(cross, gen); }, {"ClusterFormerDecoderLayer"});
+  Generator g(0);
+  check_error([&] { decoder.forward(x, uniform({2, 4, 4}, 12), Tensor(), Tensor(), g); },
+              {"ClusterFormerDecoderLayer", "different batch sizes"});
 }

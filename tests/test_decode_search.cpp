@@ -284,10 +284,47 @@ TEST_CASE("Translator: teacher forcing agrees with incremental decoding, and bad
   }
   models::TranslatorOptions bad = tiny_translator();
   bad.decoder_attention = attention::AttentionConfig::parse("improved-clustered:clusters=2");
-  check_error([&] { models::Translator m(bad, gen); }, {"Translator", "decoder's self-attention must be full"});
+  check_error([&] { models::Translator m(bad, gen); },
+              {"Translator", "decoder's self-attention must be full or neural-clustering", "improved-clustered"});
   bad = tiny_translator();
   bad.vocabulary = 4;
   check_error([&] { models::Translator m(bad, gen); }, {"Translator", "vocabulary", "got 4"});
   check_error([&] { model.forward(source, Tensor(), zeros({2, 3}, {DType::Int64}), Tensor(), g); },
               {"Translator", "different numbers of sentences"});
+}
+
+TEST_CASE("Translator with a neural-clustering decoder: its losses join the encoder's; decoding re-runs the prefix") {
+  Generator gen(13);
+  models::TranslatorOptions o = tiny_translator();
+  o.encoder_attention = attention::AttentionConfig::parse("neural-clustering:clusters=2");
+  o.decoder_attention = attention::AttentionConfig::parse("neural-clustering:clusters=2");
+  o.clustering = {0.5, 0.25};
+  models::Translator model(o, gen);
+  CHECK(!model.has_decoder_cache());
+  CHECK(model.clustering_decoder != nullptr);
+  CHECK(model.decoder == nullptr);
+  model.eval();
+  NoGradGuard no_grad;
+  const Tensor source = from_vector<int64_t>({5, 6, 7, 3}, {1, 4});
+  const Tensor target_in = from_vector<int64_t>({2, 8, 9, 10}, {1, 4});
+  Generator g(0);
+  const models::Translator::Output out = model.forward(source, Tensor(), target_in, Tensor(), g);
+  // aux = µ·L1 + ν·L2 of the encoder plus the same of the decoder (eq. 17 for each stack).
+  const nn::EncoderOutput memory = model.encode(source, Tensor(), g);
+  const nn::ClusterFormerOutput d = model.clustering_decoder->forward(model.embed(target_in, 0), memory.output,
+                                                                      Tensor(), Tensor(), g);
+  const double expected = memory.aux_loss.item<double>() + 0.5 * d.clustering_loss.item<double>() +
+                          0.25 * d.sorting_loss.item<double>();
+  CHECK(out.aux_loss.item<double>() == doctest::Approx(expected).epsilon(1e-6));
+  // Step t of decoding runs the decoder on the prefix 0..t: on the full target, its last position
+  // is teacher forcing's; asking for the cache changes nothing (there is none).
+  for (const models::Incremental incremental : {models::Incremental::Yes, models::Incremental::No}) {
+    models::TranslatorDecoding decoding(model, source, Tensor(), incremental, g);
+    Tensor lp;
+    for (int64_t t = 0; t < 4; ++t) lp = decoding.next(slice(reshape(target_in, {4}), 0, t, t + 1));
+    check_close(to(lp, DType::Float64), to(reshape(log_softmax(slice(out.logits, 1, 3, 4)), {1, 13}), DType::Float64),
+                1e-5, 1e-5);
+  }
+  const auto best = models::translate(model, source, Tensor(), options(2, 1, 6, 1.0), g);
+  CHECK(best.size() == 1);
 }
