@@ -613,8 +613,9 @@ TEST_CASE("neural clustering attention: bad input") {
   check_error(call(p.x, p.centroids, with(&NeuralClusteringWeights::w_v, to(p.w.w_v, DType::Float32)), H),
               {op, "w_v must have x's dtype float64", "float32"});
   // lengths (the shared check, named after this function)
-  check_error(call(p.x, p.centroids, p.w, H, from_vector<int32_t>({7, 7}, {2})), {op, "lengths must be int64", "int32"});
-  check_error(call(p.x, p.centroids, p.w, H, lengths_of({7, 7, 7})), {op, "lengths must be int64 of shape (2,)", "(3,)"});
+  check_error(call(p.x, p.centroids, p.w, H, from_vector<double>({7, 7}, {2})), {op, "lengths must be int64 or int32", "float64"});
+  check_error(call(p.x, p.centroids, p.w, H, lengths_of({7, 7, 7})), {op, "lengths must be int64 or int32 of shape (2,)", "(3,)"});
+  check_error(call(p.x, p.centroids, p.w, H, from_vector<int32_t>({8, 7}, {2})), {op, "a length of 8", "[0, 7]"});
   check_error(call(p.x, p.centroids, p.w, H, lengths_of({8, 7})), {op, "a length of 8", "[0, 7]"});
   check_error(call(p.x, p.centroids, p.w, H, lengths_of({-1, 7})), {op, "a length of -1"});
   // a good call passes

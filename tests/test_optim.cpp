@@ -176,7 +176,7 @@ TEST_CASE("RAdam's two conventions on hand-computed steps: the paper's (ρ_t > 4
   const std::vector<double> pytorch = {-0.1, -0.2, -0.3, -0.4, -0.5, -0.5222650};
   for (const auto convention : {optim::RAdamConvention::Paper, optim::RAdamConvention::PyTorch}) {
     const bool is_paper = convention == optim::RAdamConvention::Paper;
-    INFO(is_paper ? "paper" : "pytorch");
+    INFO((is_paper ? "paper" : "pytorch"));
     optim::RAdamOptions options{0.1, {0.5, 0.9}, 0.1, 0.0};
     options.convention = convention;
     const Tensor w = parameter({0.0}, {1});
@@ -220,7 +220,7 @@ TEST_CASE("RAdam's PyTorch convention follows torch.optim.RAdam's formula across
 
 TEST_CASE("Adam and AdamW with amsgrad divide by the running maximum of v") {
   for (const bool decoupled : {false, true}) {
-    INFO(decoupled ? "AdamW" : "Adam");
+    INFO((decoupled ? "AdamW" : "Adam"));
     const double lr = 0.01, b1 = 0.9, b2 = 0.9, eps = 1e-3, wd = 0.1;
     std::unique_ptr<optim::Optimizer> opt;
     if (decoupled) {
@@ -253,7 +253,7 @@ TEST_CASE("amsgrad's maximum is saved and restored: a resumed run continues bit 
   const std::string path = dir.file("amsgrad.ckpt");
   optim::AdamOptions options{0.01, {0.9, 0.9}, 1e-3, 0.0};
   options.amsgrad = optim::AmsGrad::Yes;
-  const std::vector<Tensor> params = two_parameters();
+  std::vector<Tensor> params = two_parameters();
   optim::Adam adam(params, options);
   for (int64_t t = 1; t <= 5; ++t) {
     set_grad(params[0], grads_at(t, 6));

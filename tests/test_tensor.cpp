@@ -239,8 +239,10 @@ TEST_CASE("arange in every dtype: the same values, exact integers, and bool or u
   const double k31 = 2147483648.0, k53 = 9007199254740992.0;
   CHECK(arange(k31 - 2, k31, 1.0, {DType::Int32}).to_vector<int32_t>() == std::vector<int32_t>{2147483646, 2147483647});
   CHECK(arange(-k31, -k31 + 1, 1.0, {DType::Int32}).to_vector<int32_t>() == std::vector<int32_t>{-2147483647 - 1});
-  CHECK(arange(k53 - 2, k53 + 1, 1.0, {DType::Int64}).to_vector<int64_t>() ==
-        std::vector<int64_t>{9007199254740990, 9007199254740991, 9007199254740992});
+  CHECK(arange(k53 - 2, k53, 1.0, {DType::Int64}).to_vector<int64_t>() ==
+        std::vector<int64_t>{9007199254740990, 9007199254740991});
+  CHECK(arange(k53 - 4, k53 + 2, 2.0, {DType::Int64}).to_vector<int64_t>() ==
+        std::vector<int64_t>{9007199254740988, 9007199254740990, 9007199254740992});
   check_error([] { arange(0.0, 3.0, 1.0, {DType::Bool}); }, {"arange", "bool"});
   check_error([] { arange(0.0, 2.0, 0.5, {DType::Int64}); }, {"arange", "int64", "whole start and step", "step=0.5"});
   check_error([] { arange(0.5, 2.0, 1.0, {DType::Int32}); }, {"arange", "int32", "whole start", "start=0.5"});
