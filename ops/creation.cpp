@@ -1,5 +1,6 @@
 #include "ops/creation.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/dispatch.h"
@@ -59,6 +60,20 @@ Tensor arange(double start, double end, double step, Options options) {
   TP_CHECK(count < 0x1p62, "arange", "[", start, ", ", end, ") in steps of ", step, " has ", count,
            " elements, too many for a tensor");
   const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
+  TP_CHECK(options.dtype != DType::Bool, "arange", "cannot count in bool (start=", start, " end=", end,
+           " step=", step, ")");
+  if (is_integer(options.dtype) && n > 0) {
+    // Integer ranges are exact: a whole start and step, and every element within the dtype (int32)
+    // or within ±2^53, beyond which a double (the computation's type) skips integers (int64).
+    const double last = start + step * static_cast<double>(n - 1);
+    const double lo = options.dtype == DType::Int32 ? -0x1p31 : -0x1p53;
+    const double hi = options.dtype == DType::Int32 ? 0x1p31 - 1 : 0x1p53;
+    TP_CHECK(start == std::floor(start) && step == std::floor(step), "arange", "an ", options.dtype,
+             " range needs a whole start and step, got start=", start, " step=", step);
+    TP_CHECK(std::min(start, last) >= lo && std::max(start, last) <= hi, "arange", "[", start, ", ", end,
+             ") in steps of ", step, " does not fit in ", options.dtype, ": its elements must lie in [", lo,
+             ", ", hi, "]");
+  }
   const auto on_gpu = [&](const Tensor& out) { cuda::arange(out, start, step); };
   return make("arange", {n}, options, on_gpu, [=](int64_t i, auto tag) {
     return static_cast<decltype(tag)>(start + step * static_cast<double>(i));

@@ -15,7 +15,10 @@ Tensor zeros_like(const Tensor& like);
 Tensor ones_like(const Tensor& like);
 Tensor full_like(const Tensor& like, double value);
 
-// [start, end) in steps of `step` (which must be non-zero); arange(n) is 0, 1, ..., n - 1.
+// [start, end) in steps of `step` (which must be non-zero); arange(n) is 0, 1, ..., n - 1. Element i
+// is start + i · step computed in double and converted, on either device. Any dtype but bool: an
+// int32 / int64 range needs a whole start and step and elements within int32 (int64: within ±2^53,
+// where doubles are exact); others are refused.
 Tensor arange(double start, double end, double step = 1.0, Options options = {DType::Int64});
 inline Tensor arange(int64_t end, Options options = {DType::Int64}) { return arange(0.0, double(end), 1.0, options); }
 

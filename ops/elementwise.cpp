@@ -1,6 +1,7 @@
 #include "ops/elementwise.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "ops/common.h"
 #include "ops/cuda/elementwise.h"
@@ -213,6 +214,49 @@ Tensor gelu(const Tensor& x) { return unary<math::Gelu>("gelu", x); }
 Tensor clamp(const Tensor& x, double lo, double hi) {
   TP_CHECK(lo <= hi, "clamp", "needs lo <= hi, got lo=", lo, " hi=", hi);
   return unary("clamp", x, math::Clamp{lo, hi});
+}
+
+Tensor log1p(const Tensor& x) { return unary<math::Log1p>("log1p", x); }
+Tensor expm1(const Tensor& x) { return unary<math::Expm1>("expm1", x); }
+Tensor sin(const Tensor& x) { return unary<math::Sin>("sin", x); }
+Tensor cos(const Tensor& x) { return unary<math::Cos>("cos", x); }
+Tensor silu(const Tensor& x) { return unary<math::Silu>("silu", x); }
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  TP_CHECK(std::isfinite(negative_slope), "leaky_relu", "needs a finite negative_slope, got ", negative_slope);
+  return unary("leaky_relu", x, math::LeakyRelu{negative_slope});
+}
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  TP_CHECK(beta > 0 && std::isfinite(beta) && std::isfinite(threshold), "softplus",
+           "needs a finite beta > 0 and a finite threshold, got beta=", beta, " threshold=", threshold);
+  return unary("softplus", x, math::Softplus{beta, threshold});
+}
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary<math::Maximum>("maximum", a, b, Domain::Numeric); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary<math::Minimum>("minimum", a, b, Domain::Numeric); }
+
+Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi) {
+  check_same_device("clamp", {&x, &lo, &hi});
+  check_same_dtype("clamp", x, lo);
+  check_same_dtype("clamp", x, hi);
+  check_floating("clamp", x);
+  // Refuses bounds that do not broadcast with x, naming clamp rather than maximum / minimum.
+  broadcast_shapes(broadcast_shapes(x.shape(), lo.shape(), "clamp"), hi.shape(), "clamp");
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = minimum(maximum(x, lo), hi);
+  }
+  // dx = dy ⊙ [lo ≤ x ≤ hi],  dlo = dy ⊙ [x < lo ∧ lo < hi],  dhi = dy ⊙ [x > hi ∨ hi < lo]
+  // (y = min(max(x, lo), hi): where lo > hi every element is hi, PyTorch's rule.)
+  record("clamp", {x, lo, hi}, {y},
+         [xs = Saved(x), ls = Saved(lo), hs = Saved(hi)](const std::vector<Tensor>& dy, Gradients& g) {
+           const Tensor &x = xs.get(), &lo = ls.get(), &hi = hs.get();
+           const Tensor zero = zeros({}, dy[0].options());
+           if (g.needs(0)) g.accumulate(0, where(logical_and(ge(x, lo), le(x, hi)), dy[0], zero));
+           if (g.needs(1)) g.accumulate(1, where(logical_and(lt(x, lo), lt(lo, hi)), dy[0], zero));
+           if (g.needs(2)) g.accumulate(2, where(logical_or(gt(x, hi), lt(hi, lo)), dy[0], zero));
+         });
+  return y;
 }
 
 Tensor eq(const Tensor& a, const Tensor& b) { return compare<math::Eq>("eq", a, b); }

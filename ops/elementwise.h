@@ -45,6 +45,27 @@ Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x);  // exact (erf) form
 Tensor clamp(const Tensor& x, double lo, double hi);
+// Bounds as tensors (x's dtype, broadcasting with x): min(max(x, lo), hi), so a NaN in x or in a
+// bound is the result, and where lo > hi the result is hi (as in PyTorch). Differentiable in all
+// three: dx = dy where lo ≤ x ≤ hi, dlo = dy where x < lo < hi, dhi = dy where x > hi or hi < lo.
+Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi);
+Tensor log1p(const Tensor& x);  // log(1 + x), accurate for small |x|
+Tensor expm1(const Tensor& x);  // e^x − 1, accurate for small |x|
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+
+// Activations (floating). NaN passes through each.
+Tensor silu(const Tensor& x);  // x σ(x), also called swish
+// x for x > 0, negative_slope · x otherwise (the gradient at 0 is negative_slope, as relu's is 0).
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+// log(1 + e^(βx)) / β, smooth relu; x itself where βx > threshold (PyTorch's defaults and rule).
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
+
+// Elementwise maximum / minimum of two tensors (one dtype, broadcasting; integers too). A NaN on
+// either side gives NaN (docs/PORTING.md, "NaN"). The gradient goes to the side the result came
+// from, half to each where a = b.
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
 
 // Comparisons: bool results, no gradient.
 Tensor eq(const Tensor& a, const Tensor& b);

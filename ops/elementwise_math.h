@@ -130,6 +130,63 @@ struct Gelu {
   }
 };
 
+struct Log1p {
+  template <class T> TP_HOST_DEVICE T forward(T x) const { return std::log1p(x); }
+  // dx = dy / (1 + x)
+  template <class T> TP_HOST_DEVICE T backward(T dy, T x, T) const { return dy / (T(1) + x); }
+};
+
+struct Expm1 {
+  template <class T> TP_HOST_DEVICE T forward(T x) const { return std::expm1(x); }
+  // dx = dy ⊙ (y + 1)
+  template <class T> TP_HOST_DEVICE T backward(T dy, T, T y) const { return dy * (y + T(1)); }
+};
+
+struct Sin {
+  template <class T> TP_HOST_DEVICE T forward(T x) const { return std::sin(x); }
+  // dx = dy ⊙ cos x
+  template <class T> TP_HOST_DEVICE T backward(T dy, T x, T) const { return dy * std::cos(x); }
+};
+
+struct Cos {
+  template <class T> TP_HOST_DEVICE T forward(T x) const { return std::cos(x); }
+  // dx = −dy ⊙ sin x
+  template <class T> TP_HOST_DEVICE T backward(T dy, T x, T) const { return -dy * std::sin(x); }
+};
+
+// SiLU (swish): x σ(x).
+struct Silu {
+  template <class T> TP_HOST_DEVICE T forward(T x) const { return x * Sigmoid{}.forward(x); }
+  // dx = dy ⊙ σ(x) (1 + x (1 − σ(x)))
+  template <class T> TP_HOST_DEVICE T backward(T dy, T x, T) const {
+    const T s = Sigmoid{}.forward(x);
+    return dy * s * (T(1) + x * (T(1) - s));
+  }
+};
+
+struct LeakyRelu {
+  double slope;
+  // A NaN passes through (slope · NaN is NaN).
+  template <class T> TP_HOST_DEVICE T forward(T x) const { return x > T(0) ? x : T(slope) * x; }
+  // dx = dy ⊙ (x > 0 ? 1 : slope)
+  template <class T> TP_HOST_DEVICE T backward(T dy, T x, T) const { return x > T(0) ? dy : T(slope) * dy; }
+};
+
+// log(1 + e^(βx)) / β, and x itself where βx > threshold (where the two agree to rounding and the
+// exponential would overflow).
+struct Softplus {
+  double beta, threshold;
+  template <class T> TP_HOST_DEVICE T forward(T x) const {
+    const T bx = T(beta) * x;
+    return bx > T(threshold) ? x : std::log1p(std::exp(bx)) / T(beta);
+  }
+  // dx = dy ⊙ σ(βx)   (dy where βx > threshold)
+  template <class T> TP_HOST_DEVICE T backward(T dy, T x, T) const {
+    const T bx = T(beta) * x;
+    return bx > T(threshold) ? dy : dy * Sigmoid{}.forward(bx);
+  }
+};
+
 struct PowScalar {
   double exponent;
   template <class T> TP_HOST_DEVICE T forward(T x) const { return std::pow(x, T(exponent)); }
@@ -194,6 +251,30 @@ struct Pow {
   }
   template <class T> TP_HOST_DEVICE T grad_b(T dy, T a, T b, T y) const {
     return a == T(0) && b >= T(0) ? T(0) : dy * y * std::log(a);
+  }
+};
+
+// Elementwise maximum / minimum: a NaN on either side is the result. The gradient goes to the
+// side the result came from, half to each on a tie (PyTorch's choice).
+struct Maximum {
+  template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return a > b || is_nan(a) ? a : b; }
+  // da = dy ⊙ ([a > b] + ½[a = b]), db = dy ⊙ ([b > a] + ½[a = b])   (NaN: to its side)
+  template <class T> TP_HOST_DEVICE T grad_a(T dy, T a, T b, T) const {
+    return a == b ? dy / T(2) : (a > b || is_nan(a) ? dy : T(0));
+  }
+  template <class T> TP_HOST_DEVICE T grad_b(T dy, T a, T b, T) const {
+    return a == b ? dy / T(2) : (a > b || is_nan(a) ? T(0) : dy);
+  }
+};
+
+struct Minimum {
+  template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return a < b || is_nan(a) ? a : b; }
+  // da = dy ⊙ ([a < b] + ½[a = b]), db = dy ⊙ ([b < a] + ½[a = b])   (NaN: to its side)
+  template <class T> TP_HOST_DEVICE T grad_a(T dy, T a, T b, T) const {
+    return a == b ? dy / T(2) : (a < b || is_nan(a) ? dy : T(0));
+  }
+  template <class T> TP_HOST_DEVICE T grad_b(T dy, T a, T b, T) const {
+    return a == b ? dy / T(2) : (a < b || is_nan(a) ? T(0) : dy);
   }
 };
 

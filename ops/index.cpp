@@ -333,4 +333,21 @@ Tensor one_hot(const Tensor& index, int64_t num_classes, DType dtype) {
   return one_hot_kernel(idx, num_classes, dtype);
 }
 
+Tensor masked_select(const Tensor& x, const Tensor& mask) {
+  const char* op = "masked_select";
+  check_same_device(op, {&x, &mask});
+  TP_CHECK(mask.dtype() == DType::Bool, op, "the mask must be bool, got ", mask.dtype(), " of shape ",
+           to_string(mask.shape()), " (x: ", x.dtype(), " of shape ", to_string(x.shape()), ")");
+  const Shape shape = broadcast_shapes(x.shape(), mask.shape(), op);
+  // The result's length depends on the mask's values, so the mask is read on the host (on a GPU
+  // this waits for the device, as it must in any framework).
+  const std::vector<bool> keep = contiguous(expand(mask, shape)).to_vector<bool>();
+  std::vector<int64_t> positions;
+  for (size_t i = 0; i < keep.size(); ++i)
+    if (keep[i]) positions.push_back(static_cast<int64_t>(i));
+  const Tensor index = to(from_vector<int64_t>(positions, {static_cast<int64_t>(positions.size())}), x.device());
+  // Built from index_select, so dx = index_add of dy at the selected positions comes with it.
+  return index_select(reshape(expand(x, shape), {-1}), 0, index);
+}
+
 }  // namespace tapestry

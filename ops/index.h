@@ -1,4 +1,5 @@
-// Index ops: gather / scatter_add and index_select / index_add (two adjoint pairs), and one_hot.
+// Index ops: gather / scatter_add and index_select / index_add (two adjoint pairs), masked_select,
+// and one_hot.
 //
 // Index tensors are int32 or int64. Every index must lie in [0, size) of the dim it indexes:
 // negative indices are not wrapped around, and an index out of range is refused with an Error
@@ -31,6 +32,11 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 // index is 1-d (m,); src has x's shape with size m along dim. Differentiable in x (dx = dy) and
 // src (dsrc = index_select(dy, dim, index)).
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+
+// The elements of x where mask (bool) is true, in row-major order, as a 1-d tensor; x and mask
+// broadcast together (torch.masked_select). Differentiable in x: dx = dy scattered back to the
+// selected positions (0 elsewhere). The mask is read on the host to size the result.
+Tensor masked_select(const Tensor& x, const Tensor& mask);
 
 // y[..., c] = (index[...] == c): shape index.shape + (num_classes,), every index in
 // [0, num_classes). The dtype defaults to float32, the working type, because one-hot rows are

@@ -11,6 +11,9 @@
 #include "ops/cuda/index_scan.h"
 #include "ops/cuda/loss.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
+#include "ops/index.h"
+#include "ops/reduce.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -49,12 +52,12 @@ struct CrossEntropyForward {
 
 // ---- kernels (the CPU loops; a tensor on a GPU takes the CUDA launchers of ops/cuda/loss.h) ----
 
-TargetScan scan_targets(const Tensor& targets, int64_t C, int64_t ignore_index) {
+TargetScan scan_targets(const char* op, const Tensor& targets, int64_t C, int64_t ignore_index) {
   const Tensor t = contiguous(targets);
   cuda::IndexScan scan;  // on a GPU the targets are scanned in place; only the verdict comes back
-  if (on_cuda("cross_entropy", targets, [&] { scan = cuda::scan_indices("cross_entropy", t, C, ignore_index); }))
+  if (on_cuda(op, targets, [&] { scan = cuda::scan_indices(op, t, C, ignore_index); }))
     return TargetScan{scan.bad_position, scan.bad_value, scan.valid};
-  return visit_index(t.dtype(), "cross_entropy", [&](auto tag) {
+  return visit_index(t.dtype(), op, [&](auto tag) {
     using I = decltype(tag);
     const I* p = t.data<I>();
     TargetScan scan;
@@ -211,36 +214,53 @@ Tensor bce_backward_targets(const Tensor& dy, const Tensor& logits) {
   return dt;
 }
 
+// The checks cross_entropy and nll_loss share: scores (..., C) with classes along the last dim,
+// targets (...) of class indices in [0, C) or ignore_index. Returns the count of valid targets.
+int64_t check_class_targets(const char* op, const Tensor& scores, const char* scores_name, const Tensor& targets,
+                            int64_t ignore_index) {
+  check_floating(op, scores);
+  TP_CHECK(targets.defined(), op, "got undefined targets");
+  check_same_device(op, {&scores, &targets});
+  TP_CHECK(scores.dim() >= 1 && scores.shape().back() >= 1, op, scores_name,
+           " must have at least 1 dim with classes along the last (at least one class), got shape ",
+           to_string(scores.shape()));
+  TP_CHECK(is_integer(targets.dtype()), op, "targets must be class indices of dtype int64 (or int32), got ",
+           targets.dtype(), " of shape ", to_string(targets.shape()));
+  const Shape rows(scores.shape().begin(), scores.shape().end() - 1);
+  TP_CHECK(targets.shape() == rows, op, "targets of shape ", to_string(targets.shape()), " do not match ",
+           scores_name, " of shape ", to_string(scores.shape()), " (expected targets of shape ", to_string(rows), ")");
+  const int64_t C = scores.shape().back();
+  const TargetScan scan = scan_targets(op, targets, C, ignore_index);
+  if (scan.bad_position >= 0) {
+    fail(op, "target ", scan.bad_value, " at position ", index_string(scan.bad_position, targets.shape()),
+         " is out of range for ", C, " classes (", scores_name, " of shape ", to_string(scores.shape()),
+         ") and is not ignore_index (", ignore_index, ")");
+  }
+  return scan.valid;
+}
+
+// The checks of the losses that compare two tensors of one floating dtype and one shape.
+void check_pair(const char* op, const Tensor& input, const char* input_name, const Tensor& target) {
+  check_floating(op, input);
+  TP_CHECK(target.defined(), op, "got an undefined target");
+  check_same_device(op, {&input, &target});
+  check_same_dtype(op, input, target);
+  TP_CHECK(target.shape() == input.shape(), op, "target of shape ", to_string(target.shape()), " does not match ",
+           input_name, " of shape ", to_string(input.shape()));
+}
+
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing) {
   const char* op = "cross_entropy";
-  check_floating(op, logits);
-  TP_CHECK(targets.defined(), op, "got undefined targets");
-  check_same_device(op, {&logits, &targets});
-  TP_CHECK(logits.dim() >= 1 && logits.shape().back() >= 1, op,
-           "logits must have at least 1 dim with classes along the last (at least one class), got shape ",
-           to_string(logits.shape()));
-  TP_CHECK(is_integer(targets.dtype()), op, "targets must be class indices of dtype int64 (or int32), got ",
-           targets.dtype(), " of shape ", to_string(targets.shape()));
-  const Shape rows(logits.shape().begin(), logits.shape().end() - 1);
-  TP_CHECK(targets.shape() == rows, op, "targets of shape ", to_string(targets.shape()),
-           " do not match logits of shape ", to_string(logits.shape()), " (expected targets of shape ",
-           to_string(rows), ")");
+  const int64_t valid = check_class_targets(op, logits, "logits", targets, ignore_index);
   TP_CHECK(label_smoothing >= 0 && label_smoothing < 1, op, "label_smoothing must lie in [0, 1), got ",
            label_smoothing);
-  const int64_t C = logits.shape().back();
-  const TargetScan scan = scan_targets(targets, C, ignore_index);
-  if (scan.bad_position >= 0) {
-    fail(op, "target ", scan.bad_value, " at position ", index_string(scan.bad_position, targets.shape()),
-         " is out of range for ", C, " classes (logits of shape ", to_string(logits.shape()),
-         ") and is not ignore_index (", ignore_index, ")");
-  }
   const Tensor x = contiguous(logits.detach()), t = contiguous(targets);
-  const CrossEntropyForward f = cross_entropy_forward(x, t, ignore_index, label_smoothing, scan.valid);
+  const CrossEntropyForward f = cross_entropy_forward(x, t, ignore_index, label_smoothing, valid);
   // p = e^(x − lse):  dx = dy / |valid| · (p − (1 − ε) onehot(t) − ε / C) on valid rows, 0 elsewhere
   record(op, {logits}, {f.loss},
-         [ignore_index, label_smoothing, valid = scan.valid, xs = Saved(x), ts = Saved(t), lses = Saved(f.lse)](
+         [ignore_index, label_smoothing, valid, xs = Saved(x), ts = Saved(t), lses = Saved(f.lse)](
              const std::vector<Tensor>& dy, Gradients& g) {
            g.accumulate(0, cross_entropy_backward(dy[0], xs.get(), ts.get(), lses.get(), ignore_index,
                                                   label_smoothing, valid));
@@ -264,6 +284,38 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
     if (g.needs(1)) g.accumulate(1, bce_backward_targets(dy[0], xs.get()));
   });
   return loss;
+}
+
+// The losses below are compositions of differentiable ops, so each gradient comes from theirs.
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index) {
+  const int64_t valid = check_class_targets("nll_loss", log_probs, "log_probs", targets, ignore_index);
+  // −(1 / |valid|) Σ_{i valid} log_probs[i, t_i]; ignored rows pick class 0 and are then dropped
+  // by where (not multiplied by 0, which would turn a −inf there into NaN).
+  const Tensor ignored = eq(targets, scalar(double(ignore_index), targets.options()));
+  const Tensor classes = where(ignored, zeros({}, targets.options()), targets);
+  const Tensor picked = squeeze(gather(log_probs, -1, unsqueeze(classes, -1)), -1);
+  const Tensor kept = where(ignored, zeros({}, log_probs.options()), picked);
+  return -sum(kept) / static_cast<double>(std::max<int64_t>(valid, 1));
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target) {
+  check_pair("mse_loss", input, "input", target);
+  // (1 / N) Σ (x − t)²;  dx = 2 (x − t) / N, dt = −dx
+  const Tensor diff = input - target;
+  return sum(diff * diff) / static_cast<double>(std::max<int64_t>(input.numel(), 1));
+}
+
+Tensor kl_div(const Tensor& log_q, const Tensor& p) {
+  check_pair("kl_div", log_q, "log_q", p);
+  TP_CHECK(log_q.dim() >= 1, "kl_div", "needs distributions along a last dim, got a 0-d ", log_q.dtype());
+  // Σ_c p (log p − log q), with 0 · log 0 = 0: where p = 0, log 1 = 0 stands in for log p, so the
+  // term is 0 and neither it nor its gradient is 0 · (−inf) = NaN.
+  // dlog_q = −p / R,  dp = (log p − log q + 1) / R where p > 0, −log q / R where p = 0
+  const Tensor positive = gt(p, zeros({}, p.options()));
+  const Tensor log_p = log(where(positive, p, ones({}, p.options())));
+  const int64_t rows = log_q.numel() / std::max<int64_t>(log_q.shape().back(), 1);
+  return sum(p * (log_p - log_q)) / static_cast<double>(std::max<int64_t>(rows, 1));
 }
 
 }  // namespace tapestry

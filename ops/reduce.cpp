@@ -208,6 +208,44 @@ Tensor logsumexp_forward(const Tensor& x, const Plan& p) {
   });
 }
 
+// Running sums along the last dim of x laid out by as_rows (kept dims first, `dim` last), put back
+// in x's dim order.
+Tensor cumsum_forward(const Tensor& x, const Plan& p, int64_t dim) {
+  const Tensor rows = as_rows(x, p);
+  Tensor out = empty(rows.shape(), rows.options());
+  if (!on_cuda("cumsum", x, [&] { cuda::cumsum_rows(rows, p.rows, p.length, out); })) {
+    visit_numeric(x.dtype(), "cumsum", [&](auto tag) {
+      using T = decltype(tag);
+      const T* src = static_cast<const T*>(rows.raw_data());
+      T* dst = static_cast<T*>(out.raw_data());
+      const int64_t length = p.length;
+#pragma omp parallel for schedule(static) if (p.rows > 1 && p.rows * length > 32768)
+      for (int64_t r = 0; r < p.rows; ++r) cuda::cumsum_row(src + r * length, dst + r * length, length);
+    });
+  }
+  // as_rows moved `dim` last; move it back.
+  std::vector<int64_t> order;
+  for (int64_t d = 0; d < x.dim(); ++d) order.push_back(d < dim ? d : (d == dim ? x.dim() - 1 : d - 1));
+  return contiguous(permute(out, order));
+}
+
+// √s with a gradient of 0 where s = 0 (instead of dy / 0 = ∞, which the inner derivative, 0 there,
+// turns into NaN): the L2 norm and std of a constant group get a zero gradient, as in PyTorch.
+Tensor sqrt_zero_grad_at_zero(const char* op, const Tensor& s) {
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = sqrt(s);
+  }
+  // ds = dy / (2y), and 0 where y = 0
+  record(op, {s}, {y}, [ys = Saved(y)](const std::vector<Tensor>& dy, Gradients& g) {
+    const Tensor& y = ys.get();
+    const Tensor zero = eq(y, zeros({}, y.options()));
+    g.accumulate(0, where(zero, zeros({}, y.options()), dy[0] / (masked_fill(y, zero, 1.0) * 2.0)));
+  });
+  return y;
+}
+
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim) {
@@ -261,5 +299,40 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim, i
 
 Tensor argmax(const Tensor& x, int64_t dim, KeepDim keepdim) { return arg_extreme("argmax", x, dim, keepdim, Extreme::Max); }
 Tensor argmin(const Tensor& x, int64_t dim, KeepDim keepdim) { return arg_extreme("argmin", x, dim, keepdim, Extreme::Min); }
+
+Tensor std(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim, int64_t correction) {
+  check_floating("std", x);
+  make_plan("std", x, dims, keepdim);  // refuses bad dims, naming std
+  return sqrt_zero_grad_at_zero("std", var(x, dims, keepdim, correction));
+}
+
+Tensor norm(const Tensor& x, double p, const std::vector<int64_t>& dims, KeepDim keepdim) {
+  check_floating("norm", x);
+  const Plan plan = make_plan("norm", x, dims, keepdim);  // refuses bad dims, naming norm
+  // Built from differentiable ops: the gradients are those of Σ|x| (sign x, 0 at 0), of the root
+  // below (x / ‖x‖, 0 for a zero group) and of max (shared among tied largest |x|).
+  if (p == 1) return sum(abs(x), dims, keepdim);
+  if (p == 2) return sqrt_zero_grad_at_zero("norm", sum(x * x, dims, keepdim));
+  TP_CHECK(std::isinf(p) && p > 0, "norm", "p must be 1, 2 or inf, got ", p, " (x: ", x.dtype(), " of shape ",
+           to_string(x.shape()), ")");
+  TP_CHECK(plan.length > 0, "norm", "the inf-norm over an empty dim of shape ", to_string(x.shape()),
+           " is undefined");
+  return max(abs(x), dims, keepdim);
+}
+
+Tensor norm(const Tensor& x, double p) { return norm(x, p, all_dims(x)); }
+
+Tensor cumsum(const Tensor& x, int64_t dim) {
+  TP_CHECK(x.defined(), "cumsum", "got an undefined tensor");
+  TP_CHECK(x.dim() > 0, "cumsum", "needs a tensor of at least 1 dim, got a 0-d ", x.dtype());
+  const int64_t d = normalize_dim(dim, x.dim(), "cumsum");
+  const Plan p = make_plan("cumsum", x, {d}, KeepDim::Yes);
+  Tensor y = cumsum_forward(x, p, d);
+  // dx_i = Σ_{j ≥ i} dy_j: the running sums of dy taken from the far end
+  record("cumsum", {x}, {y}, [d](const std::vector<Tensor>& dy, Gradients& g) {
+    g.accumulate(0, flip(cumsum(flip(dy[0], {d}), d), {d}));
+  });
+  return y;
+}
 
 }  // namespace tapestry

@@ -25,6 +25,20 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keep
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim = KeepDim::No,
            int64_t correction = 1);
 
+// √var: the standard deviation. Its gradient is 0 for a group whose elements are all equal (where
+// the derivative of √ is infinite), as in PyTorch.
+Tensor std(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim = KeepDim::No,
+           int64_t correction = 1);
+// The p-norm along dims: p = 1: Σ|x|; p = 2: √Σx² (gradient x / ‖x‖, and 0 where the norm is 0);
+// p = inf: max |x| (the gradient shared among tied largest |x|). Other p are refused. NaN propagates.
+// The overload without dims takes every element.
+Tensor norm(const Tensor& x, double p, const std::vector<int64_t>& dims, KeepDim keepdim = KeepDim::No);
+Tensor norm(const Tensor& x, double p = 2.0);
+
+// Running sums along dim: y[..., i, ...] = Σ_{j ≤ i} x[..., j, ...] (numeric dtypes; float32 adds in
+// double, integers wrap as in ops/elementwise.h). A NaN makes every later sum NaN.
+Tensor cumsum(const Tensor& x, int64_t dim);
+
 // Index (int64) of the first maximum / minimum along dim; no gradient.
 Tensor argmax(const Tensor& x, int64_t dim, KeepDim keepdim = KeepDim::No);
 Tensor argmin(const Tensor& x, int64_t dim, KeepDim keepdim = KeepDim::No);

@@ -5,6 +5,7 @@
 
 #include "ops/common.h"
 #include "ops/elementwise.h"
+#include "ops/index.h"
 
 namespace tapestry {
 
@@ -34,6 +35,24 @@ Shape infer_shape(const char* op, const Tensor& x, Shape shape) {
            " elements) does not fit a tensor of shape ", to_string(x.shape()), " (", x.numel(),
            " elements)");
   return shape;
+}
+
+// The 1-d int64 index `positions` on `device`, for index_select.
+Tensor index_on(const std::vector<int64_t>& positions, Device device) {
+  return to(from_vector<int64_t>(positions, {static_cast<int64_t>(positions.size())}), device);
+}
+
+// x[..., i, j] where keep(j − i) holds, 0 elsewhere: tril and triu.
+template <class Keep>
+Tensor triangle(const char* op, const Tensor& x, Keep keep) {
+  TP_CHECK(x.defined(), op, "got an undefined tensor");
+  TP_CHECK(x.dim() >= 2, op, "needs a tensor of at least 2 dims (..., rows, cols), got shape ", to_string(x.shape()));
+  const int64_t rows = x.shape()[x.dim() - 2], cols = x.shape()[x.dim() - 1];
+  const Options index_options{DType::Int64, x.device()};
+  // offset[i][j] = j − i: (rows, cols), broadcast over the leading dims.
+  const Tensor offset = sub(reshape(arange(cols, index_options), {1, cols}), reshape(arange(rows, index_options), {rows, 1}));
+  // Built from where, so the gradient (dy where kept, 0 elsewhere) comes with it.
+  return where(keep(offset), x, zeros({}, x.options()));
 }
 
 // A view recorded on the tape with the given backward.
@@ -325,6 +344,73 @@ Tensor to(const Tensor& x, Device device) {
   const Device from = x.device();
   record("to", {x}, {y}, [from](const std::vector<Tensor>& dy, Gradients& g) { g.accumulate(0, to(dy[0], from)); });
   return y;
+}
+
+Tensor detach(const Tensor& x) {
+  TP_CHECK(x.defined(), "detach", "got an undefined tensor");
+  return x.detach();
+}
+
+Tensor tril(const Tensor& x, int64_t diagonal) {
+  return triangle("tril", x, [&](const Tensor& offset) { return le(offset, scalar(double(diagonal), offset.options())); });
+}
+
+Tensor triu(const Tensor& x, int64_t diagonal) {
+  return triangle("triu", x, [&](const Tensor& offset) { return ge(offset, scalar(double(diagonal), offset.options())); });
+}
+
+Tensor flip(const Tensor& x, const std::vector<int64_t>& dims) {
+  TP_CHECK(x.defined(), "flip", "got an undefined tensor");
+  std::vector<bool> seen(x.dim(), false);
+  Tensor y = x;
+  for (const int64_t dim : dims) {
+    const int64_t d = normalize_dim(dim, x.dim(), "flip");
+    TP_CHECK(!seen[d], "flip", "dim ", d, " appears twice in ", to_string(dims), " (shape ", to_string(x.shape()), ")");
+    seen[d] = true;
+    std::vector<int64_t> reversed(x.shape()[d]);
+    std::iota(reversed.rbegin(), reversed.rend(), int64_t{0});
+    // index_select's gradient (index_add) flips dy back.
+    y = index_select(y, d, index_on(reversed, x.device()));
+  }
+  return y;
+}
+
+Tensor roll(const Tensor& x, const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims) {
+  TP_CHECK(x.defined(), "roll", "got an undefined tensor");
+  TP_CHECK(shifts.size() == dims.size(), "roll", "needs one shift per dim, got shifts ", to_string(shifts),
+           " and dims ", to_string(dims), " (shape ", to_string(x.shape()), ")");
+  Tensor y = x;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    const int64_t d = normalize_dim(dims[k], x.dim(), "roll"), n = x.shape()[d];
+    if (n == 0) continue;
+    // y[i] = x[(i − shift) mod n]
+    const int64_t shift = ((shifts[k] % n) + n) % n;
+    std::vector<int64_t> source(n);
+    for (int64_t i = 0; i < n; ++i) source[i] = (i - shift + n) % n;
+    y = index_select(y, d, index_on(source, x.device()));
+  }
+  return y;
+}
+
+Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats) {
+  TP_CHECK(x.defined(), "repeat", "got an undefined tensor");
+  TP_CHECK(static_cast<int64_t>(repeats.size()) >= x.dim(), "repeat", "needs at least one count per dim, got ",
+           to_string(repeats), " for shape ", to_string(x.shape()));
+  for (const int64_t r : repeats)
+    TP_CHECK(r >= 0, "repeat", "counts must be non-negative, got ", to_string(repeats));
+  // x as (1, s0, 1, s1, ...) (with leading size-1 dims for the extra counts), expanded to
+  // (r0, s0, r1, s1, ...) and merged pairwise: (r0·s0, r1·s1, ...). Built from views and reshape,
+  // so the gradient (dy summed over the copies) comes with them.
+  const size_t lead = repeats.size() - static_cast<size_t>(x.dim());
+  Shape interleaved, expanded, merged;
+  for (size_t d = 0; d < repeats.size(); ++d) {
+    const int64_t size = d < lead ? 1 : x.shape()[d - lead];
+    interleaved.insert(interleaved.end(), {1, size});
+    expanded.insert(expanded.end(), {repeats[d], size});
+    merged.push_back(checked_mul(repeats[d], size, "repeat", "a repeated size"));
+  }
+  check_shape(merged, "repeat", static_cast<int64_t>(element_size(x.dtype())));
+  return reshape(expand(reshape(x, interleaved), expanded), merged);
 }
 
 }  // namespace tapestry

@@ -36,6 +36,25 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim);
 // (as many pairs as dims to pad); all non-negative.
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value = 0.0);
 
+// Reordering and repeating (copies; gradients come from the ops they are built of: index_select,
+// where, expand, reshape). Any dtype.
+// x with the order of elements reversed along each of `dims` (torch.flip).
+Tensor flip(const Tensor& x, const std::vector<int64_t>& dims);
+// x shifted by shifts[k] along dims[k], elements that leave one end coming back at the other:
+// y[i] = x[(i − shift) mod n] (torch.roll with dims given; shifts may be negative or exceed n).
+Tensor roll(const Tensor& x, const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims);
+// x tiled repeats[d] times along each dim (torch.repeat): as many counts as dims or more (extra
+// counts add leading dims); a count of 0 gives an empty dim.
+Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats);
+// The lower / upper triangle of the last two dims (..., rows, cols): x[..., i, j] where
+// j − i ≤ diagonal (tril) or j − i ≥ diagonal (triu), 0 elsewhere (a NaN there too). diagonal = 0
+// is the main diagonal, > 0 above it, < 0 below.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+
+// x's data without its history: a view sharing storage that requires no gradient (Tensor::detach).
+Tensor detach(const Tensor& x);
+
 // x itself when already contiguous, else a contiguous copy.
 Tensor contiguous(const Tensor& x);
 // Always a new contiguous copy.

@@ -1,6 +1,7 @@
 #include "optim/adam.h"
 
 #include <cmath>
+#include <string>
 
 #include "core/dispatch.h"
 #include "optim/apply_rule.h"
@@ -19,9 +20,10 @@ void check_adam_options(const char* op, double beta1, double beta2, double eps, 
 // One fused pass of AdamRule (optim/update_rules.h) over `param`, for step t:
 //   g ← g + l2·θ;  m ← β₁m + (1 − β₁)g;  v ← β₂v + (1 − β₂)g²;
 //   θ ← θ·(1 − lr·decoupled) − lr·(m / (1 − β₁ᵗ)) / (√(v / (1 − β₂ᵗ)) + ε)
+// With AMSGrad the rule also keeps v_max ← max(v_max, v) in a third buffer and divides by it.
 void adam_update(const char* op, const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers,
                  int64_t t, double lr, std::pair<double, double> betas, double eps, double l2,
-                 double decoupled) {
+                 double decoupled, AmsGrad amsgrad) {
   const double beta1 = betas.first, beta2 = betas.second;
   const double steps = static_cast<double>(t);
   visit_floating(param.dtype(), op, [&](auto tag) {
@@ -34,28 +36,36 @@ void adam_update(const char* op, const Tensor& param, const Tensor& grad, const 
                            static_cast<T>(1.0 - lr * decoupled),
                            static_cast<T>(1.0 - std::pow(beta1, steps)),
                            static_cast<T>(1.0 - std::pow(beta2, steps))};
-    apply_rule<T>(op, rule, param, grad, buffers[0], buffers[1]);
+    if (amsgrad == AmsGrad::Yes) apply_rule<T>(op, rule, param, grad, buffers[0], buffers[1], buffers[2]);
+    else apply_rule<T>(op, rule, param, grad, buffers[0], buffers[1]);
   });
+}
+
+std::vector<std::string> adam_buffers(AmsGrad amsgrad) {
+  if (amsgrad == AmsGrad::Yes) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  return {"exp_avg", "exp_avg_sq"};
 }
 
 }  // namespace
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions options)
-    : Optimizer("Adam", std::move(params), options.lr, {"exp_avg", "exp_avg_sq"}), options_(options) {
+    : Optimizer("Adam", std::move(params), options.lr, adam_buffers(options.amsgrad)), options_(options) {
   check_adam_options("Adam", options.betas.first, options.betas.second, options.eps, options.weight_decay);
 }
 
 void Adam::update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t) {
-  adam_update("Adam", param, grad, buffers, t, lr(), options_.betas, options_.eps, options_.weight_decay, 0.0);
+  adam_update("Adam", param, grad, buffers, t, lr(), options_.betas, options_.eps, options_.weight_decay, 0.0,
+              options_.amsgrad);
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
-    : Optimizer("AdamW", std::move(params), options.lr, {"exp_avg", "exp_avg_sq"}), options_(options) {
+    : Optimizer("AdamW", std::move(params), options.lr, adam_buffers(options.amsgrad)), options_(options) {
   check_adam_options("AdamW", options.betas.first, options.betas.second, options.eps, options.weight_decay);
 }
 
 void AdamW::update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t) {
-  adam_update("AdamW", param, grad, buffers, t, lr(), options_.betas, options_.eps, 0.0, options_.weight_decay);
+  adam_update("AdamW", param, grad, buffers, t, lr(), options_.betas, options_.eps, 0.0, options_.weight_decay,
+              options_.amsgrad);
 }
 
 }  // namespace tapestry::optim

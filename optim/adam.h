@@ -9,19 +9,29 @@
 
 namespace tapestry::optim {
 
+/// Whether Adam / AdamW divide by the running maximum of the second moment (AMSGrad).
+enum class AmsGrad {
+  No,   ///< Adam's v̂
+  Yes,  ///< AMSGrad (Reddi et al. 2018, "On the Convergence of Adam and Beyond", Algorithm 2), as
+        ///< PyTorch's amsgrad=True: v_max ← max(v_max, v), then v̂ = v_max / (1 − β₂ᵗ)
+};
+
 /// Settings of Adam.
 struct AdamOptions {
   double lr = 1e-3;  ///< learning rate α
   std::pair<double, double> betas = {0.9, 0.999};  ///< β₁, β₂, each in [0, 1)
   double eps = 1e-8;                               ///< ε > 0
   double weight_decay = 0.0;                       ///< λ ≥ 0: L2, added to the gradient
+  AmsGrad amsgrad = AmsGrad::No;                   ///< AMSGrad's running maximum of v
 };
 
 /// Per step t of a parameter with a gradient (m, v start at 0):
 ///   g ← g + λθ
 ///   m ← β₁ m + (1 − β₁) g,   v ← β₂ v + (1 − β₂) g²
 ///   θ ← θ − lr·m̂ / (√v̂ + ε),   m̂ = m / (1 − β₁ᵗ),  v̂ = v / (1 − β₂ᵗ)
-/// State: "exp_avg" (m), "exp_avg_sq" (v).
+/// With AmsGrad::Yes, v_max ← max(v_max, v) after v's update and v̂ = v_max / (1 − β₂ᵗ) instead.
+/// State: "exp_avg" (m), "exp_avg_sq" (v), and with AMSGrad "max_exp_avg_sq" (v_max), which
+/// state_dict() and checkpoints carry like the others.
 class Adam : public Optimizer {
  public:
   /// Updates `params` with these settings; throws Error for settings out of range.
@@ -40,6 +50,7 @@ struct AdamWOptions {
   std::pair<double, double> betas = {0.9, 0.999};  ///< β₁, β₂, each in [0, 1)
   double eps = 1e-8;                               ///< ε > 0
   double weight_decay = 1e-2;                      ///< λ ≥ 0: decoupled, see below
+  AmsGrad amsgrad = AmsGrad::No;                   ///< AMSGrad's running maximum of v
 };
 
 /// Adam with decoupled weight decay: the decay shrinks θ directly instead of entering the moments.
@@ -49,8 +60,8 @@ struct AdamWOptions {
 /// that is θ ← θ·(1 − lr·λ) − lr·m̂ / (√v̂ + ε). Loshchilov & Hutter, Algorithm 2 line 12, write
 /// θ_t ← θ_{t−1} − η_t(α m̂_t/(√v̂_t + ε) + λθ_{t−1}) with η_t the schedule multiplier; like PyTorch's
 /// AdamW we scale the decay by lr = η_t·α instead of η_t, so λ here is the paper's λ divided by α, and
-/// a schedule that changes lr scales the decay with it.
-/// State: "exp_avg" (m), "exp_avg_sq" (v).
+/// a schedule that changes lr scales the decay with it. AmsGrad::Yes as in Adam.
+/// State: "exp_avg" (m), "exp_avg_sq" (v), and with AMSGrad "max_exp_avg_sq" (v_max).
 class AdamW : public Optimizer {
  public:
   /// Updates `params` with these settings; throws Error for settings out of range.

@@ -1,6 +1,7 @@
 #include "optim/config.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "core/config_text.h"
 #include "ops/creation.h"
@@ -33,14 +34,22 @@ std::vector<Key> adam_keys(const O& o) {
           {"weight_decay", o.weight_decay}};
 }
 
+// adam_keys and a 0 / 1 switch: amsgrad for Adam and AdamW, pytorch (the convention) for RAdam.
+template <class O>
+std::vector<Key> adam_keys(const O& o, const char* flag, bool on) {
+  std::vector<Key> keys = adam_keys(o);
+  keys.push_back({flag, on ? 1.0 : 0.0, true});
+  return keys;
+}
+
 // The defaults come from the optimizers' and schedules' own option structs.
 const std::vector<TypeKeys>& optimizer_types() {
   static const std::vector<TypeKeys> all{
       {"sgd", {{"lr", SGDOptions{}.lr}, {"momentum", SGDOptions{}.momentum},
                {"weight_decay", SGDOptions{}.weight_decay}, {"nesterov", 0, true}}},
-      {"adam", adam_keys(AdamOptions{})},
-      {"adamw", adam_keys(AdamWOptions{})},
-      {"radam", adam_keys(RAdamOptions{})},
+      {"adam", adam_keys(AdamOptions{}, "amsgrad", AdamOptions{}.amsgrad == AmsGrad::Yes)},
+      {"adamw", adam_keys(AdamWOptions{}, "amsgrad", AdamWOptions{}.amsgrad == AmsGrad::Yes)},
+      {"radam", adam_keys(RAdamOptions{}, "pytorch", RAdamOptions{}.convention == RAdamConvention::PyTorch)},
   };
   return all;
 }
@@ -99,6 +108,13 @@ std::vector<Tensor> probe_parameters() {
   return {p};
 }
 
+// A 0 / 1 key as a bool.
+bool flag(const OptimizerConfig& c, const char* key) {
+  const double value = c.get(key);
+  TP_CHECK(value == 0 || value == 1, "optimizer config '" + c.to_string() + "'", key, " must be 0 or 1, got ", value);
+  return value == 1;
+}
+
 template <class O>
 O adam_options(const OptimizerConfig& c) {
   O o;
@@ -106,6 +122,10 @@ O adam_options(const OptimizerConfig& c) {
   o.betas = {c.get("beta1"), c.get("beta2")};
   o.eps = c.get("eps");
   o.weight_decay = c.get("weight_decay");
+  if constexpr (std::is_same_v<O, RAdamOptions>)
+    o.convention = flag(c, "pytorch") ? RAdamConvention::PyTorch : RAdamConvention::Paper;
+  else
+    o.amsgrad = flag(c, "amsgrad") ? AmsGrad::Yes : AmsGrad::No;
   return o;
 }
 

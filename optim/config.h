@@ -2,9 +2,12 @@
 /// Choosing an optimizer and a learning-rate schedule by a string, the way attentions are chosen:
 ///
 ///   sgd:lr=0.01,momentum=0,weight_decay=0,nesterov=0
-///   adam:lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0
-///   adamw:lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0.01
-///   radam:lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0
+///   adam:lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0,amsgrad=0
+///   adamw:lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0.01,amsgrad=0
+///   radam:lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0,pytorch=0
+///
+/// amsgrad=1 is AmsGrad::Yes (optim/adam.h); pytorch=1 is RAdamConvention::PyTorch (optim/radam.h).
+/// A config text saved before these keys existed parses to their defaults (0).
 ///
 ///   constant
 ///   inverse-sqrt:warmup=4000

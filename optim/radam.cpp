@@ -36,20 +36,25 @@ RAdam::RAdam(std::vector<Tensor> params, RAdamOptions options)
 void RAdam::update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t) {
   const double beta1 = options_.betas.first, beta2 = options_.betas.second;
   const double steps = static_cast<double>(t);
-  // Whether the variance of the adaptive rate is tractable (Algorithm 2: "if ρ_t > 4").
-  const bool rectified = radam_rho(t, beta2) > 4.0;
+  // Whether the variance of the adaptive rate is tractable (Algorithm 2: "if ρ_t > 4"; PyTorch: ρ_t > 5).
+  const bool pytorch = options_.convention == RAdamConvention::PyTorch;
+  const bool rectified = radam_rho(t, beta2) > (pytorch ? 5.0 : 4.0);
   const double r = rectified ? radam_rectification(t, beta2) : 0.0;
+  // PyTorch's √(1 − β₂ᵗ)/(√v + ε) is 1/(√v̂ + ε/√(1 − β₂ᵗ)): the rule's form with ε scaled, so both
+  // conventions run the same rule (and the same fused kernel).
+  const double bias2 = 1.0 - std::pow(beta2, steps);
+  const double eps = pytorch ? options_.eps / std::sqrt(bias2) : options_.eps;
   visit_floating(param.dtype(), "RAdam", [&](auto tag) {
     using T = decltype(tag);
     // The rule (optim/update_rules.h): v, m, m̂ as in Adam; θ ← θ − lr·r_t·m̂/(√v̂ + ε) when
-    // ρ_t > 4, else θ ← θ − lr·m̂.
+    // rectified, else θ ← θ − lr·m̂.
     const RAdamRule<T> rule{static_cast<T>(lr()),
                             static_cast<T>(beta1),
                             static_cast<T>(beta2),
-                            static_cast<T>(options_.eps),
+                            static_cast<T>(eps),
                             static_cast<T>(options_.weight_decay),
                             static_cast<T>(1.0 - std::pow(beta1, steps)),
-                            static_cast<T>(1.0 - std::pow(beta2, steps)),
+                            static_cast<T>(bias2),
                             static_cast<T>(r),
                             rectified};
     apply_rule<T>("RAdam", rule, param, grad, buffers[0], buffers[1]);

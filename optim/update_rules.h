@@ -63,6 +63,9 @@ struct SGDStatelessRule {
 ///   m̂ = m / (1 − β₁ᵗ),  v̂ = v / (1 − β₂ᵗ)       (Alg. 1: bias corrections)
 ///   θ ← θ·(1 − lr·λ_d) − lr·m̂ / (√v̂ + ε)        (Alg. 1: θ_t ← θ_{t−1} − α·m̂_t/(√v̂_t + ε))
 /// Adam uses λ_d = 0, AdamW λ₂ = 0. `decay` holds 1 − lr·λ_d; bias1 = 1 − β₁ᵗ, bias2 = 1 − β₂ᵗ.
+/// AMSGrad (Reddi et al. 2018, Algorithm 2, in PyTorch's bias-corrected form) adds a buffer v_max:
+///   v_max ← max(v_max, v),   θ ← θ·(1 − lr·λ_d) − lr·m̂ / (√(v_max / (1 − β₂ᵗ)) + ε)
+/// (a NaN in v carries into v_max).
 template <class T>
 struct AdamRule {
   ///@{
@@ -72,11 +75,25 @@ struct AdamRule {
 
   /// Updates one element θ with its gradient g and moments m, v.
   TP_HOST_DEVICE void operator()(T& theta, T g, T& m, T& v) const {
+    moments(theta, g, m, v);
+    step(theta, m, v);
+  }
+  /// AMSGrad: the same, dividing by the running maximum v_max of v.
+  TP_HOST_DEVICE void operator()(T& theta, T g, T& m, T& v, T& v_max) const {
+    moments(theta, g, m, v);
+    v_max = v_max > v ? v_max : v;
+    step(theta, m, v_max);
+  }
+
+ private:
+  TP_HOST_DEVICE void moments(const T& theta, T g, T& m, T& v) const {
     g += l2 * theta;
     m = beta1 * m + (T(1) - beta1) * g;
     v = beta2 * v + (T(1) - beta2) * g * g;
+  }
+  TP_HOST_DEVICE void step(T& theta, T m, T second) const {
     const T m_hat = m / bias1;
-    const T v_hat = v / bias2;
+    const T v_hat = second / bias2;
     theta = theta * decay - lr * m_hat / (std::sqrt(v_hat) + eps);
   }
 };
@@ -87,12 +104,13 @@ struct AdamRule {
 ///   v ← β₂ v + (1 − β₂) g²                      (Alg. 2: v_t ← β₂·v_{t−1} + (1 − β₂)·g_t²)
 ///   m ← β₁ m + (1 − β₁) g                       (Alg. 2: m_t ← β₁·m_{t−1} + (1 − β₁)·g_t)
 ///   m̂ = m / (1 − β₁ᵗ)                           (Alg. 2: m̂_t ← m_t/(1 − β₁ᵗ))
-///   if ρ_t > 4 (host: rectified = true, r = r_t; see radam.h for ρ_t and r_t):
+///   if ρ_t > 4 (PyTorch's convention: 5) (host: rectified = true, r = r_t; see radam.h):
 ///     θ ← θ − lr·r_t·m̂ / (√v̂ + ε),  v̂ = v / (1 − β₂ᵗ)
 ///       (Alg. 2: l_t ← √((1 − β₂ᵗ)/v_t);  θ_t ← θ_{t−1} − α_t·r_t·m̂_t·l_t. The paper's l_t = 1/√v̂_t
 ///        has no ε; we use 1/(√v̂_t + ε), ε outside the square root and after the bias correction,
 ///        exactly where Adam puts it. PyTorch and the authors' code add ε to √v_t before the bias
-///        correction instead, so they differ from this rule by O(ε).)
+///        correction instead: √(1 − β₂ᵗ)/(√v_t + ε) = 1/(√v̂_t + ε/√(1 − β₂ᵗ)), which is this rule with
+///        eps = ε/√(1 − β₂ᵗ); RAdamConvention::PyTorch passes that, and its threshold ρ_t > 5.)
 ///   else:
 ///     θ ← θ − lr·m̂                              (Alg. 2: θ_t ← θ_{t−1} − α_t·m̂_t, un-adapted momentum)
 /// v is updated in both branches, so the rectified steps see the full history.
@@ -102,7 +120,7 @@ struct RAdamRule {
   /// the settings, this step's bias corrections and the rectification term r_t, as above
   T lr, beta1, beta2, eps, l2, bias1, bias2, r;
   ///@}
-  bool rectified;  ///< whether ρ_t > 4 (the rectified branch)
+  bool rectified;  ///< whether ρ_t is above the threshold (the rectified branch)
 
   /// Updates one element θ with its gradient g and moments m, v.
   TP_HOST_DEVICE void operator()(T& theta, T g, T& m, T& v) const {

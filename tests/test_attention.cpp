@@ -257,7 +257,9 @@ TEST_CASE("attention refuses bad input") {
   check_error([&] { full_attention(reshape(q, {2, 4, 3}), k, v); }, {"full_attention", "(B, H, N, E)"});
   check_error([&] { full_attention(q, k, v, {}, Causal::Yes); }, {"full_attention", "causal", "N = 4, S = 5"});
   check_error([&] { full_attention(q, k, v, {Tensor(), from_vector<int64_t>({1, 2}, {2})}); },
-              {"full_attention", "lengths must be int64 of shape (1,)"});
+              {"full_attention", "lengths must be int64 or int32 of shape (1,)"});
+  check_error([&] { full_attention(q, k, v, {Tensor(), from_vector<double>({1}, {1})}); },
+              {"full_attention", "lengths must be int64 or int32", "float64"});
   check_error([&] { full_attention(q, k, v, {Tensor(), from_vector<int64_t>({6}, {1})}); },
               {"full_attention", "length of 6"});
   Generator gen(0);
@@ -270,4 +272,36 @@ TEST_CASE("attention refuses bad input") {
   check_error([&] { attend(AttentionConfig::parse("clustered"), q, k, v, {}, Causal::Yes, gen); }, {"attend", "causal"});
   check_error([&] { attend(AttentionConfig::parse("neural-clustering"), q, k, v, {}, Causal::No, gen); },
               {"attend", "neural_clustering_attention"});
+}
+
+TEST_CASE("attention lengths are index tensors: int32 gives what int64 gives") {
+  Generator gen(3);
+  const Tensor q = randn({2, 2, 5, 3}, gen, {DType::Float64}), k = randn({2, 2, 6, 3}, gen, {DType::Float64}),
+               v = randn({2, 2, 6, 4}, gen, {DType::Float64});
+  const Padding wide{from_vector<int64_t>({5, 3}, {2}), from_vector<int64_t>({6, 2}, {2})};
+  const Padding narrow{from_vector<int32_t>({5, 3}, {2}), from_vector<int32_t>({6, 2}, {2})};
+  check_close(full_attention(q, k, v, narrow), full_attention(q, k, v, wide), 0, 0);
+  Generator g1(4), g2(4);
+  const QueryClusters a = cluster_queries(q, wide.query_lengths, {2, 63, 5}, g1);
+  const QueryClusters b = cluster_queries(q, narrow.query_lengths, {2, 63, 5}, g2);
+  CHECK(a.ids.to_vector<int64_t>() == b.ids.to_vector<int64_t>());
+  check_close(clustered_attention(q, k, v, b, narrow), clustered_attention(q, k, v, a, wide), 0, 0);
+  check_error([&] { full_attention(q, k, v, {Tensor(), from_vector<int32_t>({6, 7}, {2})}); },
+              {"full_attention", "length of 7", "[0, 6]"});
+}
+
+TEST_CASE("clustered attention names the caller's cluster id and its position when one is out of range") {
+  const Tensor q = zeros({1, 2, 4, 3}, {DType::Float64}), k = zeros({1, 2, 5, 3}, {DType::Float64}),
+               v = zeros({1, 2, 5, 2}, {DType::Float64});
+  // C = 2: ids 0, 1 are clusters and 2 marks a padded query; 5 (at head 1, query 2) and −1 are neither.
+  const Tensor too_large = from_vector<int64_t>({0, 1, 2, 0, 1, 1, 5, 0}, {1, 2, 4});
+  check_error([&] { clustered_attention(q, k, v, {too_large, 2}); },
+              {"clustered_attention", "clusters.ids holds 5 at (0, 1, 2)", "outside [0, 2]", "clusters.count = 2"});
+  check_error([&] { improved_clustered_attention(q, k, v, {too_large, 2}, 1); },
+              {"improved_clustered_attention", "clusters.ids holds 5 at (0, 1, 2)"});
+  const Tensor negative = from_vector<int64_t>({0, -1, 0, 0, 1, 1, 1, 0}, {1, 2, 4});
+  check_error([&] { clustered_attention(q, k, v, {negative, 2}); }, {"clustered_attention", "clusters.ids holds -1 at (0, 0, 1)"});
+  // The padding id C itself is accepted.
+  const Tensor with_padding = from_vector<int64_t>({0, 1, 2, 2, 1, 0, 2, 2}, {1, 2, 4});
+  CHECK(clustered_attention(q, k, v, {with_padding, 2}).shape() == Shape{1, 2, 4, 2});
 }

@@ -64,6 +64,20 @@ std::vector<UnaryCase> unary_cases() {
        [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }, -3, 3, {}},
       {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.7); },
        [](double x) { return std::min(0.7, std::max(-0.5, x)); }, -1.5, 1.5, {-0.5, 0.7}},
+      {"log1p", [](const Tensor& x) { return log1p(x); }, [](double x) { return std::log1p(x); }, 0.001, 2, {}},
+      {"expm1", [](const Tensor& x) { return expm1(x); }, [](double x) { return std::expm1(x); }, -2, 2, {}},
+      {"sin", [](const Tensor& x) { return sin(x); }, [](double x) { return std::sin(x); }, -4, 4, {}},
+      {"cos", [](const Tensor& x) { return cos(x); }, [](double x) { return std::cos(x); }, -4, 4, {}},
+      {"silu", [](const Tensor& x) { return silu(x); }, [](double x) { return x / (1 + std::exp(-x)); }, -4, 4, {}},
+      {"leaky_relu", [](const Tensor& x) { return leaky_relu(x); }, [](double x) { return x > 0 ? x : 0.01 * x; },
+       -2, 2, {0}},
+      {"leaky_relu 0.2", [](const Tensor& x) { return leaky_relu(x, 0.2); },
+       [](double x) { return x > 0 ? x : 0.2 * x; }, -2, 2, {0}},
+      {"softplus", [](const Tensor& x) { return softplus(x); }, [](double x) { return std::log1p(std::exp(x)); },
+       -4, 4, {}},
+      // βx > threshold (x > 1.5) switches to x itself.
+      {"softplus beta=2 threshold=3", [](const Tensor& x) { return softplus(x, 2, 3); },
+       [](double x) { return 2 * x > 3 ? x : std::log1p(std::exp(2 * x)) / 2; }, -2, 3, {1.5}},
   };
 }
 
@@ -124,6 +138,69 @@ TEST_CASE("unary ops: gradients on contiguous, non-contiguous, size-1, 0-d and e
       check_gradients([op](const Inputs& in) { return op(in[0]); }, {x});
     }
   }
+}
+
+TEST_CASE("log1p and expm1 keep their accuracy where 1 + x rounds to 1") {
+  // log1p(x) = x − x²/2 + ..., expm1(x) = x + x²/2 + ...: at 1e-10 both are x to 1e-20 relative.
+  check_close(log1p(f64({1e-10, -1e-12}, {2})), f64({1e-10 - 0.5e-20, -1e-12 - 0.5e-24}, {2}), 0, 1e-15);
+  check_close(expm1(f64({1e-10, -1e-12}, {2})), f64({1e-10 + 0.5e-20, -1e-12 + 0.5e-24}, {2}), 0, 1e-15);
+  // log(1 + 1e-10) computed naively is off by ~1e-7 relative; log1p is not.
+  CHECK(std::abs(log(f64({1e-10}, {1}) + 1.0).item<double>() - 1e-10) > 1e-18);
+}
+
+TEST_CASE("softplus follows x beyond its threshold and stays finite where e^x overflows") {
+  check_close(softplus(f64({800, -800}, {2})), f64({800, 0}, {2}));
+  check_close(softplus(to(f64({100}, {1}), DType::Float32)), f64({100}, {1}));
+}
+
+TEST_CASE("maximum and minimum: values, integers, ties share the gradient") {
+  const Tensor a = f64({1, 5, -2, 3}, {4}), b = f64({2, 4, -2, 3}, {4});
+  check_close(maximum(a, b), f64({2, 5, -2, 3}, {4}));
+  check_close(minimum(a, b), f64({1, 4, -2, 3}, {4}));
+  CHECK(maximum(from_vector<int64_t>({1, 7}, {2}), from_vector<int64_t>({3, 2}, {2})).to_vector<int64_t>() ==
+        std::vector<int64_t>{3, 7});
+  CHECK(minimum(from_vector<int32_t>({1, 7}, {2}), from_vector<int32_t>({3, 2}, {2})).to_vector<int32_t>() ==
+        std::vector<int32_t>{1, 2});
+  // Broadcasting: a (2, 1) column against a (3,) row.
+  check_close(maximum(f64({0, 10}, {2, 1}), f64({-1, 5, 20}, {3})), f64({0, 5, 20, 10, 10, 20}, {2, 3}));
+  Tensor x = f64({1, 5, -2, 3}, {4}), y = f64({2, 4, -2, 3}, {4});
+  x.set_requires_grad(true);
+  y.set_requires_grad(true);
+  sum(maximum(x, y)).backward();
+  check_close(x.grad(), f64({0, 1, 0.5, 0.5}, {4}));
+  check_close(y.grad(), f64({1, 0, 0.5, 0.5}, {4}));
+}
+
+TEST_CASE("clamp with tensor bounds: values, broadcasting, lo > hi gives hi, gradients to each side") {
+  const Tensor x = f64({-3, -0.5, 0.5, 3}, {4});
+  const Tensor lo = f64({-1, 0, 0, -1}, {4}), hi = f64({1, 1, 0.25, 2}, {4});
+  check_close(clamp(x, lo, hi), f64({-1, 0, 0.25, 2}, {4}));
+  // 0-d bounds broadcast; they agree with the double overload.
+  check_close(clamp(x, scalar(-1.0, {DType::Float64}), scalar(1.0, {DType::Float64})), clamp(x, -1, 1));
+  // lo > hi: every element is hi (min(max(x, lo), hi)).
+  check_close(clamp(x, scalar(2.0, {DType::Float64}), scalar(1.0, {DType::Float64})), f64({1, 1, 1, 1}, {4}));
+  // Gradients by gradcheck, away from the bounds: x inside, below and above, bounds broadcast.
+  check_gradients([](const Inputs& in) { return clamp(in[0], in[1], in[2]); },
+                  {f64({-3, -0.5, 0.5, 3, 0.1, -0.2}, {2, 3}), f64({-1, 0, -0.5}, {3}), f64({1.5, 0.3}, {2, 1})});
+  check_gradients([](const Inputs& in) { return clamp(in[0], in[1], in[2]); },
+                  {f64({0.5, 1.5}, {2}), f64({2, 2}, {2}), f64({1, 1}, {2})});  // lo > hi
+  // At a bound, x keeps the gradient (lo ≤ x ≤ hi), as in the double overload.
+  Tensor at = f64({-1, 1}, {2});
+  at.set_requires_grad(true);
+  sum(clamp(at, scalar(-1.0, {DType::Float64}), scalar(1.0, {DType::Float64}))).backward();
+  check_close(at.grad(), f64({1, 1}, {2}));
+}
+
+TEST_CASE("the new ops reject bad arguments, naming the op, the shapes and the dtypes") {
+  const Tensor x = zeros({2, 3}, {DType::Float64});
+  check_error([&] { maximum(x, zeros({4}, {DType::Float64})); }, {"maximum: ", "(2, 3)", "(4,)", "cannot be broadcast"});
+  check_error([&] { minimum(x, zeros({2, 3})); }, {"minimum: ", "dtype mismatch", "float64", "float32"});
+  check_error([&] { clamp(x, zeros({4}, {DType::Float64}), x); }, {"clamp: ", "(2, 3)", "(4,)", "cannot be broadcast"});
+  check_error([&] { clamp(x, x, zeros({2, 3})); }, {"clamp: ", "dtype mismatch", "float64", "float32"});
+  check_error([&] { clamp(zeros({2}, {DType::Int64}), zeros({2}, {DType::Int64}), zeros({2}, {DType::Int64})); },
+              {"clamp", "floating", "int64"});
+  check_error([&] { leaky_relu(x, std::nan("")); }, {"leaky_relu", "finite negative_slope"});
+  check_error([&] { softplus(x, 0.0); }, {"softplus", "beta > 0", "beta=0"});
 }
 
 TEST_CASE("the derivative at a kink is the documented one-sided choice") {
@@ -188,6 +265,8 @@ std::vector<BinaryCase> binary_cases() {
       {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, -1, 1, -1, 1, {}},
       {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, -1, 1, -2, 2, {0}},
       {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); }, 0.5, 2, -1.5, 1.5, {}},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, -1, 1, -1, 1, {}},
+      {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, -1, 1, -1, 1, {}},
       {"operators", [](const Tensor& a, const Tensor& b) { return (a + b) * a - a / b; }, -1, 1, -2, 2, {0}},
   };
 }
@@ -362,7 +441,8 @@ TEST_CASE("integer tensors add, subtract and multiply exactly; floating-only ops
   for (const UnaryCase& u : unary_cases()) {
     if (std::string(u.name) == "neg" || std::string(u.name) == "abs" || std::string(u.name) == "unary operator-") continue;
     INFO("op: " << u.name);
-    check_error([&] { u.op(i); }, {"expected a floating tensor", "int64"});
+    const std::string op = std::string(u.name).substr(0, std::string(u.name).find(' '));  // "pow 3": pow
+    check_error([&] { u.op(i); }, {op + ": ", "expected a floating tensor", "int64", "(2,)"});
   }
   check_error([&] { exp(i); }, {"exp", "floating", "int64", "(2,)"});
   check_error([&] { pow(i, i); }, {"pow", "floating", "int64"});

@@ -286,3 +286,25 @@ TEST_CASE("index ops refuse wrong dtypes and shapes") {
   check_error([&] { one_hot(idx, -1); }, {"one_hot", "num_classes must be non-negative"});
   check_error([&] { gather(x, 0, Tensor()); }, {"gather", "undefined"});
 }
+
+TEST_CASE("masked_select: the elements where the mask is true, row-major, with broadcasting and a gradient") {
+  const Tensor x = from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor mask = from_vector<bool>({true, false, true, false, false, true}, {2, 3});
+  CHECK(masked_select(x, mask).to_vector<double>() == std::vector<double>{1, 3, 6});
+  // A (3,) mask broadcast over the rows; a (2, 1) mask over the columns.
+  CHECK(masked_select(x, from_vector<bool>({false, true, true}, {3})).to_vector<double>() ==
+        std::vector<double>{2, 3, 5, 6});
+  CHECK(masked_select(x, from_vector<bool>({false, true}, {2, 1})).to_vector<double>() == std::vector<double>{4, 5, 6});
+  // x broadcast against a larger mask: an element is picked once per true position.
+  CHECK(masked_select(from_vector<double>({7, 8}, {2}), ones({2, 2}, {DType::Bool})).to_vector<double>() ==
+        std::vector<double>{7, 8, 7, 8});
+  CHECK(masked_select(x, zeros({2, 3}, {DType::Bool})).shape() == Shape{0});
+  CHECK(masked_select(from_vector<int32_t>({4, 5}, {2}), from_vector<bool>({false, true}, {2})).to_vector<int32_t>() ==
+        std::vector<int32_t>{5});
+  check_gradients([mask](const std::vector<Tensor>& in) { return masked_select(in[0], mask); }, {uniform({2, 3}, 50)});
+  check_gradients([](const std::vector<Tensor>& in) { return masked_select(in[0], ones({2, 2}, {DType::Bool})); },
+                  {uniform({2}, 51)});
+  check_error([&] { masked_select(x, zeros({2, 3})); }, {"masked_select", "mask must be bool", "float32", "float64", "(2, 3)"});
+  check_error([&] { masked_select(x, zeros({4}, {DType::Bool})); }, {"masked_select", "(2, 3)", "(4,)", "cannot be broadcast"});
+  check_error([&] { masked_select(Tensor(), mask); }, {"masked_select", "undefined"});
+}

@@ -364,8 +364,8 @@ TEST_CASE("MultiheadAttention: bad input and unsupported attention") {
               {"MultiheadAttention: causal attention needs as many queries as keys, got N = 4, S = 5"});
   check_error([&] { mha.forward(x, x, x, {lengths({4, 5}), Tensor()}, Causal::No, g); },
               {"MultiheadAttention", "a length of 5 is outside [0, 4]"});
-  check_error([&] { mha.forward(x, x, x, {from_vector<int32_t>({4, 4}, {2}), Tensor()}, Causal::No, g); },
-              {"MultiheadAttention", "lengths must be int64 of shape (2,)"});
+  check_error([&] { mha.forward(x, x, x, {from_vector<float>({4, 4}, {2}), Tensor()}, Causal::No, g); },
+              {"MultiheadAttention", "lengths must be int64 or int32 of shape (2,)", "float32"});
   mha.set_attention("clustered:clusters=2");
   check_error([&] { mha.forward(x, x, x, {}, Causal::Yes, g); },
               {"MultiheadAttention", "clustered attention has no causal form"});

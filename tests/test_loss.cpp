@@ -1,4 +1,5 @@
 #include <cmath>
+#include <limits>
 
 #include "tests/oracle.h"
 #include "tests/testing.h"
@@ -158,4 +159,74 @@ TEST_CASE("cross_entropy on inputs large enough to run on several threads matche
   const Tensor x = uniform({300, 150}, 13, -5, 5), p = uniform({300, 150}, 14, 0, 1);
   check_matches_reference([](const std::vector<Tensor>& in) { return binary_cross_entropy_with_logits(in[0], in[1]); },
                           [](const std::vector<Tensor>& in) { return reference_bce(in[0], in[1]); }, {x, p}, 1e-12, 1e-10);
+}
+
+// ---------------------------------------------------------------------------------------------
+// nll_loss, mse_loss, kl_div (compositions of ops)
+
+TEST_CASE("nll_loss of log_softmax equals cross_entropy: values and gradients, ignore_index, int32 targets") {
+  const Tensor logits = uniform({4, 3, 6}, 40, -4, 4);
+  const std::vector<int64_t> t = {0, 5, 2, -100, 3, 3, 1, -100, 4, 0, 2, 5};
+  const Tensor targets = from_vector<int64_t>(t, {4, 3});
+  check_matches_reference([&](const std::vector<Tensor>& in) { return nll_loss(log_softmax(in[0]), targets); },
+                          [&](const std::vector<Tensor>& in) { return cross_entropy(in[0], targets); }, {logits},
+                          1e-12, 1e-10);
+  const Tensor t32 = from_vector<int32_t>({1, 0, 2}, {3});
+  const Tensor lp = log_softmax(uniform({3, 4}, 41));
+  check_close(nll_loss(lp, t32), scalar(-(lp.to_vector<double>()[1] + lp.to_vector<double>()[4] +
+                                          lp.to_vector<double>()[10]) / 3, {DType::Float64}), 1e-14, 1e-14);
+  check_gradients([targets](const std::vector<Tensor>& in) { return nll_loss(in[0], targets); }, {uniform({4, 3, 6}, 42)});
+}
+
+TEST_CASE("nll_loss with every target ignored is 0 with a zero gradient, even at −inf log-probabilities") {
+  Tensor lp = full({2, 3}, -std::numeric_limits<double>::infinity(), {DType::Float64});
+  lp.set_requires_grad(true);
+  const Tensor loss = nll_loss(lp, from_vector<int64_t>({-100, -100}, {2}));
+  CHECK(loss.item<double>() == 0.0);
+  loss.backward();
+  check_close(lp.grad(), zeros({2, 3}, {DType::Float64}));
+}
+
+TEST_CASE("mse_loss: the mean of squared differences, gradients to both sides") {
+  const Tensor x = from_vector<double>({1, 2, 3, 4}, {2, 2}), t = from_vector<double>({1, 0, 5, 4}, {2, 2});
+  check_close(mse_loss(x, t), scalar(2.0, {DType::Float64}));  // (0 + 4 + 4 + 0) / 4
+  CHECK(mse_loss(zeros({0, 3}), zeros({0, 3})).item<double>() == 0.0);
+  check_gradients([](const std::vector<Tensor>& in) { return mse_loss(in[0], in[1]); },
+                  {uniform({3, 4}, 43), uniform({3, 4}, 44)});
+}
+
+TEST_CASE("kl_div: Σ p (log p − log q) per row, averaged over rows; 0 · log 0 = 0 with finite gradients") {
+  const Tensor q = from_vector<double>({0.5, 0.25, 0.25, 0.1, 0.1, 0.8}, {2, 3});
+  const Tensor p = from_vector<double>({0.25, 0.25, 0.5, 0, 0.5, 0.5}, {2, 3});
+  const double row0 = 0.25 * std::log(0.25 / 0.5) + 0.25 * std::log(0.25 / 0.25) + 0.5 * std::log(0.5 / 0.25);
+  const double row1 = 0.5 * std::log(0.5 / 0.1) + 0.5 * std::log(0.5 / 0.8);
+  check_close(kl_div(log(q), p), scalar((row0 + row1) / 2, {DType::Float64}), 1e-14, 1e-14);
+  // KL(p ‖ p) = 0.
+  CHECK(std::abs(kl_div(log(p + 1e-300), p).item<double>()) < 1e-12);
+  // Gradients in both arguments, with a zero in p (one-sided there: p stays ≥ 0).
+  check_gradients([](const std::vector<Tensor>& in) { return kl_div(in[0], in[1]); },
+                  {log_softmax(uniform({3, 4}, 45)), softmax(uniform({3, 4}, 46))});
+  Tensor pz = from_vector<double>({0, 0.5, 0.5}, {1, 3});
+  pz.set_requires_grad(true);
+  const Tensor lq = log(from_vector<double>({0.2, 0.3, 0.5}, {1, 3}));
+  kl_div(lq, pz).backward();
+  // dp = log p − log q + 1 where p > 0, −log q where p = 0
+  check_close(pz.grad(), from_vector<double>({-std::log(0.2), std::log(0.5 / 0.3) + 1, 1}, {1, 3}), 1e-14, 1e-14);
+}
+
+TEST_CASE("nll_loss, mse_loss and kl_div check their arguments") {
+  const Tensor lp = zeros({2, 3}, {DType::Float64});
+  check_error([&] { nll_loss(lp, from_vector<int64_t>({0, 3}, {2})); },
+              {"nll_loss", "target 3", "out of range for 3 classes", "log_probs of shape (2, 3)"});
+  check_error([&] { nll_loss(lp, zeros({2})); }, {"nll_loss", "int64", "float32", "(2,)"});
+  check_error([&] { nll_loss(lp, from_vector<int64_t>({0, 1, 2}, {3})); },
+              {"nll_loss", "targets of shape (3,)", "log_probs of shape (2, 3)", "(2,)"});
+  check_error([&] { nll_loss(zeros({2, 3}, {DType::Int64}), from_vector<int64_t>({0, 1}, {2})); },
+              {"nll_loss", "floating", "int64"});
+  check_error([&] { mse_loss(lp, zeros({3, 2}, {DType::Float64})); }, {"mse_loss", "(3, 2)", "input of shape (2, 3)"});
+  check_error([&] { mse_loss(lp, zeros({2, 3})); }, {"mse_loss", "dtype mismatch", "float64", "float32"});
+  check_error([&] { mse_loss(lp, Tensor()); }, {"mse_loss", "undefined"});
+  check_error([&] { kl_div(lp, zeros({2, 2}, {DType::Float64})); }, {"kl_div", "(2, 2)", "log_q of shape (2, 3)"});
+  check_error([&] { kl_div(scalar(0.0), scalar(0.0)); }, {"kl_div", "last dim", "0-d"});
+  check_error([&] { kl_div(zeros({2}, {DType::Int32}), zeros({2}, {DType::Int32})); }, {"kl_div", "floating", "int32"});
 }

@@ -39,6 +39,10 @@ TEST_CASE("NaN: max, min, sum, mean, var, logsumexp of a row holding a NaN are N
           {"mean", [](const Tensor& t) { return mean(t, {1}); }},
           {"var", [](const Tensor& t) { return var(t, {1}); }},
           {"logsumexp", [](const Tensor& t) { return logsumexp(t, {1}); }},
+          {"std", [](const Tensor& t) { return tapestry::std(t, {1}); }},
+          {"norm 1", [](const Tensor& t) { return norm(t, 1, {1}); }},
+          {"norm 2", [](const Tensor& t) { return norm(t, 2, {1}); }},
+          {"norm inf", [](const Tensor& t) { return norm(t, INFINITY, {1}); }},
       };
       for (const auto& [name, reduce] : reductions) {
         CAPTURE(name);
@@ -75,6 +79,13 @@ TEST_CASE("NaN: every elementwise op gives NaN for a NaN input; comparisons with
       {"gelu", [](const Tensor& t) { return gelu(t); }},
       {"clamp", [](const Tensor& t) { return clamp(t, -1, 1); }},
       {"pow", [](const Tensor& t) { return pow(t, 2.0); }},
+      {"log1p", [](const Tensor& t) { return log1p(t); }},
+      {"expm1", [](const Tensor& t) { return expm1(t); }},
+      {"sin", [](const Tensor& t) { return sin(t); }},
+      {"cos", [](const Tensor& t) { return cos(t); }},
+      {"silu", [](const Tensor& t) { return silu(t); }},
+      {"leaky_relu", [](const Tensor& t) { return leaky_relu(t); }},
+      {"softplus", [](const Tensor& t) { return softplus(t); }},
       {"softmax", [](const Tensor& t) { return softmax(reshape(t, {1, 3})); }},
   };
   for (const DType dtype : {DType::Float32, DType::Float64})
@@ -91,6 +102,11 @@ TEST_CASE("NaN: every elementwise op gives NaN for a NaN input; comparisons with
       {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }},
       {"div", [](const Tensor& a, const Tensor& b) { return a / b; }},
       {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); }},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }},
+      {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }},
+      // x and a bound, each side NaN in turn.
+      {"clamp lo", [](const Tensor& a, const Tensor& b) { return clamp(a, b, full({}, 10.0, a.options())); }},
+      {"clamp hi", [](const Tensor& a, const Tensor& b) { return clamp(a, full({}, -10.0, a.options()), b); }},
   };
   for (const auto& [name, f] : binary) {
     CAPTURE(name);
@@ -123,4 +139,35 @@ TEST_CASE("NaN: an attention whose query is NaN gives that query no finite outpu
     // The other head never sees it.
     for (const double value : select(select(out, 0, 0), 0, 1).to_vector<double>()) CHECK(std::isfinite(value));
   }
+}
+
+TEST_CASE("NaN: cumsum is NaN from the NaN on; maximum / minimum / clamp propagate it from any position") {
+  for (const DType dtype : {DType::Float32, DType::Float64})
+    for (const int64_t at : {0, 2, 4}) {  // first, middle, last
+      CAPTURE(dtype);
+      CAPTURE(at);
+      const Tensor x = rows_with_nan(at, dtype);
+      const std::vector<double> c = cumsum(x, 1).to_vector<double>();
+      for (int64_t j = 0; j < 5; ++j) {
+        CHECK(std::isfinite(c[size_t(j)]));              // row 0
+        CHECK(std::isnan(c[size_t(5 + j)]) == (j >= at));  // row 1, NaN from `at` on
+        CHECK(std::isfinite(c[size_t(10 + j)]));         // row 2
+      }
+      const Tensor finite = full({3, 5}, 1.0, {dtype});
+      for (const Tensor& y : {maximum(x, finite), maximum(finite, x), minimum(x, finite), minimum(finite, x),
+                              clamp(x, full({}, -1.0, {dtype}), full({}, 1.0, {dtype})),
+                              clamp(finite, x, full({}, 5.0, {dtype})), clamp(finite, full({}, -5.0, {dtype}), x)}) {
+        const std::vector<double> v = y.to_vector<double>();
+        for (size_t i = 0; i < v.size(); ++i) CHECK(std::isnan(v[i]) == (i == size_t(5 + at)));
+      }
+    }
+}
+
+TEST_CASE("NaN: the losses of an input holding a NaN are NaN") {
+  const Tensor x = rows_with_nan(2, DType::Float64);  // (3, 5)
+  const Tensor targets = from_vector<int64_t>({0, 1, 2}, {3});
+  CHECK(std::isnan(nll_loss(log_softmax(x), targets).item<double>()));
+  CHECK(std::isnan(mse_loss(x, zeros({3, 5}, {DType::Float64})).item<double>()));
+  CHECK(std::isnan(kl_div(log_softmax(x), softmax(zeros({3, 5}, {DType::Float64}))).item<double>()));
+  CHECK(std::isnan(kl_div(log_softmax(zeros({3, 5}, {DType::Float64})), softmax(x)).item<double>()));
 }

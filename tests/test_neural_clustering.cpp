@@ -518,6 +518,55 @@ TEST_CASE("neural clustering attention: more clusters than words, a sample of le
   check_close(r32.sorting_loss, r64.sorting_loss, 1e-5, 1e-4);
 }
 
+TEST_CASE("neural clustering with a NaN word or centroid: no cluster (−1, never 0), NaN output rows and losses") {
+  const Sizes s;
+  const Problem p = make_problem(s, 120);
+  const NeuralClusteringResult clean = neural_clustering_attention(p.x, p.centroids, p.w, s.H, {}, Causal::No);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const int64_t at : {0, 3, 6}) {  // the NaN at the first, a middle and the last word of sample 0
+    CAPTURE(at);
+    std::vector<double> xv = p.x.to_vector<double>();
+    xv[size_t((0 * s.N + at) * s.D + 1)] = nan;
+    const Tensor x = from_vector(xv, p.x.shape());
+    for (Causal causal : {Causal::No, Causal::Yes}) {
+      const NeuralClusteringResult r = neural_clustering_attention(x, p.centroids, p.w, s.H, {}, causal);
+      const NeuralClusteringResult ref = neural_clustering_attention(p.x, p.centroids, p.w, s.H, {}, causal);
+      // Sample 0: every word's column of U is NaN, so no word has a cluster and every output row is NaN.
+      for (const int64_t a : select(r.assignment, 0, 0).to_vector<int64_t>()) CHECK(a == -1);
+      for (const double v : select(r.output, 0, 0).to_vector<double>()) CHECK(std::isnan(v));
+      for (const double v : select(r.centroids, 0, 0).to_vector<double>()) CHECK(std::isnan(v));
+      CHECK(std::isnan(r.clustering_loss.item<double>()));
+      CHECK(std::isnan(r.sorting_loss.item<double>()));
+      // Sample 1 never sees it.
+      CHECK(select(r.assignment, 0, 1).to_vector<int64_t>() == select(ref.assignment, 0, 1).to_vector<int64_t>());
+      check_close(select(r.output, 0, 1), select(ref.output, 0, 1), 0, 0);
+      check_close(select(r.centroids, 0, 1), select(ref.centroids, 0, 1), 0, 0);
+    }
+  }
+  // A NaN centroid: every column of U holds it, so no word of any sample has a cluster.
+  std::vector<double> cv = p.centroids.to_vector<double>();
+  cv[size_t(1 * s.D)] = nan;
+  const Tensor centroids = from_vector(cv, p.centroids.shape());
+  const NeuralClusteringResult r = neural_clustering_attention(p.x, centroids, p.w, s.H, {}, Causal::No);
+  for (const int64_t a : r.assignment.to_vector<int64_t>()) CHECK(a == -1);
+  for (const double v : r.output.to_vector<double>()) CHECK(std::isnan(v));
+  CHECK(std::isnan(r.clustering_loss.item<double>()));
+  // The clustering alone says the same.
+  const attention::NeuralClustering c = attention::neural_clustering(p.x, centroids, p.w.w_c, {});
+  for (const int64_t a : c.assignment.to_vector<int64_t>()) CHECK(a == -1);
+  CHECK(std::isnan(c.clustering_loss.item<double>()));
+  // A NaN in padding changes nothing (padding is zeroed on entry), and the clean run is finite.
+  std::vector<double> xv = p.x.to_vector<double>();
+  xv[size_t((1 * s.N + 6) * s.D)] = nan;
+  const Tensor lengths = lengths_of({7, 6});
+  const NeuralClusteringResult padded = neural_clustering_attention(from_vector(xv, p.x.shape()), p.centroids, p.w, s.H,
+                                                                    lengths, Causal::No);
+  const NeuralClusteringResult padded_ref = neural_clustering_attention(p.x, p.centroids, p.w, s.H, lengths, Causal::No);
+  CHECK(padded.assignment.to_vector<int64_t>() == padded_ref.assignment.to_vector<int64_t>());
+  check_close(padded.output, padded_ref.output, 0, 0);
+  for (const int64_t a : clean.assignment.to_vector<int64_t>()) CHECK((a >= 0 && a < s.C));
+}
+
 TEST_CASE("neural clustering attention: bad input") {
   const Sizes s;
   const Problem p = make_problem(s, 120);
@@ -564,8 +613,9 @@ TEST_CASE("neural clustering attention: bad input") {
   check_error(call(p.x, p.centroids, with(&NeuralClusteringWeights::w_v, to(p.w.w_v, DType::Float32)), H),
               {op, "w_v must have x's dtype float64", "float32"});
   // lengths (the shared check, named after this function)
-  check_error(call(p.x, p.centroids, p.w, H, from_vector<int32_t>({7, 7}, {2})), {op, "lengths must be int64", "int32"});
-  check_error(call(p.x, p.centroids, p.w, H, lengths_of({7, 7, 7})), {op, "lengths must be int64 of shape (2,)", "(3,)"});
+  check_error(call(p.x, p.centroids, p.w, H, from_vector<double>({7, 7}, {2})), {op, "lengths must be int64 or int32", "float64"});
+  check_error(call(p.x, p.centroids, p.w, H, lengths_of({7, 7, 7})), {op, "lengths must be int64 or int32 of shape (2,)", "(3,)"});
+  check_error(call(p.x, p.centroids, p.w, H, from_vector<int32_t>({8, 7}, {2})), {op, "a length of 8", "[0, 7]"});
   check_error(call(p.x, p.centroids, p.w, H, lengths_of({8, 7})), {op, "a length of 8", "[0, 7]"});
   check_error(call(p.x, p.centroids, p.w, H, lengths_of({-1, 7})), {op, "a length of -1"});
   // a good call passes

@@ -43,7 +43,7 @@ const std::vector<double> kStart1 = {1.0, -2.0, 0.1, 3.0};               // para
 
 // The state of one element under a reference rule.
 struct Element {
-  double theta, m = 0, v = 0;
+  double theta, m = 0, v = 0, v_max = 0;
 };
 
 // Runs `steps` steps of `optimizer` over two parameters and the scalar reference `rule` (applied to
@@ -158,6 +158,131 @@ TEST_CASE("RAdam follows Liu et al. Algorithm 2 across the switch at rho_t > 4")
     CHECK(rectified_steps == 4 * 10);  // steps 5..8, ten elements
   }
   check_error([] { optim::radam_rectification(4, 0.999); }, {"radam_rectification", "rho_t > 4"});
+}
+
+TEST_CASE("RAdam's two conventions on hand-computed steps: the paper's (ρ_t > 4) and PyTorch's (ρ_t > 5)") {
+  // One parameter θ₀ = 0 with the constant gradient g = 1, lr = 0.1, β₂ = 0.9, ε = 0.1 (β₁ = 0.5 does
+  // not matter: with a constant g, m̂ = m / (1 − β₁ᵗ) = g and v̂ = v / (1 − β₂ᵗ) = g² at every step).
+  //   ρ_∞ = 2/(1 − 0.9) − 1 = 19;  ρ_t = 19 − 2t·0.9ᵗ/(1 − 0.9ᵗ):
+  //   ρ_1..ρ_4 = 1, 1.947, 2.860, 3.737 (≤ 4: both take θ ← θ − lr·m̂ = θ − 0.1, so θ_4 = −0.4);
+  //   ρ_5 = 19 − 10·0.59049/0.40951 = 4.58057;  ρ_6 = 19 − 12·0.531441/0.468559 = 5.38956.
+  //   r_t = √((ρ_t − 4)(ρ_t − 2)·19 / (15·17·ρ_t)):  r_5 = √(0.58057·2.58057·19 / (255·4.58057)) = 0.156111,
+  //                                                  r_6 = √(1.38956·3.38956·19 / (255·5.38956)) = 0.255177.
+  // Paper: step 5 is rectified (4.58 > 4): θ_5 = −0.4 − 0.1·r_5·1/(√1 + 0.1) = −0.4 − 0.0141919 = −0.4141919;
+  //        θ_6 = θ_5 − 0.1·r_6/1.1 = −0.4141919 − 0.0231979 = −0.4373898.
+  // PyTorch: step 5 is not (4.58 ≤ 5): θ_5 = −0.5; step 6 with √(1 − 0.9⁶) = 0.684514 and √v = 0.684514:
+  //        θ_6 = −0.5 − 0.1·r_6·0.684514/(0.684514 + 0.1) = −0.5 − 0.0222650 = −0.5222650.
+  const std::vector<double> paper = {-0.1, -0.2, -0.3, -0.4, -0.4141919, -0.4373898};
+  const std::vector<double> pytorch = {-0.1, -0.2, -0.3, -0.4, -0.5, -0.5222650};
+  for (const auto convention : {optim::RAdamConvention::Paper, optim::RAdamConvention::PyTorch}) {
+    const bool is_paper = convention == optim::RAdamConvention::Paper;
+    INFO((is_paper ? "paper" : "pytorch"));
+    optim::RAdamOptions options{0.1, {0.5, 0.9}, 0.1, 0.0};
+    options.convention = convention;
+    const Tensor w = parameter({0.0}, {1});
+    optim::RAdam radam({w}, options);
+    for (size_t t = 0; t < 6; ++t) {
+      set_grad(w, {1.0});
+      radam.step();
+      INFO("step " << t + 1);
+      CHECK(w.item<double>() == doctest::Approx((is_paper ? paper : pytorch)[t]).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("RAdam's PyTorch convention follows torch.optim.RAdam's formula across its switch at rho_t > 5") {
+  const double b2 = 0.999, rho_inf = 2 / (1 - b2) - 1;
+  for (const double wd : {0.0, 0.05}) {
+    const double lr = 0.01, b1 = 0.9, eps = 1e-3;
+    optim::RAdamOptions options{lr, {b1, b2}, eps, wd};
+    options.convention = optim::RAdamConvention::PyTorch;
+    optim::RAdam radam(two_parameters(), options);
+    int64_t rectified_steps = 0;
+    // torch.optim.RAdam: θ ← θ − lr·m̂·r_t·√(1 − β₂ᵗ)/(√v + ε) where ρ_t > 5, else θ ← θ − lr·m̂.
+    compare_with_reference(radam, [&](Element& e, double g, int64_t t) {
+      g += wd * e.theta;
+      e.v = b2 * e.v + (1 - b2) * g * g;
+      e.m = b1 * e.m + (1 - b1) * g;
+      const double bias2 = 1 - std::pow(b2, double(t));
+      const double m_hat = e.m / (1 - std::pow(b1, double(t)));
+      const double rho_t = rho_inf - 2 * double(t) * std::pow(b2, double(t)) / bias2;
+      if (rho_t > 5) {
+        const double r = std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t));
+        e.theta -= lr * m_hat * r * std::sqrt(bias2) / (std::sqrt(e.v) + eps);
+        ++rectified_steps;
+      } else {
+        e.theta -= lr * m_hat;
+      }
+    }, 8);
+    CHECK(rectified_steps == 3 * 10);  // steps 6..8 (ρ_5 ≈ 4.996), ten elements
+  }
+}
+
+TEST_CASE("Adam and AdamW with amsgrad divide by the running maximum of v") {
+  for (const bool decoupled : {false, true}) {
+    INFO((decoupled ? "AdamW" : "Adam"));
+    const double lr = 0.01, b1 = 0.9, b2 = 0.9, eps = 1e-3, wd = 0.1;
+    std::unique_ptr<optim::Optimizer> opt;
+    if (decoupled) {
+      optim::AdamWOptions o{lr, {b1, b2}, eps, wd};
+      o.amsgrad = optim::AmsGrad::Yes;
+      opt = std::make_unique<optim::AdamW>(two_parameters(), o);
+    } else {
+      optim::AdamOptions o{lr, {b1, b2}, eps, wd};
+      o.amsgrad = optim::AmsGrad::Yes;
+      opt = std::make_unique<optim::Adam>(two_parameters(), o);
+    }
+    int64_t max_held = 0;  // updates where v_max > v, i.e. where AMSGrad differs from Adam
+    compare_with_reference(*opt, [&](Element& e, double g, int64_t t) {
+      if (!decoupled) g += wd * e.theta;
+      e.m = b1 * e.m + (1 - b1) * g;
+      e.v = b2 * e.v + (1 - b2) * g * g;
+      if (e.v_max > e.v) ++max_held;
+      e.v_max = std::max(e.v_max, e.v);
+      const double m_hat = e.m / (1 - std::pow(b1, double(t)));
+      const double v_hat = e.v_max / (1 - std::pow(b2, double(t)));
+      e.theta = e.theta - (decoupled ? lr * wd * e.theta : 0.0) - lr * m_hat / (std::sqrt(v_hat) + eps);
+    }, 12);
+    CHECK(max_held > 10);
+    CHECK(opt->state_dict().buffers.count("max_exp_avg_sq.1") == 1);
+  }
+}
+
+TEST_CASE("amsgrad's maximum is saved and restored: a resumed run continues bit for bit from a file") {
+  TempDir dir;
+  const std::string path = dir.file("amsgrad.ckpt");
+  optim::AdamOptions options{0.01, {0.9, 0.9}, 1e-3, 0.0};
+  options.amsgrad = optim::AmsGrad::Yes;
+  std::vector<Tensor> params = two_parameters();
+  optim::Adam adam(params, options);
+  for (int64_t t = 1; t <= 5; ++t) {
+    set_grad(params[0], grads_at(t, 6));
+    set_grad(params[1], grads_at(t, 4, 5));
+    adam.step();
+  }
+  {
+    Checkpoint c;
+    add_optimizer_state(c, "optimizer", adam.state_dict());
+    save_checkpoint(path, c);
+  }
+  const optim::OptimizerState saved = optimizer_state(load_checkpoint(path), "optimizer");
+  CHECK(saved.buffers.size() == 6);  // exp_avg, exp_avg_sq, max_exp_avg_sq for each of 2 parameters
+  std::vector<Tensor> copies = {clone(params[0].detach()), clone(params[1].detach())};
+  for (Tensor& p : copies) p.set_requires_grad(true);
+  optim::Adam resumed(copies, options);
+  resumed.load_state_dict(saved);
+  for (int64_t t = 6; t <= 9; ++t) {
+    for (const auto& [ps, opt] : {std::pair{&params, &adam}, std::pair{&copies, &resumed}}) {
+      set_grad((*ps)[0], grads_at(t, 6));
+      set_grad((*ps)[1], grads_at(t, 4, 5));
+      opt->step();
+    }
+    INFO("step " << t);
+    for (size_t i = 0; i < 2; ++i) CHECK(copies[i].to_vector<double>() == params[i].to_vector<double>());
+  }
+  // Without the maximum the state does not fit, and an Adam without amsgrad refuses it.
+  optim::Adam plain(two_parameters(), optim::AdamOptions{0.01, {0.9, 0.9}, 1e-3, 0.0});
+  check_error([&] { plain.load_state_dict(saved); }, {"Adam", "the state has 6 buffers, expected 4"});
 }
 
 TEST_CASE("a parameter without a gradient is skipped and keeps its own step count") {

@@ -47,12 +47,16 @@ TEST_CASE("config text: the type, the items in order, and the syntax errors") {
 }
 
 TEST_CASE("optimizer config: every key printed with its default, round trip, the optimizer built") {
-  CHECK(OptimizerConfig::parse("adam").to_string() == "adam:lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0");
+  CHECK(OptimizerConfig::parse("adam").to_string() ==
+        "adam:lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0,amsgrad=0");
   CHECK(OptimizerConfig::parse("adamw").to_string() ==
-        "adamw:lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0.01");
+        "adamw:lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0.01,amsgrad=0");
+  CHECK(OptimizerConfig::parse("radam:pytorch=1").to_string() ==
+        "radam:lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0,pytorch=1");
   CHECK(OptimizerConfig::parse("sgd:momentum=0.9,nesterov=1").to_string() ==
         "sgd:lr=0.01,momentum=0.9,weight_decay=0,nesterov=1");
-  for (const char* text : {"radam:lr=2e-4", "adam:beta2=0.98,lr=3e-4", "sgd:lr=0.1", "adamw:weight_decay=0"}) {
+  for (const char* text : {"radam:lr=2e-4", "adam:beta2=0.98,lr=3e-4", "sgd:lr=0.1", "adamw:weight_decay=0",
+                           "adam:amsgrad=1", "radam:pytorch=1"}) {
     CAPTURE(text);
     const OptimizerConfig c = OptimizerConfig::parse(text);
     CHECK(OptimizerConfig::parse(c.to_string()) == c);
@@ -101,6 +105,23 @@ TEST_CASE("optimizer config: every key printed with its default, round trip, the
     o.lr = 0.01, o.betas = {0.9, 0.98};
     return std::make_unique<optim::RAdam>(p, o);
   });
+  same_updates("adam:lr=0.01,amsgrad=1", [](std::vector<Tensor> p) {
+    optim::AdamOptions o;
+    o.lr = 0.01, o.amsgrad = optim::AmsGrad::Yes;
+    return std::make_unique<optim::Adam>(p, o);
+  });
+  same_updates("adamw:lr=0.01,amsgrad=1", [](std::vector<Tensor> p) {
+    optim::AdamWOptions o;
+    o.lr = 0.01, o.amsgrad = optim::AmsGrad::Yes;
+    return std::make_unique<optim::AdamW>(p, o);
+  });
+  same_updates("radam:lr=0.01,beta2=0.98,pytorch=1", [](std::vector<Tensor> p) {
+    optim::RAdamOptions o;
+    o.lr = 0.01, o.betas = {0.9, 0.98}, o.convention = optim::RAdamConvention::PyTorch;
+    return std::make_unique<optim::RAdam>(p, o);
+  });
+  // A config saved before amsgrad / pytorch existed parses to their defaults.
+  CHECK(OptimizerConfig::parse("adam:lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0").get("amsgrad") == 0);
 }
 
 TEST_CASE("optimizer config: unknown types and keys, malformed and out-of-range values") {
@@ -112,6 +133,9 @@ TEST_CASE("optimizer config: unknown types and keys, malformed and out-of-range 
   check_error([] { OptimizerConfig::parse("adam:beta1=1"); }, {"Adam"});
   check_error([] { OptimizerConfig::parse("sgd:nesterov=0.5"); }, {"nesterov", "non-negative integer"});
   check_error([] { OptimizerConfig::parse("sgd:nesterov=1"); }, {"SGD"});  // Nesterov needs momentum
+  check_error([] { OptimizerConfig::parse("adam:amsgrad=2"); }, {"optimizer config 'adam:", "amsgrad must be 0 or 1", "2"});
+  check_error([] { OptimizerConfig::parse("radam:pytorch=0.5"); }, {"pytorch", "non-negative integer"});
+  check_error([] { OptimizerConfig::parse("radam:amsgrad=1"); }, {"'amsgrad' is not a setting of radam", "pytorch"});
 }
 
 TEST_CASE("schedule config: the schedules, their defaults and checks, and plateau stepping on a metric") {

@@ -90,6 +90,24 @@ Fold fold_var(int64_t correction) {
     return s / static_cast<double>(static_cast<int64_t>(v.size()) - correction);
   };
 }
+Fold fold_std(int64_t correction) {
+  return [correction](const std::vector<double>& v) { return std::sqrt(fold_var(correction)(v)); };
+}
+double fold_norm1(const std::vector<double>& v) {
+  double s = 0;
+  for (double e : v) s += std::abs(e);
+  return s;
+}
+double fold_norm2(const std::vector<double>& v) {
+  double s = 0;
+  for (double e : v) s += e * e;
+  return std::sqrt(s);
+}
+double fold_norm_inf(const std::vector<double>& v) {
+  double m = 0;
+  for (double e : v) m = std::max(m, std::abs(e));
+  return m;
+}
 // Index of the first maximum (minimum) of a group.
 double fold_argmax(const std::vector<double>& v) {
   return static_cast<double>(std::max_element(v.begin(), v.end()) - v.begin());
@@ -116,6 +134,14 @@ std::vector<ReductionCase> reduction_cases() {
        fold_var(1)},
       {"var (correction 0)", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return var(x, d, k, 0); },
        fold_var(0)},
+      {"std (correction 1)", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return tapestry::std(x, d, k); },
+       fold_std(1)},
+      {"std (correction 0)",
+       [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return tapestry::std(x, d, k, 0); }, fold_std(0)},
+      {"norm 1", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return norm(x, 1, d, k); }, fold_norm1},
+      {"norm 2", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return norm(x, 2, d, k); }, fold_norm2},
+      {"norm inf", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return norm(x, kInf, d, k); },
+       fold_norm_inf},
   };
 }
 
@@ -268,7 +294,7 @@ TEST_CASE("reducing over an empty dim: sum 0, mean NaN, logsumexp −inf; max, m
   CHECK(var(x, {1}).shape() == Shape{2, 3});
   // Backward through the reductions that accept an empty dim runs and yields an empty gradient.
   for (const ReductionCase& c : reduction_cases()) {
-    if (std::string(c.name) == "max" || std::string(c.name) == "min") continue;
+    if (std::string(c.name) == "max" || std::string(c.name) == "min" || std::string(c.name) == "norm inf") continue;
     INFO(c.name);
     Tensor leaf = clone(x);
     leaf.set_requires_grad(true);
@@ -278,6 +304,7 @@ TEST_CASE("reducing over an empty dim: sum 0, mean NaN, logsumexp −inf; max, m
     CHECK(leaf.grad().shape() == Shape{2, 0, 3});
   }
   check_error([&] { max(x, {1}); }, {"max", "empty dim", "(2, 0, 3)"});
+  check_error([&] { norm(x, kInf, {1}); }, {"norm", "empty dim", "(2, 0, 3)"});
   check_error([&] { min(x); }, {"min", "empty dim", "(2, 0, 3)"});
   check_error([&] { argmax(x, 1); }, {"argmax", "empty dim", "(2, 0, 3)"});
   check_error([&] { argmin(x, -2); }, {"argmin", "empty dim", "(2, 0, 3)"});
@@ -434,6 +461,74 @@ TEST_CASE("reductions reject bad dims, dtypes and arguments with the op's name")
   check_error([&] { max(b); }, {"max", "numeric", "bool"});
   check_error([&] { argmax(b, 0); }, {"argmax", "numeric", "bool"});
   check_error([&] { var(x, {0}, KeepDim::No, -1); }, {"var", "correction", "-1"});
+  check_error([&] { tapestry::std(i, {0}); }, {"std", "floating", "int64"});
+  check_error([&] { norm(i, 2, {0}); }, {"norm", "floating", "int64"});
+  check_error([&] { norm(x, 3); }, {"norm", "p must be 1, 2 or inf, got 3", "float64", "(2, 3, 4)"});
+  check_error([&] { norm(x, -kInf); }, {"norm", "p must be 1, 2 or inf", "-inf"});
   check_error([&] { argmax(x, 3); }, {"argmax", "dim 3 is out of range"});
   check_error([&] { argmin(x, -4); }, {"argmin", "dim -4 is out of range"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// std, norm and cumsum
+
+TEST_CASE("std and the 2-norm give a zero (not NaN) gradient where the group is constant (zero)") {
+  Tensor x = from_vector<double>({3, 3, 3, 0, 0, 0}, {2, 3});
+  x.set_requires_grad(true);
+  const Tensor s = tapestry::std(x, {1});
+  check_close(s, zeros({2}, {DType::Float64}));
+  sum(s).backward();
+  check_close(x.grad(), zeros({2, 3}, {DType::Float64}));
+  x.zero_grad();
+  const Tensor n = norm(x, 2, {1});
+  check_close(n, f64({std::sqrt(27.0), 0}, {2}));
+  sum(n).backward();
+  check_close(x.grad(), f64({1 / std::sqrt(3.0), 1 / std::sqrt(3.0), 1 / std::sqrt(3.0), 0, 0, 0}, {2, 3}));
+}
+
+TEST_CASE("norm on known values, every element and along dims") {
+  const Tensor x = f64({3, -4, 0, 1, -2, 2}, {2, 3});
+  check_close(norm(x, 1), scalar(12.0, {DType::Float64}));
+  check_close(norm(x), scalar(std::sqrt(34.0), {DType::Float64}));
+  check_close(norm(x, kInf), scalar(4.0, {DType::Float64}));
+  check_close(norm(x, 2, {1}), f64({5, 3}, {2}));
+  check_close(norm(x, 1, {0}, KeepDim::Yes), f64({4, 6, 2}, {1, 3}));
+  CHECK(norm(to(x, DType::Float32), kInf, {1}).dtype() == DType::Float32);
+}
+
+TEST_CASE("cumsum: values along any dim, integers exact, gradient the reversed running sum") {
+  const Tensor x = f64({1, 2, 3, 4, 5, 6}, {2, 3});
+  check_close(cumsum(x, 1), f64({1, 3, 6, 4, 9, 15}, {2, 3}));
+  check_close(cumsum(x, 0), f64({1, 2, 3, 5, 7, 9}, {2, 3}));
+  check_close(cumsum(x, -1), cumsum(x, 1));
+  CHECK(cumsum(from_vector<int64_t>({1, -2, 3}, {3}), 0).to_vector<int64_t>() == std::vector<int64_t>{1, -1, 2});
+  CHECK(cumsum(from_vector<int32_t>({5, 5}, {2}), 0).dtype() == DType::Int32);
+  // int64 wraps as add does: max + 1 = min.
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  CHECK(cumsum(from_vector<int64_t>({big, 1}, {2}), 0).to_vector<int64_t>() ==
+        std::vector<int64_t>{big, std::numeric_limits<int64_t>::min()});
+  // A middle dim of a non-contiguous input against a naive loop.
+  const Tensor y = transpose(uniform({4, 3, 5}, 30), 0, 2);  // (5, 3, 4)
+  const std::vector<double> v = contiguous(y).to_vector<double>(), c = cumsum(y, 1).to_vector<double>();
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t k = 0; k < 4; ++k) {
+      double acc = 0;
+      for (int64_t j = 0; j < 3; ++j) {
+        acc += v[size_t((i * 3 + j) * 4 + k)];
+        CHECK(std::abs(c[size_t((i * 3 + j) * 4 + k)] - acc) <= 1e-14);
+      }
+    }
+  // dx_i = Σ_{j ≥ i} dy_j: with dy = 1, (3, 2, 1).
+  Tensor leaf = f64({1, 2, 3}, {3});
+  leaf.set_requires_grad(true);
+  sum(cumsum(leaf, 0)).backward();
+  check_close(leaf.grad(), f64({3, 2, 1}, {3}));
+  check_gradients([](const Inputs& in) { return cumsum(in[0], 1); }, {uniform({2, 4, 3}, 31)});
+  check_gradients([](const Inputs& in) { return cumsum(transpose(in[0], 0, 1), 0); }, {uniform({3, 5}, 32)});
+  CHECK(cumsum(zeros({2, 0}), 1).shape() == Shape{2, 0});
+  check_gradients([](const Inputs& in) { return cumsum(in[0], 0); }, {uniform({0, 3}, 33)});
+  check_error([] { cumsum(scalar(1.0), 0); }, {"cumsum", "at least 1 dim", "0-d"});
+  check_error([] { cumsum(zeros({2, 3}), 2); }, {"cumsum", "dim 2 is out of range", "2 dims"});
+  check_error([] { cumsum(from_vector<bool>({true}, {1}), 0); }, {"cumsum", "numeric", "bool"});
+  check_error([] { cumsum(Tensor(), 0); }, {"cumsum", "undefined"});
 }

@@ -446,3 +446,84 @@ TEST_CASE("concat and stack reject tensors on different devices") {
   check_error([&] { concat({gpu, cpu}, 1); }, {"concat", "one device"});
   check_error([&] { stack({cpu, gpu}, 0); }, {"stack", "one device", "cpu", "cuda:0"});
 }
+
+// ---------------------------------------------------------------------------------------------
+// flip, roll, repeat, tril, triu, detach
+
+TEST_CASE("flip reverses along each given dim, any dtype") {
+  const Tensor x = iota({2, 3});  // 0 1 2 / 3 4 5
+  check_close(flip(x, {1}), f64({2, 1, 0, 5, 4, 3}, {2, 3}));
+  check_close(flip(x, {0}), f64({3, 4, 5, 0, 1, 2}, {2, 3}));
+  check_close(flip(x, {0, -1}), f64({5, 4, 3, 2, 1, 0}, {2, 3}));
+  check_close(flip(x, {}), x);
+  CHECK(flip(from_vector<int32_t>({1, 2, 3}, {3}), {0}).to_vector<int32_t>() == std::vector<int32_t>{3, 2, 1});
+  CHECK(flip(from_vector<bool>({true, false}, {2}), {0}).to_vector<bool>() == std::vector<bool>{false, true});
+  CHECK(flip(zeros({0, 2}), {0}).shape() == Shape{0, 2});
+  check_gradients([](const Inputs& in) { return flip(in[0], {0, 2}); }, {uniform({2, 3, 4}, 1)});
+  check_gradients([](const Inputs& in) { return flip(transpose(in[0], 0, 1), {1}); }, {uniform({3, 2}, 2)});
+}
+
+TEST_CASE("roll shifts with wrap-around, negative and large shifts, several dims") {
+  const Tensor x = iota({2, 4});  // 0 1 2 3 / 4 5 6 7
+  check_close(roll(x, {1}, {1}), f64({3, 0, 1, 2, 7, 4, 5, 6}, {2, 4}));
+  check_close(roll(x, {-1}, {1}), f64({1, 2, 3, 0, 5, 6, 7, 4}, {2, 4}));
+  check_close(roll(x, {9}, {-1}), roll(x, {1}, {1}));  // 9 mod 4 = 1
+  check_close(roll(x, {1, 2}, {0, 1}), f64({6, 7, 4, 5, 2, 3, 0, 1}, {2, 4}));
+  check_close(roll(x, {0}, {1}), x);
+  CHECK(roll(zeros({0, 3}), {2}, {0}).shape() == Shape{0, 3});
+  check_gradients([](const Inputs& in) { return roll(in[0], {2, -1}, {0, 1}); }, {uniform({3, 4}, 3)});
+}
+
+TEST_CASE("repeat tiles each dim, adds leading dims for extra counts, and sums the gradient over copies") {
+  const Tensor x = iota({2});  // 0 1
+  check_close(repeat(x, {3}), f64({0, 1, 0, 1, 0, 1}, {6}));
+  check_close(repeat(x, {2, 2}), f64({0, 1, 0, 1, 0, 1, 0, 1}, {2, 4}));
+  check_close(repeat(iota({2, 2}), {1, 2}), f64({0, 1, 0, 1, 2, 3, 2, 3}, {2, 4}));
+  check_close(repeat(iota({2, 1}), {2, 3}), f64({0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1}, {4, 3}));
+  CHECK(repeat(x, {0}).shape() == Shape{0});
+  CHECK(repeat(scalar(5.0), {2, 3}).shape() == Shape{2, 3});
+  CHECK(repeat(from_vector<int64_t>({7}, {1}), {3}).to_vector<int64_t>() == std::vector<int64_t>{7, 7, 7});
+  check_gradients([](const Inputs& in) { return repeat(in[0], {2, 1, 3}); }, {uniform({2, 3}, 4)});
+  check_gradients([](const Inputs& in) { return repeat(transpose(in[0], 0, 1), {2, 2}); }, {uniform({2, 3}, 5)});
+}
+
+TEST_CASE("tril and triu keep a triangle of the last two dims, with any diagonal offset") {
+  const Tensor x = iota({3, 4}) + 1.0;  // 1..12
+  check_close(tril(x), f64({1, 0, 0, 0, 5, 6, 0, 0, 9, 10, 11, 0}, {3, 4}));
+  check_close(triu(x), f64({1, 2, 3, 4, 0, 6, 7, 8, 0, 0, 11, 12}, {3, 4}));
+  check_close(tril(x, 1), f64({1, 2, 0, 0, 5, 6, 7, 0, 9, 10, 11, 12}, {3, 4}));
+  check_close(triu(x, -1), f64({1, 2, 3, 4, 5, 6, 7, 8, 0, 10, 11, 12}, {3, 4}));
+  check_close(tril(x, -3), zeros({3, 4}, {DType::Float64}));
+  // tril(x, k) + triu(x, k + 1) = x, over a batch.
+  const Tensor b = uniform({2, 3, 5}, 6);
+  check_close(tril(b, 1) + triu(b, 2), b);
+  CHECK(tril(ones({2, 2}, {DType::Bool})).to_vector<bool>() == std::vector<bool>{true, false, true, true});
+  CHECK(triu(ones({2, 2}, {DType::Int32})).to_vector<int32_t>() == std::vector<int32_t>{1, 1, 0, 1});
+  check_gradients([](const Inputs& in) { return tril(in[0], 0); }, {uniform({2, 3, 3}, 7)});
+  check_gradients([](const Inputs& in) { return triu(transpose(in[0], 0, 1), 1); }, {uniform({4, 3}, 8)});
+}
+
+TEST_CASE("detach as a free function shares storage and cuts the graph") {
+  Tensor x = uniform({3}, 9);
+  x.set_requires_grad(true);
+  const Tensor d = detach(x * 2.0);
+  CHECK_FALSE(d.requires_grad());
+  const Tensor same = detach(x);
+  CHECK(shares_storage(same, x));
+  sum(x * detach(x)).backward();
+  check_close(x.grad(), x.detach());  // d(x · c)/dx = c, with c = x held constant
+}
+
+TEST_CASE("flip, roll, repeat, tril, triu and detach reject bad arguments") {
+  const Tensor x = zeros({2, 3});
+  check_error([&] { flip(x, {2}); }, {"flip", "dim 2", "2 dims"});
+  check_error([&] { flip(x, {1, -1}); }, {"flip", "appears twice", "(2, 3)"});
+  check_error([&] { roll(x, {1, 2}, {0}); }, {"roll", "one shift per dim", "(2, 3)"});
+  check_error([&] { roll(x, {1}, {5}); }, {"roll", "dim 5"});
+  check_error([&] { repeat(x, {2}); }, {"repeat", "at least one count per dim", "(2, 3)"});
+  check_error([&] { repeat(x, {2, -1}); }, {"repeat", "non-negative"});
+  check_error([&] { tril(zeros({3})); }, {"tril", "at least 2 dims", "(3,)"});
+  check_error([&] { triu(scalar(1.0)); }, {"triu", "at least 2 dims", "()"});
+  check_error([&] { detach(Tensor()); }, {"detach", "undefined"});
+  check_error([&] { flip(Tensor(), {0}); }, {"flip", "undefined"});
+}

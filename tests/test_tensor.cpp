@@ -229,3 +229,25 @@ TEST_CASE("the CPU allocator hands a freed block out again instead of asking the
   CHECK(reinterpret_cast<std::uintptr_t>(first) % 64 == 0);
 #endif
 }
+
+TEST_CASE("arange in every dtype: the same values, exact integers, and bool or unrepresentable ranges refused") {
+  CHECK(arange(-2.0, 3.0, 2.0, {DType::Int32}).to_vector<int32_t>() == std::vector<int32_t>{-2, 0, 2});
+  CHECK(arange(5.0, 0.0, -2.0, {DType::Int64}).to_vector<int64_t>() == std::vector<int64_t>{5, 3, 1});
+  CHECK(arange(0.0, 1.0, 0.25, {DType::Float32}).to_vector<float>() == std::vector<float>{0, 0.25f, 0.5f, 0.75f});
+  CHECK(arange(-1.0, 0.5, 0.5, {DType::Float64}).to_vector<double>() == std::vector<double>{-1, -0.5, 0});
+  // The ends of int32, and int64 up to 2^53, where doubles still count by one.
+  const double k31 = 2147483648.0, k53 = 9007199254740992.0;
+  CHECK(arange(k31 - 2, k31, 1.0, {DType::Int32}).to_vector<int32_t>() == std::vector<int32_t>{2147483646, 2147483647});
+  CHECK(arange(-k31, -k31 + 1, 1.0, {DType::Int32}).to_vector<int32_t>() == std::vector<int32_t>{-2147483647 - 1});
+  CHECK(arange(k53 - 2, k53, 1.0, {DType::Int64}).to_vector<int64_t>() ==
+        std::vector<int64_t>{9007199254740990, 9007199254740991});
+  CHECK(arange(k53 - 4, k53 + 2, 2.0, {DType::Int64}).to_vector<int64_t>() ==
+        std::vector<int64_t>{9007199254740988, 9007199254740990, 9007199254740992});
+  check_error([] { arange(0.0, 3.0, 1.0, {DType::Bool}); }, {"arange", "bool"});
+  check_error([] { arange(0.0, 2.0, 0.5, {DType::Int64}); }, {"arange", "int64", "whole start and step", "step=0.5"});
+  check_error([] { arange(0.5, 2.0, 1.0, {DType::Int32}); }, {"arange", "int32", "whole start", "start=0.5"});
+  check_error([&] { arange(k31 - 1, k31 + 1, 1.0, {DType::Int32}); }, {"arange", "does not fit in int32"});
+  check_error([&] { arange(k53, k53 + 3, 1.0, {DType::Int64}); }, {"arange", "does not fit in int64"});
+  // An empty range needs no check.
+  CHECK(arange(0.5, 0.5, 1.0, {DType::Int32}).numel() == 0);
+}

@@ -53,6 +53,17 @@ void check_clusters(const char* op, const QueryClusters& clusters, const QkvShap
                clusters.ids.shape() == (Shape{s.B, s.H, s.N}),
            op, "cluster ids must be int64 of shape ", to_string({s.B, s.H, s.N}), ", got ",
            clusters.ids.defined() ? to_string(clusters.ids.shape()) : "undefined");
+  // Every id in [0, C] (C marks a padded query), checked before it is turned into a row index of the
+  // per-cluster tensors, whose own error would name that index, not the caller's id. The check runs
+  // on the ids' device; two numbers come back: the first bad id's position (0 when none) and its id.
+  const Tensor ids = flatten(clusters.ids);
+  if (ids.numel() == 0) return;
+  const Tensor bad = logical_or(lt(ids, scalar(0.0, ids.options())), gt(ids, scalar(double(clusters.count), ids.options())));
+  const int64_t first = argmax(to(bad, DType::Int64), 0).item<int64_t>();
+  const int64_t id = select(ids, 0, first).item<int64_t>();
+  TP_CHECK(id >= 0 && id <= clusters.count, op, "clusters.ids holds ", id, " at ", index_string(first, clusters.ids.shape()),
+           ", outside [0, ", clusters.count, "] (clusters.count = ", clusters.count, "; the id ", clusters.count,
+           " marks a padded query)");
 }
 
 // Eq. 4: A^c = softmax(Q^c Kᵀ / √E) over the real keys.

@@ -13,11 +13,12 @@ namespace tapestry::attention {
 enum class Causal { No, Yes };
 
 /// Padding is given by lengths: positions ≥ lengths[b] of sample b are padding. An undefined tensor
-/// means no padding. Padded keys are never attended to; outputs at padded queries are defined
+/// means no padding. Lengths are int64 or int32, the dtypes every index tensor may have (ops/index.h).
+/// Padded keys are never attended to; outputs at padded queries are defined
 /// (finite) but meaningless, and nothing at a padded position influences a real position.
 struct Padding {
-  Tensor query_lengths;  ///< (B,) int64, or undefined
-  Tensor key_lengths;    ///< (B,) int64, or undefined
+  Tensor query_lengths;  ///< (B,) int64 or int32, or undefined
+  Tensor key_lengths;    ///< (B,) int64 or int32, or undefined
 };
 
 /// Validates lengths against (B, N) and returns a (B, N) bool tensor, true at real positions.

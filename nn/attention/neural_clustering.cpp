@@ -103,16 +103,24 @@ NeuralClustering cluster_words(const Tensor& x, const Tensor& centroids, const T
   const Tensor c_hat = matmul(u, xw);  // (B, C, D)
   // eq. 4: I_j = argmax_i U_ij (the first maximum on a tie). Padding gets the virtual cluster C,
   // fixed, so that it sorts behind every real word and its values decide nothing.
-  const Tensor assignment = where(keep, argmax(u, 1), full({}, double(C), {DType::Int64, device}));  // (B, N)
+  // A column of U that holds a NaN has no maximum (a NaN word makes all of its sample's U NaN, a NaN
+  // centroid its row), and argmax would point at the first NaN, silently a cluster: such a word gets
+  // no cluster, −1, and NaN in L1 (and a NaN output row in the attention), so the NaN is seen.
+  const Tensor column_max = max(u, {1});                                                        // (B, N)
+  const Tensor no_cluster = logical_and(keep, ne(column_max, column_max));                      // (B, N) bool
+  const Tensor assignment = where(keep, where(no_cluster, full({}, -1.0, {DType::Int64, device}), argmax(u, 1)),
+                                  full({}, double(C), {DType::Int64, device}));                 // (B, N)
   // eq. 6: L1 = −(1/N) Σ_j φ(X_j W_C, Ĉ_{I_j}). The paper prints φ(X_j, Ĉ_{I_j}), but Ĉ is a
   // combination of the rows X_j W_C (eq. 3) and eq. 2 compares centroids with X_j W_C, and the paper
   // asks φ to be "consistent with Eq. 2": we read X_j as the word in that projected space (the
   // printed form would compare vectors of two different spaces that merely share the size D). The
   // sum is over real words and N is the sample's length (a sample of length 0 adds 0); L1 is then
   // averaged over the batch.
-  const Tensor cluster = where(keep, assignment, zeros({}, {DType::Int64, device}));              // (B, N)
+  const Tensor assigned = logical_and(keep, logical_not(no_cluster));                              // (B, N)
+  const Tensor cluster = where(assigned, assignment, zeros({}, {DType::Int64, device}));          // (B, N)
   const Tensor own_centroid = gather(c_hat, 1, expand(unsqueeze(cluster, 2), {B, N, D}));         // (B, N, D)
-  const Tensor similarity = where(keep, sum(xw * own_centroid, {2}), zero);                        // (B, N)
+  const Tensor similarity = where(no_cluster, full({}, std::numeric_limits<double>::quiet_NaN(), x.options()),
+                                  where(keep, sum(xw * own_centroid, {2}), zero));                 // (B, N)
   const double no_limit = std::numeric_limits<double>::infinity();
   const Tensor words = clamp(sum(to(keep, x.dtype()), {1}), 1.0, no_limit);  // (B,) real words, at least 1
   const Tensor clustering_loss = -mean(sum(similarity, {1}) / words);
@@ -186,7 +194,11 @@ NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Ten
   // j of Z is row inverse_j of Z^O, with inverse = I′⁻¹.
   const Tensor inverse = argsort(order, 1);                                                   // (B, N)
   const Tensor z = gather(z_sorted, 1, expand(unsqueeze(inverse, 2), {B, N, heads * M}));  // (B, N, H·M)
-  const Tensor output = matmul(z, w.w_o);                                                   // (B, N, D)
+  // A word without a cluster (−1: a NaN in its sample or in a centroid) gets a NaN row, not an
+  // output computed from an arbitrary grouping.
+  const Tensor unclustered = unsqueeze(eq(assignment, full({}, -1.0, {DType::Int64, device})), 2);  // (B, N, 1)
+  const Tensor output = where(unclustered, full({}, std::numeric_limits<double>::quiet_NaN(), x.options()),
+                              matmul(z, w.w_o));                                                      // (B, N, D)
 
   return {output, clustering.centroids, clustering.clustering_loss, clustering.sorting_loss, assignment, order};
 }

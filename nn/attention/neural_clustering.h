@@ -33,6 +33,12 @@
 /// words, so WHICH earlier words a word can see may depend on the future. That is the paper's
 /// method; a strictly autoregressive decoder must live with it or cluster differently.
 ///
+/// NaN. A NaN in a real word makes its whole sample's U NaN (softmax over the words), and a NaN in
+/// a centroid makes that centroid's row of U NaN; a column of U holding a NaN has no argmax. Such a
+/// word is given no cluster: its assignment is −1 (never silently cluster 0), it contributes NaN to
+/// L1 (and Ĉ and L2 hold the NaN too), and its output row is NaN, so the NaN reaches the loss and is
+/// seen (docs/PORTING.md, "NaN"). Words with −1 sort first (eq. 5); the other samples are unaffected.
+///
 /// More clusters than words (C > N) is allowed: W = 1, at most N clusters are non-empty, and the
 /// blocks past the last word are empty (no queries, every key masked). Empty clusters are fine for
 /// any N: blocks are equal chunks of the sorted sequence, not clusters, and an empty cluster's Ĉ_i
@@ -61,7 +67,7 @@ struct NeuralClusteringResult {
   Tensor centroids;        ///< (B, C, D)  Ĉ, the updated centroids to hand to the next layer
   Tensor clustering_loss;  ///< 0-d        L1 (eq. 6), the mean over the batch
   Tensor sorting_loss;     ///< 0-d        L2 (eq. 11), the mean over the batch
-  Tensor assignment;       ///< (B, N) int64: each word's cluster I_j in [0, C); C for padding
+  Tensor assignment;       ///< (B, N) int64: each word's cluster I_j in [0, C); C for padding, −1 for NaN (above)
   Tensor order;            ///< (B, N) int64: I′, sorted position → original position
 };
 
@@ -69,7 +75,7 @@ struct NeuralClusteringResult {
 struct NeuralClustering {
   Tensor u;                ///< (B, C, N)  U (eq. 2): each centroid's distribution over the real words
   Tensor centroids;        ///< (B, C, D)  Ĉ (eq. 3)
-  Tensor assignment;       ///< (B, N) int64: each word's cluster I_j (eq. 4) in [0, C); C for padding
+  Tensor assignment;       ///< (B, N) int64: each word's cluster I_j (eq. 4) in [0, C); C for padding, −1 for NaN
   Tensor clustering_loss;  ///< 0-d        L1 (eq. 6), the mean over the batch
   Tensor sorting_loss;     ///< 0-d        L2 (eq. 11), the mean over the batch
 };
@@ -83,8 +89,8 @@ struct NeuralClustering {
 NeuralClustering neural_clustering(const Tensor& x, const Tensor& centroids, const Tensor& w_c, const Tensor& lengths);
 
 /// x: (B, N, D) word hidden states, B, N ≥ 1. centroids: (C, D) (a parameter, first layer) or (B, C, D)
-/// (the previous layer's Ĉ), C ≥ 1. heads divides the widths of W_Q and W_V. lengths: (B,) int64 in
-/// [0, N], or undefined for no padding. Throws tapestry::Error naming the function on misuse.
+/// (the previous layer's Ĉ), C ≥ 1. heads divides the widths of W_Q and W_V. lengths: (B,) int64 or
+/// int32 in [0, N], or undefined for no padding. Throws tapestry::Error naming the function on misuse.
 NeuralClusteringResult neural_clustering_attention(const Tensor& x, const Tensor& centroids,
                                                    const NeuralClusteringWeights& weights, int64_t heads,
                                                    const Tensor& lengths, Causal causal);

@@ -1,6 +1,7 @@
 // CUDA kernels of the elementwise ops: the functors of ops/elementwise_math.h mapped over strided,
 // broadcast operands (ops/cuda/map.cuh). Instantiated per functor for the dtypes the CPU op accepts:
-// float32 / float64 for the math, int32 / int64 too where the CPU op allows integers.
+// float32 / float64 for the math, int32 / int64 too where the CPU op allows integers (add, sub, mul,
+// div, maximum, minimum, and neg / abs forward).
 #include "ops/cuda/elementwise.h"
 
 #include "core/dispatch.h"
@@ -19,6 +20,8 @@ template <> constexpr bool kNumeric<math::Add> = true;
 template <> constexpr bool kNumeric<math::Sub> = true;
 template <> constexpr bool kNumeric<math::Mul> = true;
 template <> constexpr bool kNumeric<math::Div> = true;
+template <> constexpr bool kNumeric<math::Maximum> = true;
+template <> constexpr bool kNumeric<math::Minimum> = true;
 
 template <class F, class Run>
 void visit_domain(DType dtype, const char* op, Run&& run) {
@@ -146,6 +149,13 @@ TP_UNARY(math::Relu)
 TP_UNARY(math::Gelu)
 TP_UNARY(math::PowScalar)
 TP_UNARY(math::Clamp)
+TP_UNARY(math::Log1p)
+TP_UNARY(math::Expm1)
+TP_UNARY(math::Sin)
+TP_UNARY(math::Cos)
+TP_UNARY(math::Silu)
+TP_UNARY(math::LeakyRelu)
+TP_UNARY(math::Softplus)
 #undef TP_UNARY
 
 #define TP_BINARY(F)                                                                                  \
@@ -157,6 +167,8 @@ TP_BINARY(math::Sub)
 TP_BINARY(math::Mul)
 TP_BINARY(math::Div)
 TP_BINARY(math::Pow)
+TP_BINARY(math::Maximum)
+TP_BINARY(math::Minimum)
 #undef TP_BINARY
 
 #define TP_COMPARE(F) \

@@ -1,6 +1,7 @@
 // CUDA kernels of the reductions: sum, max, min, argmax, argmin, logsumexp over the rows of a
 // contiguous (rows, length) matrix (ops/reduce.cpp moves the reduced dims last), and the sum of
-// squares behind clip_grad_norm's global norm. mean and var are compositions and need nothing here.
+// squares behind clip_grad_norm's global norm; and cumsum's scan, one thread per row. mean, var, std
+// and norm are compositions and need nothing here.
 //
 // Deterministic by construction: a block reduces one row, each thread folding a fixed strided share
 // and the block combining the threads in a fixed tree (ops/cuda/reducers.h); no atomics. A long row
@@ -131,6 +132,11 @@ __global__ void logsumexp_kernel(const T* x, T* out, int64_t rows, int64_t lengt
   }
 }
 
+template <class T>
+__global__ void cumsum_kernel(const T* x, T* y, int64_t rows, int64_t length) {
+  TP_GRID_STRIDE_LOOP(row, rows) cumsum_row(x + row * length, y + row * length, length);
+}
+
 }  // namespace
 
 void reduce_rows(const char* op, Reduction kind, const Tensor& x, int64_t rows, int64_t length,
@@ -167,6 +173,17 @@ void reduce_rows(const char* op, Reduction kind, const Tensor& x, int64_t rows, 
       case Reduction::ArgMin: reduce_with<ArgMinReducer<T>>(ctx, in, indices, rows, length); break;
       case Reduction::LogSumExp: break;
     }
+  });
+}
+
+void cumsum_rows(const Tensor& x, int64_t rows, int64_t length, const Tensor& out) {
+  visit_numeric(x.dtype(), "cumsum", [&](auto tag) {
+    using T = decltype(tag);
+    if (rows == 0 || length == 0) return;
+    CudaContext& ctx = active_context(x.device());
+    cumsum_kernel<T><<<blocks_for(rows), kThreads, 0, ctx.stream()>>>(static_cast<const T*>(x.raw_data()),
+                                                                      static_cast<T*>(out.raw_data()), rows, length);
+    TP_CUDA_CHECK_LAUNCH();
   });
 }
 

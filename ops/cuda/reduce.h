@@ -16,6 +16,10 @@ enum class Reduction { Sum, Max, Min, ArgMax, ArgMin, LogSumExp };
 void reduce_rows(const char* op, Reduction kind, const Tensor& x, int64_t rows, int64_t length,
                  const Tensor& out);
 
+// out[r, i] = Σ_{j ≤ i} x[r, j] for the rows of a contiguous (rows, length) numeric x, into a
+// contiguous out of the same shape (cumsum_row of ops/cuda/reducers.h, one thread per row).
+void cumsum_rows(const Tensor& x, int64_t rows, int64_t length, const Tensor& out);
+
 // out[0] = Σ x_i² in double, for a contiguous floating x (any shape; 0 when empty) and a float64
 // `out` of one element on x's device (a view into a larger buffer is fine). Deterministic, as
 // reduce_rows: fixed chunks combined in a fixed order.

@@ -39,6 +39,18 @@ struct SumReducer {
   TP_HOST_DEVICE T finish(Acc a) const { return static_cast<T>(a); }
 };
 
+// The running sums of a row, y[i] = Σ_{j ≤ i} x[j], accumulated left to right in SumAcc<T> (integers
+// wrapping, ops/elementwise.h): cumsum's kernel, run by a CPU thread or a GPU thread per row, so
+// both devices add in the same order and agree exactly.
+template <class T>
+TP_HOST_DEVICE void cumsum_row(const T* x, T* y, int64_t n) {
+  SumAcc<T> acc = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    acc = math::wrapping_add(acc, static_cast<SumAcc<T>>(x[i]));
+    y[i] = static_cast<T>(acc);
+  }
+}
+
 // Σ x² in double (clip_grad_norm's global norm; float32 and float64 gradients alike).
 template <class T>
 struct SumOfSquaresReducer {

@@ -36,6 +36,8 @@ void apply_rule(const Rule& rule, const Tensor& param, const Tensor& grad, const
   template void apply_rule<T>(const optim::SGDRule<T>&, const Tensor&, const Tensor&, const Tensor&);      \
   template void apply_rule<T>(const optim::AdamRule<T>&, const Tensor&, const Tensor&, const Tensor&,      \
                               const Tensor&);                                                              \
+  template void apply_rule<T>(const optim::AdamRule<T>&, const Tensor&, const Tensor&, const Tensor&,      \
+                              const Tensor&, const Tensor&);                                               \
   template void apply_rule<T>(const optim::RAdamRule<T>&, const Tensor&, const Tensor&, const Tensor&,     \
                               const Tensor&);
 TP_RULES(float)

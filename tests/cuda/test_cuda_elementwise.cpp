@@ -1,5 +1,5 @@
-// Elementwise ops on the GPU against the CPU: unary and binary math (forward and backward) at every
-// parity size and through transposed, sliced and expanded operands, broadcasting, integers,
+// Elementwise ops on the GPU against the CPU: unary and binary math (forward and backward; maximum /
+// minimum with ties and NaN, clamp with tensor bounds) at every parity size and through transposed, sliced and expanded operands, broadcasting, integers,
 // comparisons and logic, where / masked_fill, the in-place ops, and a map beyond one grid.
 #include <functional>
 #include <string>
@@ -35,6 +35,13 @@ const std::vector<Unary>& unary_ops() {
       {"pow 2.5", [](const Tensor& x) { return tapestry::pow(x, 2.5); }, 0.1, 2},
       {"pow 0", [](const Tensor& x) { return tapestry::pow(x, 0.0); }, -1, 1},
       {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.5); }, -1, 1},
+      {"log1p", [](const Tensor& x) { return log1p(x); }, -0.5, 3},
+      {"expm1", [](const Tensor& x) { return expm1(x); }, -3, 3},
+      {"sin", [](const Tensor& x) { return tapestry::sin(x); }, -4, 4},
+      {"cos", [](const Tensor& x) { return tapestry::cos(x); }, -4, 4},
+      {"silu", [](const Tensor& x) { return silu(x); }, -8, 8},
+      {"leaky_relu", [](const Tensor& x) { return leaky_relu(x, 0.2); }, -1, 1},
+      {"softplus", [](const Tensor& x) { return softplus(x); }, -30, 30},  // both sides of threshold 20
   };
   return ops;
 }
@@ -52,6 +59,8 @@ const std::vector<Binary>& binary_ops() {
       {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, -1, 1, -1, 1},
       {"div", [](const Tensor& a, const Tensor& b) { return tapestry::div(a, b); }, -1, 1, 0.5, 2},
       {"pow", [](const Tensor& a, const Tensor& b) { return tapestry::pow(a, b); }, 0.1, 2, -1, 2},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, -1, 1, -1, 1},
+      {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, -1, 1, -1, 1},
   };
   return ops;
 }
@@ -143,6 +152,27 @@ TEST_CASE("add, sub, mul, div on integers") {
       check_values([&](const std::vector<Tensor>& in) { return op.f(in[0], in[1]); }, {a, b}, kExact);
       check_values([&](const std::vector<Tensor>& in) { return op.f(in[0], in[1]); }, {a, negative_b}, kExact);
     }
+  }
+}
+
+TEST_CASE("maximum / minimum ties and NaN; clamp with tensor bounds, forward and backward") {
+  for (DType dtype : kFloating) {
+    INFO(dtype);
+    // Small integers as floats: ties on purpose, where the gradient is shared half and half.
+    const Tensor a = to(small_integers({33, 7}, 11, DType::Int64, -3, 3), dtype);
+    const Tensor b = to(small_integers({33, 7}, 12, DType::Int64, -3, 3), dtype);
+    check_parity([](const std::vector<Tensor>& in) { return maximum(in[0], in[1]); }, {a, b}, kExact);
+    check_parity([](const std::vector<Tensor>& in) { return minimum(in[0], in[1]); }, {a, b}, kExact);
+    const Tensor with_nan = to(from_vector<double>({std::nan(""), 1, 2, std::nan("")}, {4}), dtype);
+    const Tensor other = to(from_vector<double>({0, std::nan(""), 3, std::nan("")}, {4}), dtype);
+    check_values([](const std::vector<Tensor>& in) { return maximum(in[0], in[1]); }, {with_nan, other}, kExact);
+    check_values([](const std::vector<Tensor>& in) { return minimum(in[0], in[1]); }, {with_nan, other}, kExact);
+    // Bounds broadcast against x; lo > hi in some columns.
+    check_parity([](const std::vector<Tensor>& in) { return clamp(in[0], in[1], in[2]); },
+                 {input({33, 45}, 13, dtype, -2, 2), input({45}, 14, dtype, -1, 0.5), input({33, 1}, 15, dtype, -0.5, 1)},
+                 tol(dtype));
+    check_values([](const std::vector<Tensor>& in) { return clamp(in[0], in[1], in[2]); },
+                 {with_nan, other, to(full({4}, 2.5), dtype)}, kExact);
   }
 }
 

@@ -199,3 +199,15 @@ TEST_CASE("out-of-range indices are refused before anything is written, with the
   check_parity([](const std::vector<Tensor>& in) { return index_add(in[0], 1, in[1], in[2]); },
                {input({2, 3}, 16), from_vector<int64_t>({2, 2, 0}, {3}), input({2, 3}, 17)}, kExact);
 }
+
+TEST_CASE("masked_select: every size, broadcast masks, forward and backward") {
+  uint64_t seed = 700;
+  for (int64_t n : parity_sizes()) {
+    INFO("size " << n);
+    const Tensor mask = small_integers({3, n}, ++seed, DType::Bool, 0, 2);
+    check_parity([](const std::vector<Tensor>& in) { return masked_select(in[0], in[1]); }, {input({3, n}, ++seed), mask},
+                 kExact);
+    check_parity([](const std::vector<Tensor>& in) { return masked_select(in[0], in[1]); },
+                 {input({n}, ++seed), small_integers({4, 1}, ++seed, DType::Bool, 0, 2)}, tol(DType::Float32));
+  }
+}

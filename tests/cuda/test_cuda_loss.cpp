@@ -142,3 +142,21 @@ TEST_CASE("binary_cross_entropy_with_logits: every size, both gradients, non-con
   check_error([&] { binary_cross_entropy_with_logits(to(input({2, 3}, 1), dut()), to(input({3, 2}, 2), dut())); },
               {"binary_cross_entropy_with_logits", "(3, 2)", "(2, 3)"});
 }
+
+TEST_CASE("nll_loss, mse_loss and kl_div: every size, both target dtypes, ignored rows, forward and backward") {
+  uint64_t seed = 800;
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (int64_t n : parity_sizes()) {
+      if (n == 0) continue;  // classes: at least one
+      INFO(dtype << " size " << n);
+      for (DType index : {DType::Int64, DType::Int32})
+        check_parity([](const std::vector<Tensor>& in) { return nll_loss(log_softmax(in[0]), in[1]); },
+                     {input({9, n}, ++seed, dtype, -3, 3), targets(9, n, ++seed, index, 4)}, loss_tol(dtype));
+      check_parity([](const std::vector<Tensor>& in) { return mse_loss(in[0], in[1]); },
+                   {input({3, n}, ++seed, dtype), input({3, n}, ++seed, dtype)}, loss_tol(dtype));
+      check_parity([](const std::vector<Tensor>& in) { return kl_div(log_softmax(in[0]), softmax(in[1])); },
+                   {input({3, n}, ++seed, dtype, -3, 3), input({3, n}, ++seed, dtype, -3, 3)}, loss_tol(dtype));
+    }
+  check_error([] { nll_loss(to(zeros({2, 3}), dut()), to(from_vector<int64_t>({0, 3}, {2}), dut())); },
+              {"nll_loss", "target 3", "out of range for 3 classes"});
+}

@@ -113,6 +113,27 @@ TEST_CASE("Adam and AdamW on the device") {
   }, 6);
 }
 
+TEST_CASE("Adam and AdamW with amsgrad on the device: the maximum buffer too") {
+  check_optimizer([](std::vector<Tensor> p) {
+    optim::AdamOptions o{1e-2, {0.8, 0.9}, 1e-3, 0.01};
+    o.amsgrad = optim::AmsGrad::Yes;
+    return std::make_unique<optim::Adam>(p, o);
+  }, 6);
+  check_optimizer([](std::vector<Tensor> p) {
+    optim::AdamWOptions o{1e-2, {0.9, 0.9}, 1e-8, 0.1};
+    o.amsgrad = optim::AmsGrad::Yes;
+    return std::make_unique<optim::AdamW>(p, o);
+  }, 6);
+}
+
+TEST_CASE("RAdam's PyTorch convention on the device, across its switch (rho_t > 5 from t = 6)") {
+  check_optimizer([](std::vector<Tensor> p) {
+    optim::RAdamOptions o{1e-2, {0.9, 0.999}, 1e-3, 0.01};
+    o.convention = optim::RAdamConvention::PyTorch;
+    return std::make_unique<optim::RAdam>(p, o);
+  }, 8);
+}
+
 TEST_CASE("RAdam on the device, across the switch to rectified steps (rho_t > 4 from t = 5)") {
   check_optimizer([](std::vector<Tensor> p) { return std::make_unique<optim::RAdam>(p, optim::RAdamOptions{1e-2}); }, 8);
   check_optimizer([](std::vector<Tensor> p) {

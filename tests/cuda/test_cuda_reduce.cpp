@@ -1,5 +1,5 @@
-// Reductions on the GPU against the CPU: sum, mean, max, min, logsumexp, var (forward and
-// backward), argmax / argmin, over every parity size, several dims with and without keepdim,
+// Reductions on the GPU against the CPU: sum, mean, max, min, logsumexp, var, std, norm (forward and
+// backward), cumsum, argmax / argmin, over every parity size, several dims with and without keepdim,
 // non-contiguous inputs, ties, infinities and NaN, empty dims, integers, rows long enough to be cut
 // into chunks, more rows than one grid, and a reduction over 70 million elements.
 #include <functional>
@@ -15,6 +15,8 @@ namespace {
 
 using Reduction = std::function<Tensor(const Tensor&, const std::vector<int64_t>&, KeepDim)>;
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
 struct Named {
   const char* name;
   Reduction f;
@@ -28,14 +30,16 @@ const std::vector<Named>& differentiable() {
       {"min", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return tapestry::min(x, d, k); }},
       {"logsumexp", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return logsumexp(x, d, k); }},
       {"var", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return var(x, d, k); }},
+      {"std", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return tapestry::std(x, d, k); }},
+      {"norm 1", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return norm(x, 1, d, k); }},
+      {"norm 2", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return norm(x, 2, d, k); }},
+      {"norm inf", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return norm(x, kInf, d, k); }},
   };
   return ops;
 }
 
 // Sums of many float32 terms accumulate in double on both devices, in different orders.
 Tolerance reduce_tol(DType dtype) { return dtype == DType::Float32 ? Tolerance{1e-6, 1e-5} : Tolerance{1e-13, 1e-12}; }
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 }  // namespace
 
@@ -46,7 +50,7 @@ TEST_CASE("reductions of 1-d tensors of every size, forward and backward") {
       for (int64_t n : parity_sizes()) {
         const std::string name = op.name;
         if (n == 0 && name != "sum") continue;       // max / min refuse an empty dim; mean / var are 0 / 0
-        if (n == 1 && name == "var") continue;       // N − 1 = 0
+        if (n == 1 && (name == "var" || name == "std")) continue;  // N − 1 = 0
         INFO(op.name << " " << dtype << " size " << n);
         check_parity([&](const std::vector<Tensor>& in) { return op.f(in[0], {0}, KeepDim::No); },
                      {input({n}, ++seed, dtype)}, reduce_tol(dtype));
@@ -59,7 +63,7 @@ TEST_CASE("reductions over several dims, keepdim, non-contiguous inputs") {
   for (const Named& op : differentiable())
     for (const auto& dims : dim_sets)
       for (KeepDim keep : {KeepDim::No, KeepDim::Yes}) {
-        if (dims.empty() && std::string(op.name) == "var") continue;  // N = 1: division by 0
+        if (dims.empty() && (std::string(op.name) == "var" || std::string(op.name) == "std")) continue;  // N = 1: 0 / 0
         INFO(op.name << " dims " << to_string(dims) << (keep == KeepDim::Yes ? " keepdim" : ""));
         check_parity([&](const std::vector<Tensor>& in) { return op.f(in[0], dims, keep); },
                      {input({7, 33, 5}, ++seed)}, reduce_tol(DType::Float32));
@@ -166,4 +170,36 @@ TEST_CASE("reductions of 70 million elements (beyond one grid, in chunks)") {
   fill_(slice(x, 0, 65'000'001, 65'000'002), 5.0);  // a tie: the first wins
   CHECK(argmax(x, 0).item<int64_t>() == 12'345'678);
   CHECK(tapestry::max(x).item<double>() == 5.0);
+}
+
+TEST_CASE("cumsum: every size, every dim, integers, NaN; the gradient is the reversed running sum") {
+  uint64_t seed = 500;
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (int64_t n : parity_sizes()) {
+      INFO(dtype << " size " << n);
+      check_parity([](const std::vector<Tensor>& in) { return cumsum(in[0], 0); }, {input({n}, ++seed, dtype)},
+                   reduce_tol(dtype));
+    }
+  for (int64_t dim : {0, 1, 2, -1}) {
+    INFO("dim " << dim);
+    check_parity([dim](const std::vector<Tensor>& in) { return cumsum(in[0], dim); }, {input({7, 33, 5}, ++seed)},
+                 reduce_tol(DType::Float32));
+    check_parity([dim](const std::vector<Tensor>& in) { return cumsum(permute(in[0], {1, 2, 0}), dim); },
+                 {input({5, 7, 33}, ++seed)}, reduce_tol(DType::Float32));
+  }
+  // One float64 row added in the same order on both devices: the same bits.
+  check_values([](const std::vector<Tensor>& in) { return cumsum(in[0], 1); }, {input({3, 4097}, ++seed, DType::Float64)},
+               kExact);
+  for (DType dtype : {DType::Int32, DType::Int64}) {
+    INFO(dtype);
+    check_values([](const std::vector<Tensor>& in) { return cumsum(in[0], 1); }, {small_integers({4, 1000}, 7, dtype, -9, 9)},
+                 kExact);
+  }
+  const Tensor with_nan = from_vector<double>({1, std::nan(""), 2, 3}, {1, 4});
+  check_values([](const std::vector<Tensor>& in) { return cumsum(in[0], 1); }, {with_nan}, kExact);
+  check_values([](const std::vector<Tensor>& in) { return norm(in[0], 2, {1}); }, {with_nan}, kExact);
+  // A zero row: the 2-norm's and std's gradient is 0 on both devices.
+  check_parity([](const std::vector<Tensor>& in) { return norm(in[0] * 0.0, 2, {1}); }, {input({3, 5}, ++seed)}, kExact);
+  check_parity([](const std::vector<Tensor>& in) { return tapestry::std(in[0] * 0.0, {1}); }, {input({3, 5}, ++seed)},
+               kExact);
 }

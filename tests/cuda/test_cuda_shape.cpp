@@ -92,3 +92,25 @@ TEST_CASE("moving between devices, with the gradient moving back") {
   CHECK(leaf.grad().device() == Device::cpu());
   check_close(leaf.grad(), full({4, 5}, 3.0));
 }
+
+TEST_CASE("flip, roll, repeat, tril and triu: every size, forward and backward") {
+  uint64_t seed = 600;
+  for (int64_t n : parity_sizes()) {
+    INFO("size " << n);
+    check_parity([](const std::vector<Tensor>& in) { return flip(in[0], {0, 1}); }, {input({3, n}, ++seed)}, kExact);
+    check_parity([](const std::vector<Tensor>& in) { return roll(in[0], {-2, 5}, {0, 1}); }, {input({3, n}, ++seed)},
+                 kExact);
+    check_parity([](const std::vector<Tensor>& in) { return repeat(transpose(in[0], 0, 1), {2, 1, 3}); },
+                 {input({3, n}, ++seed)}, tol(DType::Float32));
+    for (int64_t diagonal : {-2, 0, 3}) {
+      check_parity([diagonal](const std::vector<Tensor>& in) { return tril(in[0], diagonal); }, {input({2, n, 7}, ++seed)},
+                   kExact);
+      check_parity([diagonal](const std::vector<Tensor>& in) { return triu(in[0], diagonal); }, {input({7, n}, ++seed)},
+                   kExact);
+    }
+  }
+  check_values([](const std::vector<Tensor>& in) { return flip(in[0], {1}); }, {small_integers({3, 33}, 1, DType::Int32)},
+               kExact);
+  check_values([](const std::vector<Tensor>& in) { return tril(in[0]); }, {small_integers({33, 31}, 2, DType::Bool, 0, 2)},
+               kExact);
+}
