@@ -326,7 +326,7 @@ Report Trainer::train(const TaskFactory& make_task) {
           report.stopped_early = true;
           if (world.is_root())
             std::fprintf(stderr, "\ntapestry %s: no better %s in %lld evaluations: stopping at step %lld\n",
-                       report.task.c_str(), spec_.best.name.c_str(), (long long)best.since, (long long)step);
+                         report.task.c_str(), spec_.best.name.c_str(), (long long)best.since, (long long)step);
           break;
         }
       }
