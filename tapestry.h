@@ -15,6 +15,8 @@
 #include "data/idx.h"
 #include "data/parallel_text.h"
 #include "data/sentencepiece.h"
+#include "dist/reducer.h"
+#include "dist/world.h"
 #include "metrics/accuracy.h"
 #include "metrics/bleu.h"
 #include "metrics/clustering.h"

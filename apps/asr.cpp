@@ -222,7 +222,8 @@ std::vector<int64_t> decode(const Tensor& log_probs, int64_t length, int64_t bea
 
 class AsrRun : public train::Task {
  public:
-  AsrRun(const Prepared& p, const AsrOptions& o, const Attentions& a, Generator& gen, Device device)
+  AsrRun(const Prepared& p, const AsrOptions& o, const Attentions& a, Generator& gen, Device device,
+         const dist::World& world)
       : p_(p),
         a_(a),
         device_(device),
@@ -231,7 +232,7 @@ class AsrRun : public train::Task {
         model_(model_options(o, int64_t(p.inventory.size()), a.train), gen),
         // An --eval-only run reads no training split; its sampler, never drawn from, gets the eval split.
         sampler_(p.train.size() > 0 ? p.train.frames : p.eval.frames, batching(o, data::Shuffle::Yes),
-                 train::derived_seed(o.train.seed, 3)),
+                 train::derived_seed(o.train.seed, 3), world.rank(), world.size()),
         eval_seed_(train::derived_seed(o.train.seed, 2)) {
     model_.to(device);
     eval_batches_ = data::bucket_batches(p.eval.frames, batching(o, data::Shuffle::No));
@@ -377,7 +378,9 @@ train::Report run_asr(const AsrOptions& o) {
                      {"infeasible", {{"train", p.train.infeasible}, {"eval", p.eval.infeasible}}},
                      {"phonemes", p.inventory.size()}};
   train::Trainer trainer(spec, o.train);
-  return trainer.run([&](Generator& gen, Device device) { return std::make_unique<AsrRun>(p, o, a, gen, device); });
+  return trainer.run([&](Generator& gen, Device device) {
+    return std::make_unique<AsrRun>(p, o, a, gen, device, trainer.world());
+  });
 }
 
 AsrCheckpoint read_asr_checkpoint(const std::string& path, const AsrOptions& options, const char* flag) {

@@ -254,12 +254,14 @@ Prepared prepare(const ClassifyOptions& o, const Corpus& corpus, const data::Spl
 
 class ClassifyRun : public train::Task {
  public:
-  ClassifyRun(const Prepared& p, const ClassifyOptions& o, const Attentions& a, Generator& gen, Device device)
+  ClassifyRun(const Prepared& p, const ClassifyOptions& o, const Attentions& a, Generator& gen, Device device,
+              const dist::World& world)
       : p_(p),
         a_(a),
         device_(device),
         model_(classifier_options(p, o, a), gen),
-        sampler_(lengths(p.split.train), batching(o, data::Shuffle::Yes), train::derived_seed(o.train.seed, 3)),
+        sampler_(lengths(p.split.train), batching(o, data::Shuffle::Yes), train::derived_seed(o.train.seed, 3),
+                 world.rank(), world.size()),
         eval_seed_(train::derived_seed(o.train.seed, 2)) {
     model_.to(device);
     const std::vector<int64_t>& held_out = p.eval(o.eval_split);
@@ -466,7 +468,7 @@ train::Report run_prepared(const ClassifyOptions& o, const Prepared& p, std::chr
   spec.log_fields["eval_attention"] = a.eval.to_string();
   train::Trainer trainer(spec, o.train);
   return trainer.run(
-      [&](Generator& gen, Device device) { return std::make_unique<ClassifyRun>(p, o, a, gen, device); });
+      [&](Generator& gen, Device device) { return std::make_unique<ClassifyRun>(p, o, a, gen, device, trainer.world()); });
 }
 
 std::string format(const char* spec, double value) {

@@ -57,11 +57,15 @@ Check<std::string> one_of(std::vector<std::string> values) {
 }
 
 nlohmann::json sampler_state(const data::BatchSampler& sampler) {
-  return {{"epoch", sampler.state().epoch}, {"position", sampler.state().position}};
+  return {{"epoch", sampler.state().epoch}, {"position", sampler.state().position}, {"ranks", sampler.world_size()}};
 }
 
 void restore_sampler(data::BatchSampler& sampler, const nlohmann::json& state) {
-  if (state.contains("epoch")) sampler.restore({state.at("epoch").get<int64_t>(), state.at("position").get<int64_t>()});
+  if (!state.contains("epoch")) return;
+  // `position` batches of each of `ranks` shares were taken: that many of the epoch's batches, of
+  // which each of this run's ranks skips its share (rounded down).
+  const int64_t taken = state.at("position").get<int64_t>() * state.value("ranks", int64_t(1));
+  sampler.restore({state.at("epoch").get<int64_t>(), taken / sampler.world_size()});
 }
 
 Attentions attentions(const std::string& train, const std::string& eval) {

@@ -203,7 +203,7 @@ class OptionTable {
 
 // The flags of train::TrainOptions, the same in every training app: --optimizer, --schedule and
 // --clip, --seed (recorded as training settings), --steps, --eval-every, --patience, --device,
-// --threads, --log, --save, --save-every, --save-best, --resume, --eval-only. Their checks are
+// --threads, --log, --save, --save-every, --save-best, --resume, --eval-only, --distributed. Their checks are
 // train::check_options's.
 template <class Options>
 void add_train_options(OptionTable<Options>& t, train::TrainOptions Options::*g) {
@@ -229,6 +229,9 @@ void add_train_options(OptionTable<Options>& t, train::TrainOptions Options::*g)
   t.add("--save-best", g, &T::save_best, "write a checkpoint to FILE at every new best evaluation");
   t.add("--resume", g, &T::resume, "continue the run in checkpoint FILE (same settings), exactly");
   t.add("--eval-only", g, &T::eval_only, "evaluate the --resume checkpoint, train nothing");
+  t.add("--distributed", g, &T::distributed,
+        "one rank of an MPI job, started as mpirun -np N tapestry ... --distributed: data-parallel training "
+        "(docs/DISTRIBUTED.md)");
 }
 
 // The attention a model trains with and the one it is evaluated with.
@@ -266,7 +269,8 @@ void add_attention_options(OptionTable<Options>& t, std::string Options::*train,
 void check_attention_memory(const Attentions& a, int64_t batch, int64_t heads, int64_t length);
 
 // A training app's data::BatchSampler position as train::Task::data_state records it, and back (a
-// state without one leaves the sampler where it is).
+// state without one leaves the sampler where it is). The state counts the ranks that shared the
+// epoch, so that a run resumes on any number of them at the same place in the epoch.
 nlohmann::json sampler_state(const data::BatchSampler& sampler);
 void restore_sampler(data::BatchSampler& sampler, const nlohmann::json& state);
 
@@ -309,6 +313,7 @@ CLI::App* add_training_app(CommandLine& cli, TrainingApp<Options> app, CLI::App*
       }
       return run_reporting_errors(full_name.c_str(), [&] {
         const train::Report r = app.run(o);
+        if (r.rank != 0) return 0;  // one rank of several: rank 0 reports
         const std::string summary = summary_line(app.headline(o, r), r);
         if (*json) {
           std::fprintf(stderr, "%s\n", summary.c_str());

@@ -277,12 +277,12 @@ std::vector<std::string> translate_sources(models::Translator& model, const Sent
 
 class TranslateRun : public train::Task {
  public:
-  TranslateRun(const Prepared& p, const TranslateOptions& o, Generator& gen, Device device)
+  TranslateRun(const Prepared& p, const TranslateOptions& o, Generator& gen, Device device, const dist::World& world)
       : p_(p),
         o_(o),
         device_(device),
         model_(translator_options(o), gen),
-        sampler_(p.train.lengths, batching(o), train::derived_seed(o.train.seed, 3)),
+        sampler_(p.train.lengths, batching(o), train::derived_seed(o.train.seed, 3), world.rank(), world.size()),
         eval_seed_(train::derived_seed(o.train.seed, 2)) {
     model_.to(device);
     data::BatchingOptions b = batching(o);
@@ -423,7 +423,9 @@ train::Report run_translate(const TranslateOptions& o) {
                      {"empty_pairs", p.empty_pairs},
                      {"long_pairs", p.long_pairs}};
   train::Trainer trainer(spec, o.train);
-  return trainer.run([&](Generator& gen, Device device) { return std::make_unique<TranslateRun>(p, o, gen, device); });
+  return trainer.run([&](Generator& gen, Device device) {
+    return std::make_unique<TranslateRun>(p, o, gen, device, trainer.world());
+  });
 }
 
 std::vector<std::string> translate_lines(const TranslateOptions& o, const std::vector<std::string>& lines) {

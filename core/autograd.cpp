@@ -1,6 +1,7 @@
 #include "core/autograd.h"
 
 #include <cmath>
+#include <unordered_map>
 
 // The one place core calls ops: running the tape backward adds, reduces and fills gradients with
 // the ops' own kernels on every device rather than with a second copy of them here
@@ -238,9 +239,32 @@ void backward(const Tensor& root, const Tensor& seed, Retain retain) {
   Tape& tape = Tape::current();
   tape.last_backward_.clear();
   Gradients::Sink sink;
+  // A leaf's gradient is complete once every entry that takes it as an input has run backward:
+  // its hooks run then, not after the whole walk, so that a hook can act on it (start the
+  // gradient's all-reduce, dist/reducer.h) while backward computes the rest. Counted for the leaves
+  // with hooks only; the others are accumulated at the end, as is a leaf no entry takes.
+  std::unordered_map<AutogradMeta*, size_t> uses;
+  for (const auto& entry : tape.entries_)
+    if (entry)
+      for (const auto& input : entry->inputs)
+        if (input && input->is_leaf && !input->hooks.empty()) ++uses[input.get()];
+  const auto release_inputs = [&](const Tape::Entry& entry) {
+    if (uses.empty()) return;
+    for (const auto& input : entry.inputs) {
+      if (!input) continue;
+      const auto found = uses.find(input.get());
+      if (found == uses.end() || --found->second > 0) continue;
+      if (input->pending.defined()) {
+        run_hooks(*input);
+        accumulate_grad(*input);
+        input->pending = Tensor();
+      }
+    }
+  };
   try {
     sink.add(root.impl().autograd, start);
     for (size_t i = tape.entries_.size(); i-- > 0;) {
+      if (!tape.entries_[i]) continue;
       Tape::Entry& entry = *tape.entries_[i];
       std::vector<std::shared_ptr<AutogradMeta>> outs;
       bool reached = false;
@@ -248,7 +272,10 @@ void backward(const Tensor& root, const Tensor& seed, Retain retain) {
         outs.push_back(weak.lock());
         reached = reached || (outs.back() && outs.back()->pending.defined());
       }
-      if (!reached) continue;
+      if (!reached) {
+        release_inputs(entry);
+        continue;
+      }
 
       TapeEntryInfo info = entry.info();
       std::vector<Tensor> grad_outputs;
@@ -272,6 +299,7 @@ void backward(const Tensor& root, const Tensor& seed, Retain retain) {
       }
       for (const auto& meta : outs)
         if (meta) meta->pending = Tensor();
+      release_inputs(entry);
       tape.last_backward_.push_back(std::move(info));
       if (retain == Retain::No) tape.entries_[i].reset();  // its closure and saved tensors go now
     }

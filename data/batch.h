@@ -158,6 +158,7 @@ class BatchSampler {
 
   int64_t epoch() const { return state_.epoch; }
   int64_t position() const { return state_.position; }
+  int64_t world_size() const { return world_size_; }  // the ranks that share each epoch
   // This rank's batches of the current epoch, and their number.
   const BatchList& batches() const { return batches_; }
   int64_t batches_in_epoch() const { return static_cast<int64_t>(batches_.size()); }

@@ -109,6 +109,23 @@ TEST_CASE("hooks observe the gradient of leaves and intermediates") {
   check_error([] { zeros({2}).register_hook([](const Tensor&) {}); }, {"register_hook", "does not require grad"});
 }
 
+TEST_CASE("a leaf's hook runs as soon as the last op that uses it has run backward") {
+  // y = sum((2x) · w): backward reaches the product first, which completes w's gradient; then 2x,
+  // whose gradient h sees, and which completes x's. The leaves' gradients are accumulated as before.
+  Tensor x = from_vector<double>({1, 2}, {2}), w = from_vector<double>({3, 4}, {2});
+  x.set_requires_grad(true);
+  w.set_requires_grad(true);
+  const Tensor h = x * 2.0;
+  std::vector<std::string> order;
+  x.register_hook([&](const Tensor&) { order.push_back("x"); });
+  w.register_hook([&](const Tensor&) { order.push_back("w"); });
+  h.register_hook([&](const Tensor&) { order.push_back("h"); });
+  sum(h * w).backward();
+  CHECK(order == std::vector<std::string>{"w", "h", "x"});
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{2, 4});  // 2x
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{6, 8});  // 2w
+}
+
 TEST_CASE("retain_grad keeps an intermediate's gradient") {
   Tensor x = from_vector<double>({1, 2}, {2});
   x.set_requires_grad(true);

@@ -8,7 +8,9 @@
 #include <optional>
 
 #include "core/autograd.h"
+#include "core/creation.h"
 #include "core/error.h"
+#include "dist/reducer.h"
 #include "optim/clip.h"
 #include "optim/config.h"
 #include "train/progress.h"
@@ -58,6 +60,22 @@ struct Best {
   }
 };
 
+// Rank 0's metrics on every rank (names and values; a value may be NaN, which JSON cannot carry).
+Metrics broadcast(const dist::World& world, const Metrics& metrics) {
+  if (world.size() == 1) return metrics;
+  nlohmann::json names = nlohmann::json::array();
+  std::vector<double> values;
+  for (const auto& [name, value] : metrics) names.push_back(name), values.push_back(value);
+  names = nlohmann::json::parse(world.broadcast(names.dump()));
+  values.resize(names.size());
+  const Tensor shared = from_vector(values, {int64_t(values.size())});
+  world.broadcast(shared);
+  values = shared.to_vector<double>();
+  Metrics out;
+  for (size_t i = 0; i < values.size(); ++i) out.emplace_back(names[i].get<std::string>(), values[i]);
+  return out;
+}
+
 }  // namespace
 
 void check_options(const TrainOptions& o) {
@@ -74,6 +92,7 @@ void check_options(const TrainOptions& o) {
   TP_CHECK(!o.eval_only || !o.resume.empty(), "--eval-only", "needs --resume FILE: the checkpoint to evaluate");
   TP_CHECK(!o.eval_only || (o.save.empty() && o.save_best.empty()), "--eval-only",
            "trains nothing, so there is nothing to --save");
+  if (o.distributed) dist::require_mpi("--distributed");
   try {
     Device::parse(o.device);
   } catch (const Error& e) {
@@ -122,6 +141,8 @@ std::string Report::metrics_text() const {
 
 uint64_t derived_seed(uint64_t seed, uint64_t stream) { return seed ^ (0x9E3779B97F4A7C15ull * stream); }
 
+uint64_t rank_seed(uint64_t seed, int rank) { return derived_seed(seed, (uint64_t(1) << 32) + uint64_t(rank)); }
+
 Device resolve_device(const std::string& text) {
   Device device;
   try {
@@ -148,17 +169,35 @@ ScopedThreads::~ScopedThreads() { omp_set_num_threads(previous_); }
 Trainer::Trainer(RunSpec spec, TrainOptions options) : spec_(std::move(spec)), options_(std::move(options)) {}
 
 Report Trainer::run(const TaskFactory& make_task) {
+  check_options(options_);
+  world_ = options_.distributed ? dist::World::join() : dist::World();
+  try {
+    Report report = train(make_task);
+    world_ = dist::World();
+    return report;
+  } catch (const std::exception& e) {
+    // The other ranks would wait for this one in their next collective: stop them all.
+    if (world_.size() > 1) world_.abort(e.what());
+    world_ = dist::World();
+    throw;
+  }
+}
+
+Report Trainer::train(const TaskFactory& make_task) {
   const TrainOptions& o = options_;
+  const dist::World& world = world_;
   const auto start = std::chrono::steady_clock::now();
   const auto since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
-  check_options(o);
   const auto optimizer_config = optim::OptimizerConfig::parse(o.optimizer);
   const auto schedule_config = optim::ScheduleConfig::parse(o.schedule);
   const ScopedThreads threads(o.threads);
-  const Device device = resolve_device(o.device);
-  MetricsLog log(o.log);
+  Device device = resolve_device(o.device);
+  // Several ranks on one machine take one GPU each, unless --device names one.
+  if (device.is_cuda() && world.size() > 1 && o.device.find(':') == std::string::npos)
+    device = Device::cuda(world.local_rank() % cuda::device_count());
+  MetricsLog log(world.is_root() ? o.log : "");
   std::optional<ResumedRun> resumed;
   if (!o.resume.empty())
     resumed.emplace(o.resume, spec_.identity, o.eval_only ? Compare::ModelOnly : Compare::ModelAndTraining);
@@ -182,6 +221,9 @@ Report Trainer::run(const TaskFactory& make_task) {
     }
     resumed.reset();
   }
+  if (world.rank() > 0) gen.set_state(rank_seed(o.seed, world.rank()), gen.offset());
+  for (const Tensor& p : model.parameters()) world.broadcast(p);
+  for (const auto& [name, buffer] : model.named_buffers()) world.broadcast(buffer);
 
   Report report;
   report.task = spec_.identity.task;
@@ -192,15 +234,18 @@ Report Trainer::run(const TaskFactory& make_task) {
   report.seed = o.seed;
   report.parameters = model.parameter_count();
   report.eval_only = o.eval_only;
+  report.rank = world.rank();
+  if (world.joined()) report.fields["ranks"] = world.size();
 
   const auto evaluate = [&](double train_loss) {
     Evaluation e;
-    {
+    if (world.is_root()) {
       NoGradGuard no_grad;
       model.eval();
       e = task->evaluate();
       model.train();
     }
+    e.metrics = broadcast(world, e.metrics);
     nlohmann::json record = spec_.log_fields;
     record["event"] = "eval";
     record["step"] = step;
@@ -212,6 +257,7 @@ Report Trainer::run(const TaskFactory& make_task) {
     return e;
   };
   const auto save = [&](const std::string& path) {
+    if (!world.is_root()) return;
     RunState state{&model, optimizer.get(), schedule.get(), &gen, step, best.state(), task->data_state()};
     save_run(path, spec_.identity, state);
   };
@@ -227,12 +273,14 @@ Report Trainer::run(const TaskFactory& make_task) {
                o.resume, "' evaluates to a ", name, " of NaN: its weights are not finite numbers");
   } else {
     const int64_t first = step;
-    if (first >= o.steps)
+    if (first >= o.steps && world.is_root())
       std::fprintf(stderr, "tapestry %s: the checkpoint is at step %lld, --steps is %lld: nothing to train\n",
                    report.task.c_str(), (long long)first, (long long)o.steps);
     const std::vector<Tensor> params = model.parameters();
     std::optional<Progress> progress;
-    if (o.progress)
+    std::optional<dist::GradientReducer> reducer;
+    if (world.joined()) reducer.emplace(world, params);
+    if (o.progress && world.is_root())
       progress.emplace(first > 0 ? report.task + " (resumed at step " + std::to_string(first) + ")" : report.task,
                        std::max<int64_t>(o.steps - first, 0), spec_.unit);
     const auto train_start = std::chrono::steady_clock::now();
@@ -242,8 +290,14 @@ Report Trainer::run(const TaskFactory& make_task) {
     while (step < o.steps) {
       ++step;
       optimizer->zero_grad();
-      const Step s = task->step(gen);
+      Step s = task->step(gen);
       s.objective.backward();
+      if (reducer) {
+        reducer->finish();
+        std::vector<double> sums{s.loss, s.items};  // the loss: the mean over the ranks; the items: their sum
+        world.sum(sums);
+        s.loss = sums[0] / world.size(), s.items = sums[1];
+      }
       TP_CHECK(std::isfinite(s.loss), "training", "the loss is ", s.loss, " at step ", step,
                "; try a lower learning rate (--optimizer) or gradient clipping (--clip 1)");
       if (o.clip > 0) optim::clip_grad_norm(params, o.clip);
@@ -270,8 +324,9 @@ Report Trainer::run(const TaskFactory& make_task) {
         if (plateau) plateau->step(spec_.best.goal == Goal::Max ? -value : value);
         if (o.patience > 0 && best.since >= o.patience && step < o.steps) {
           report.stopped_early = true;
-          std::fprintf(stderr, "\ntapestry %s: no better %s in %lld evaluations: stopping at step %lld\n",
-                       report.task.c_str(), spec_.best.name.c_str(), (long long)best.since, (long long)step);
+          if (world.is_root())
+            std::fprintf(stderr, "\ntapestry %s: no better %s in %lld evaluations: stopping at step %lld\n",
+                         report.task.c_str(), spec_.best.name.c_str(), (long long)best.since, (long long)step);
           break;
         }
       }

@@ -23,6 +23,16 @@
 // It is checkpointed, so a resumed run continues exactly. Held-out data and evaluation should draw
 // from generators of their own (derived_seed), so that evaluating more or less often never changes
 // training.
+//
+// Data parallelism (options.distributed, docs/DISTRIBUTED.md): every rank builds the task, rank 0's
+// parameters and buffers are broadcast, and each step's gradients are averaged over the ranks
+// (dist/reducer.h) before clipping and the optimizer step, so every rank holds the same weights.
+// Rank 0 keeps the single-process stream; rank r ≥ 1 continues from the same counter under the key
+// rank_seed(seed, r), so each rank draws its own batches and dropout. The task shards a data set by
+// world().rank() and world().size(). Only rank 0 evaluates (the metrics are broadcast: every rank
+// takes the same early-stopping and schedule decisions), prints progress, logs and checkpoints;
+// the checkpoint is a single-process one (rank 0's generator) and resumes on any number of ranks.
+// The logged training loss is the mean over the ranks. An error on one rank stops every rank.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -37,6 +47,7 @@
 
 #include "core/device.h"
 #include "core/random.h"
+#include "dist/world.h"
 #include "nn/module.h"
 #include "train/run_state.h"
 
@@ -60,6 +71,7 @@ struct TrainOptions {
   std::string resume;         // continue this checkpoint's run (or, with eval_only, evaluate it)
   bool eval_only = false;
   bool progress = true;       // the progress line on stderr
+  bool distributed = false;   // one rank of an MPI job (mpirun -np N ...); see the top of this file
 };
 
 // Checks what can be checked without a device or a file (ranges, parsable optimizer and schedule,
@@ -130,6 +142,7 @@ struct Report {
   uint64_t seed = 0;
   int64_t parameters = 0;
   bool eval_only = false;
+  int rank = 0;  // this process's rank (data parallelism, not in the JSON): only rank 0 shows the report
 
   // {<fields>, "task", "steps", <metrics>, "train_loss", "best_<metric>", "best_step", "stopped_early", "seconds",
   //  "<unit>_per_second", "device", "seed", "parameters", "eval_only"}
@@ -143,6 +156,10 @@ struct Report {
 // Seeds for a run's other streams (held-out data, evaluation hashing): a function of the seed and
 // the stream number that differs from the seed itself for stream ≥ 1.
 uint64_t derived_seed(uint64_t seed, uint64_t stream);
+
+// The key of rank `rank`'s training stream (rank ≥ 1; rank 0's is the seed itself):
+// derived_seed(seed, 2^32 + rank), apart from the streams apps derive (small stream numbers).
+uint64_t rank_seed(uint64_t seed, int rank);
 
 // The device `text` names (auto | cpu | cuda[:i]); throws Error naming --device when it is not usable
 // here (cuda without a GPU).
@@ -172,9 +189,16 @@ class Trainer {
   // and a loss that is not finite.
   Report run(const TaskFactory& make_task);
 
+  // The ranks of the run in progress (a process alone outside run()), for a task that shards its
+  // data set: make_task may read it.
+  const dist::World& world() const { return world_; }
+
  private:
+  Report train(const TaskFactory& make_task);
+
   RunSpec spec_;
   TrainOptions options_;
+  dist::World world_;
 };
 
 }  // namespace tapestry::train
