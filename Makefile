@@ -117,9 +117,7 @@ BENCH_COMMON     ?= --repeats 3
 BENCH_ARGS       ?=
 BENCH_OPS_ARGS   ?=
 BENCH_TRAIN_ARGS ?=
-# The translation model's step at a quarter of the small preset's token budget (B = 32 of S = T = 32):
-# the whole budget (B = 128) takes about 45 s a step on the loaded 2-core machine.
-BENCH_TRANSLATE_ARGS ?= --batch 32
+BENCH_TRANSLATE_ARGS ?=
 
 bench: build
 	@BENCH_PYTHON=$(BENCH_PYTHON) scripts/setup-bench
