@@ -221,7 +221,6 @@ Prepared prepare(const TranslateOptions& o, const std::vector<std::string>& spm_
 
 // ---- the model ----
 
-
 nn::decode::SearchOptions search_options(const TranslateOptions& o, const std::vector<int64_t>& source_pieces) {
   nn::decode::SearchOptions s;
   s.beam = o.beam;
