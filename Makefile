@@ -98,14 +98,14 @@ test-cuda: build
 	  $(SANITIZER) --tool racecheck --error-exitcode 1 $(BUILD)/tapestry_cuda_tests $(SANITIZED); \
 	fi
 
-# The benchmarks (docs/PERFORMANCE.md): `tapestry bench ops`, `attention` and `train`, then their
+# The benchmarks (docs/PERFORMANCE.md): `tapestry bench ops`, `attention`, `train` and `translate`, then their
 # PyTorch peers with the same settings (read back from Tapestry's JSON), then the side-by-side table.
 # PyTorch (Debian's python3-torch, large) is installed on demand by scripts/setup-bench; without it
 # Tapestry's figures are printed alone. CPU runs use BENCH_THREADS threads. Extra flags:
 # BENCH_COMMON for all three (default 3 repeats: 6 minutes on a loaded 2-core machine, where full
 # attention at N = 8192 takes ~9 GiB and tens of seconds per run; BENCH_COMMON= gives the programs'
 # own default of 5), BENCH_ARGS for `bench attention` (e.g. --lengths 512,1024,2048),
-# BENCH_OPS_ARGS, BENCH_TRAIN_ARGS; later flags win. OpenMP threads wait passively (both Tapestry's
+# BENCH_OPS_ARGS, BENCH_TRAIN_ARGS, BENCH_TRANSLATE_ARGS; later flags win. OpenMP threads wait passively (both Tapestry's
 # and PyTorch's libgomp): on a shared machine spinning threads made small problems up to 8 times
 # slower and far noisier (full attention at N = 512, load 5 on 2 cores: 964 ms spinning, 197 ms
 # passive).
@@ -117,6 +117,7 @@ BENCH_COMMON     ?= --repeats 3
 BENCH_ARGS       ?=
 BENCH_OPS_ARGS   ?=
 BENCH_TRAIN_ARGS ?=
+BENCH_TRANSLATE_ARGS ?=
 
 bench: build
 	@BENCH_PYTHON=$(BENCH_PYTHON) scripts/setup-bench
@@ -127,10 +128,12 @@ bench: build
 	$(BUILD)/tapestry bench ops --json $(BENCH_DIR)/ops.json $(BENCH_COMMON) $(BENCH_OPS_ARGS); echo; \
 	$(BUILD)/tapestry bench attention --json $(BENCH_DIR)/attention.json $(BENCH_COMMON) $(BENCH_ARGS); echo; \
 	$(BUILD)/tapestry bench train --json $(BENCH_DIR)/train.json $(BENCH_COMMON) $(BENCH_TRAIN_ARGS); echo; \
+	$(BUILD)/tapestry bench translate --json $(BENCH_DIR)/translate.json $(BENCH_COMMON) $(BENCH_TRANSLATE_ARGS); echo; \
 	if $(BENCH_PYTHON) -c 'import torch' 2>/dev/null; then \
 	  echo "make bench: PyTorch peers"; \
 	  $(BENCH_PYTHON) bench/peers/attention.py --like $(BENCH_DIR)/attention.json --json $(BENCH_DIR)/attention-torch.json; \
 	  $(BENCH_PYTHON) bench/peers/train.py --like $(BENCH_DIR)/train.json --json $(BENCH_DIR)/train-torch.json; \
+	  $(BENCH_PYTHON) bench/peers/translate.py --like $(BENCH_DIR)/translate.json --json $(BENCH_DIR)/translate-torch.json; \
 	else \
 	  echo "make bench: PyTorch is not installed (scripts/setup-bench): Tapestry's figures alone"; \
 	fi; \

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <limits>
 #include <new>
 
 #include "core/error.h"
@@ -30,6 +31,7 @@ void add_bench(CommandLine& cli) {
   bench::add_attention(cli, bench);
   bench::add_ops(cli, bench);
   bench::add_train(cli, bench);
+  bench::add_translate(cli, bench);
 }
 
 }  // namespace tapestry::app
@@ -78,6 +80,40 @@ Timing time_runs(Device device, int warmup, int repeats, const std::function<voi
     timing.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   return timing;
+}
+
+void measure_step(nlohmann::json& row, Device device, const CommonOptions& common,
+                  const std::function<TrainingStep()>& build) {
+  Allocator& allocator = context(device).allocator();
+  allocator.empty_cache();  // the last row's cached blocks would crowd this one; its warm-up refills the cache
+  try {
+    const TrainingStep step = build();
+    Tensor loss;
+    int64_t peak = 0;
+    const Timing timing = time_runs(
+        device, common.warmup, common.repeats,
+        [&] {
+          loss = step();
+          peak = std::max(peak, allocator.stats().peak);
+        },
+        [&] {
+          synchronize(device);
+          allocator.reset_peak();
+        });
+    row["status"] = "ok";
+    row["ms"] = timing.median();
+    row["ms_runs"] = timing.ms;
+    row["peak_bytes"] = peak;
+    row["loss"] = loss.item<double>();
+  } catch (const std::exception& e) {
+    row["status"] = failure_status(e);
+    row["ms"] = std::numeric_limits<double>::quiet_NaN();
+  }
+  allocator.empty_cache();
+}
+
+double number(const nlohmann::json& row, const char* key) {
+  return row.contains(key) && row[key].is_number() ? row[key].get<double>() : std::numeric_limits<double>::quiet_NaN();
 }
 
 std::string failure_status(const std::exception& e) {

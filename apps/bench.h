@@ -9,6 +9,7 @@
 //                              paper, supplementary §C.1): time and peak memory per element
 //   tapestry bench ops         achieved GB/s of memory-bound ops, GFLOP/s of matmul
 //   tapestry bench train       time per training step of the copy-task model
+//   tapestry bench translate   time per training step of the translation model
 //
 // Timing: each timed run is bracketed by the device's synchronize() (a no-op on the CPU), after
 // `warmup` untimed runs; the table shows the median of `repeats` runs.
@@ -25,6 +26,7 @@
 
 #include "apps/app.h"
 #include "core/device.h"
+#include "core/tensor.h"
 
 namespace tapestry::app {
 
@@ -45,10 +47,11 @@ struct CommonOptions {
 };
 void add_common_options(CLI::App& command, CommonOptions& options);
 
-// The subcommands (apps/bench_attention.cpp, bench_ops.cpp, bench_train.cpp).
+// The subcommands (apps/bench_attention.cpp, bench_ops.cpp, bench_train.cpp, bench_translate.cpp).
 void add_attention(CommandLine& cli, CLI::App* bench);
 void add_ops(CommandLine& cli, CLI::App* bench);
 void add_train(CommandLine& cli, CLI::App* bench);
+void add_translate(CommandLine& cli, CLI::App* bench);
 
 // Waits until the work queued on `device` has finished (a no-op on the CPU).
 void synchronize(Device device);
@@ -62,6 +65,20 @@ struct Timing {
 };
 Timing time_runs(Device device, int warmup, int repeats, const std::function<void()>& run,
                  const std::function<void()>& before = {});
+
+// One row of a training-step benchmark (bench train, bench translate): `build` makes the model,
+// optimizer and batch on `device` and returns the step, which runs zero_grad, forward, backward and
+// the optimizer's step and returns the loss. The step is timed by time_runs (common's warm-up and
+// repeats) with the allocator's peak reset before each run. Sets row's "status" ("ok"), "ms" (the
+// median), "ms_runs", "peak_bytes" (the allocator's peak over the runs, parameters and batch
+// included) and "loss" (the last step's); when building or a step throws, "status" says why
+// (failure_status) and "ms" is NaN. The allocator's cache is emptied before and after.
+using TrainingStep = std::function<Tensor()>;
+void measure_step(nlohmann::json& row, Device device, const CommonOptions& common,
+                  const std::function<TrainingStep()>& build);
+
+// row[key] as a number; NaN when it is missing or not a number.
+double number(const nlohmann::json& row, const char* key);
 
 // The status of a row whose run threw: "out of memory" when the allocator (or operator new) ran out,
 // else "failed: <message>".

@@ -155,10 +155,6 @@ nlohmann::json measure(const std::string& type, int64_t n, const AttentionOption
   return row;
 }
 
-double number(const nlohmann::json& row, const char* key) {
-  return row.contains(key) && row[key].is_number() ? row[key].get<double>() : std::numeric_limits<double>::quiet_NaN();
-}
-
 // ms_vs_full and memory_vs_full of each row against the full-attention row of the same N and batch
 // (null when full attention is not in the run or did not finish).
 void add_ratios(nlohmann::json& rows) {

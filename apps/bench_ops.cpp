@@ -236,10 +236,6 @@ nlohmann::json matmul_row(const std::vector<int64_t>& s, const OpsOptions& o, De
   return row;
 }
 
-double number(const nlohmann::json& row, const char* key) {
-  return row.contains(key) && row[key].is_number() ? row[key].get<double>() : kNaN;
-}
-
 std::string shape_text(const nlohmann::json& shape) {
   std::string text;
   for (const auto& d : shape) text += (text.empty() ? "" : "×") + std::to_string(d.get<int64_t>());

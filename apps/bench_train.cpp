@@ -8,7 +8,6 @@
 //
 // Shape letters: B batch, N sequence length, D model width, V vocabulary.
 #include <iostream>
-#include <limits>
 #include <memory>
 
 #include "apps/bench.h"
@@ -27,7 +26,7 @@ constexpr double kDropout = 0.1;
 constexpr double kLearningRate = 1e-3;
 
 // The copy task's model at the paper's size (models/sequence_tagger.h).
-models::SequenceTagger copy_model(const attention::AttentionConfig& attention, Generator& gen) {
+models::SequenceTaggerOptions copy_model(const attention::AttentionConfig& attention) {
   models::SequenceTaggerOptions m;
   m.vocabulary = m.labels = data::CopyTask::kVocabulary;
   m.layers = kLayers;
@@ -36,7 +35,7 @@ models::SequenceTagger copy_model(const attention::AttentionConfig& attention, G
   m.ff = kFeedForward;
   m.dropout = kDropout;
   m.attention = attention;
-  return models::SequenceTagger(m, gen);
+  return m;
 }
 
 struct TrainOptions {
@@ -46,56 +45,30 @@ struct TrainOptions {
   int64_t batch = 32;
 };
 
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-
 nlohmann::json measure(const std::string& type, int64_t copy_length, const TrainOptions& o, Device device) {
   const data::CopyTask task{copy_length};
   const int64_t n = task.sequence_length();
   nlohmann::json row = {{"type", type}, {"copy_length", copy_length}, {"n", n}, {"batch", o.batch}};
-  Allocator& allocator = context(device).allocator();
-  allocator.empty_cache();  // the last row's cached blocks would crowd this one; its warm-up refills the cache
-  try {
+  measure_step(row, device, o.common, [&]() -> TrainingStep {
     const attention::AttentionConfig config = attention::AttentionConfig::parse(type);
     row["attention"] = config.to_string();
-    Generator gen(o.common.seed);
-    models::SequenceTagger model = copy_model(config, gen);
-    model.to(device);
-    optim::RAdam optimizer(model.parameters(), {kLearningRate});
-    const data::CopyTaskBatch batch = task.sample(o.batch, gen);
+    auto gen = std::make_shared<Generator>(o.common.seed);
+    auto model = std::make_shared<models::SequenceTagger>(copy_model(config), *gen);
+    model->to(device);
+    auto optimizer = std::make_shared<optim::RAdam>(model->parameters(), optim::RAdamOptions{kLearningRate});
+    const data::CopyTaskBatch batch = task.sample(o.batch, *gen);
     const Tensor input = to(batch.input, device), target = to(batch.target, device);
-    Tensor loss;
-    int64_t peak = 0;
-    const Timing timing = time_runs(
-        device, o.common.warmup, o.common.repeats,
-        [&] {
-          optimizer.zero_grad();
-          const auto out = model.forward(input, Tensor(), gen);  // logits (B, N, V)
-          loss = out.objective(cross_entropy(out.logits, target));
-          loss.backward();
-          optimizer.step();
-          peak = std::max(peak, allocator.stats().peak);
-        },
-        [&] {
-          synchronize(device);
-          allocator.reset_peak();
-        });
-    const double ms = timing.median();
-    row["status"] = "ok";
-    row["ms"] = ms;
-    row["ms_runs"] = timing.ms;
-    row["tokens_per_s"] = double(o.batch) * double(n) / (ms * 1e-3);
-    row["peak_bytes"] = peak;
-    row["loss"] = loss.item<double>();
-  } catch (const std::exception& e) {
-    row["status"] = failure_status(e);
-    row["ms"] = kNaN;
-  }
-  allocator.empty_cache();
+    return [=] {
+      optimizer->zero_grad();
+      const auto out = model->forward(input, Tensor(), *gen);  // logits (B, N, V)
+      const Tensor loss = out.objective(cross_entropy(out.logits, target));
+      loss.backward();
+      optimizer->step();
+      return loss;
+    };
+  });
+  if (row["status"] == "ok") row["tokens_per_s"] = double(o.batch) * double(n) / (number(row, "ms") * 1e-3);
   return row;
-}
-
-double number(const nlohmann::json& row, const char* key) {
-  return row.contains(key) && row[key].is_number() ? row[key].get<double>() : kNaN;
 }
 
 int run(const TrainOptions& o) {

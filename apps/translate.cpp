@@ -224,22 +224,6 @@ Prepared prepare(const TranslateOptions& o, const std::vector<std::string>& spm_
 
 // ---- the model ----
 
-models::TranslatorOptions translator_options(const TranslateOptions& o) {
-  models::TranslatorOptions m;
-  m.vocabulary = o.vocab_size;
-  m.encoder_layers = o.encoder_layers;
-  m.decoder_layers = o.decoder_layers;
-  m.heads = o.heads;
-  m.head_dim = o.head_dim;
-  m.ff = o.ff;
-  m.dropout = o.dropout;
-  m.tie_output = o.tie_output;
-  m.encoder_attention = attention::AttentionConfig::parse(o.encoder_attention);
-  m.decoder_attention = attention::AttentionConfig::parse(o.decoder_attention);
-  m.clustering = {o.mu, o.nu};
-  return m;
-}
-
 nn::decode::SearchOptions search_options(const TranslateOptions& o, const std::vector<int64_t>& source_pieces) {
   nn::decode::SearchOptions s;
   s.beam = o.beam;
@@ -370,6 +354,22 @@ std::vector<std::string> spm_paths(const TranslateOptions& o) {
 }
 
 }  // namespace
+
+models::TranslatorOptions translator_options(const TranslateOptions& o) {
+  models::TranslatorOptions m;
+  m.vocabulary = o.vocab_size;
+  m.encoder_layers = o.encoder_layers;
+  m.decoder_layers = o.decoder_layers;
+  m.heads = o.heads;
+  m.head_dim = o.head_dim;
+  m.ff = o.ff;
+  m.dropout = o.dropout;
+  m.tie_output = o.tie_output;
+  m.encoder_attention = attention::AttentionConfig::parse(o.encoder_attention);
+  m.decoder_attention = attention::AttentionConfig::parse(o.decoder_attention);
+  m.clustering = {o.mu, o.nu};
+  return m;
+}
 
 TranslateOptions::TranslateOptions() {
   train.optimizer = "adam:lr=5e-4,beta2=0.98";

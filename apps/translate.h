@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "apps/app.h"
+#include "models/translator.h"
 #include "train/trainer.h"
 
 namespace tapestry::app {
@@ -84,6 +85,9 @@ TranslateOptions translate_preset(TranslatePreset preset);
 
 // Throws Error naming the flag for a value out of range or a combination that cannot work.
 void check_translate_options(const TranslateOptions& options);
+// The model the options describe (vocabulary = vocab_size); throws Error for an attention config
+// that does not parse.
+models::TranslatorOptions translator_options(const TranslateOptions& options);
 // Trains (or with train.eval_only evaluates) as the top of this file says.
 train::Report run_translate(const TranslateOptions& options);
 // Translates each of `lines` with the checkpoint options.train.resume (its SentencePiece model beside

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Puts the benchmark JSON files of one `make bench` run side by side.
 
-Reads, from DIR (default build/bench): ops.json, attention.json, train.json (written by `tapestry
-bench ...`) and attention-torch.json, train-torch.json (bench/peers/*.py), any of which may be
-missing. Prints, per attention and length, Tapestry's time, its ratio against Tapestry's full
+Reads, from DIR (default build/bench): ops.json, attention.json, train.json, translate.json (written
+by `tapestry bench ...`) and attention-torch.json, train-torch.json, translate-torch.json
+(bench/peers/*.py), any of which may be missing. Prints, per attention and length, Tapestry's time, its ratio against Tapestry's full
 attention, and the ratio Tapestry ms / PyTorch ms against PyTorch's full attention at the same
 length (PyTorch has no clustered attention: a ratio below 1 for a clustered type means it beats
 PyTorch's full attention); the same for training steps; and the op benchmark's summary.
@@ -83,6 +83,20 @@ def train(doc, peer, markdown):
     return table(headers, rows, markdown)
 
 
+def translate(doc, peer, markdown):
+    shape = lambda r: (r["batch"], r["source_length"], r["target_length"])
+    torch_ms = {shape(r): r["ms"] for r in (peer or {}).get("rows", []) if r.get("status") == "ok"}
+    rows = []
+    for r in doc["rows"]:
+        ms = r.get("ms") if r.get("status") == "ok" else None
+        pt = torch_ms.get(shape(r))
+        rows.append([r["type"], *shape(r), fmt(r.get("parameters"), "d"), status_or(r, fmt(ms, ".2f")),
+                     fmt(r.get("ms_vs_full"), ".3f"), fmt(pt, ".2f"), fmt(ratio(ms, pt), ".3f")])
+    headers = ["encoder attention", "B", "S", "T", "parameters", "ms/step", "×full", "PyTorch full ms/step",
+               "Tapestry/PyTorch"]
+    return table(headers, rows, markdown)
+
+
 def ops(doc, markdown):
     bandwidth, products = [], []
     gpu = doc["device"].startswith("cuda")
@@ -111,7 +125,8 @@ def main():
     d = args.directory
     found = False
     for name, peer_name, render in (("ops.json", None, None), ("attention.json", "attention-torch.json", attention),
-                                    ("train.json", "train-torch.json", train)):
+                                    ("train.json", "train-torch.json", train),
+                                    ("translate.json", "translate-torch.json", translate)):
         doc = load(d, name)
         if doc is None:
             continue

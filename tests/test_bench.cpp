@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -159,6 +160,58 @@ TEST_CASE("bench: bad arguments are refused before anything runs") {
     const Run run = tapestry_cli(args, dir.path);
     INFO(args << "\n" << run.output);
     CHECK(run.exit_code != 0);
+    CHECK(run.output.find("median of") == std::string::npos);  // no banner: nothing ran
+  }
+}
+
+TEST_CASE("bench translate: steps of the translation model at the smoke preset's sizes") {
+  TempDir dir;
+  const Run run = tapestry_cli("bench translate --device cpu --preset smoke --batch 2 --source-length 5 "
+                               "--target-length 3 --repeats 1 --warmup 0 --types "
+                               "full,improved-clustered:clusters=2,topk=4,neural-clustering:clusters=2 --json '" +
+                                   (dir.path / "translate.json").string() + "'",
+                               dir.path);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json doc = read_json(dir.path / "translate.json");
+  check_document(doc, "translate");
+  const nlohmann::json& config = doc["config"];
+  CHECK(config["preset"] == "smoke");
+  CHECK(config["d_model"] == 64);  // the smoke preset: 4 heads of 16
+  CHECK(config["optimizer"].get<std::string>().rfind("adam:", 0) == 0);
+  for (const char* key : {"vocabulary", "d_ff", "encoder_layers", "decoder_layers", "dropout", "label_smoothing",
+                          "lr", "beta1", "beta2", "eps", "weight_decay"}) {
+    INFO(key);
+    CHECK(config[key].is_number());
+  }
+  const nlohmann::json& rows = doc["rows"];
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[1]["type"] == "improved-clustered:clusters=2,topk=4");
+  for (const auto& row : rows) {
+    INFO(row.dump());
+    CHECK(row["status"] == "ok");
+    CHECK(row["batch"] == 2);
+    CHECK(row["source_length"] == 5);
+    CHECK(row["target_length"] == 3);
+    for (const char* key : {"ms", "tokens_per_s", "peak_bytes", "loss", "ms_vs_full", "parameters"})
+      CHECK(row[key].is_number());
+    CHECK(std::isfinite(row["loss"].get<double>()));
+  }
+  // The same model apart from the encoder's attention: full and improved-clustered have one parameter
+  // count, neural-clustering adds its centroids.
+  CHECK(rows[0]["parameters"] == rows[1]["parameters"]);
+  CHECK(rows[2]["parameters"].get<int64_t>() > rows[0]["parameters"].get<int64_t>());
+}
+
+TEST_CASE("bench translate: a bad preset or size is a usage error naming the flag") {
+  TempDir dir;
+  for (const char* flag : {"--preset huge", "--batch 0", "--source-length 0", "--target-length -3",
+                           "--types fast", "--repeats 0"}) {
+    const Run run = tapestry_cli(std::string("bench translate --device cpu ") + flag, dir.path);
+    INFO(flag << "\n" << run.output);
+    CHECK(run.exit_code == 2);
+    const std::string name(flag, std::string(flag).find(' '));
+    CHECK(run.output.find(name) != std::string::npos);
     CHECK(run.output.find("median of") == std::string::npos);  // no banner: nothing ran
   }
 }

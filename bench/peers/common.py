@@ -1,7 +1,9 @@
-"""What the PyTorch peers share: settings read back from Tapestry's JSON, the timing loop and the
-status of a failed row, so that both peers measure the same way Tapestry's benchmarks do."""
+"""What the PyTorch peers share: settings read back from Tapestry's JSON, the timing loop, the
+status of a failed row and the sinusoidal position table, so that the peers measure the same way
+Tapestry's benchmarks do."""
 
 import json
+import math
 import statistics
 import time
 
@@ -52,3 +54,13 @@ def failure_status(e):
     RuntimeError."""
     message = str(e).splitlines()[0] if str(e) else type(e).__name__
     return "out of memory" if isinstance(e, MemoryError) or "out of memory" in message else "failed: " + message
+
+
+def sinusoids(length, d_model):
+    """Tapestry's SinusoidalPositionalEncoding table (length, d_model): sin at even columns, cos at odd."""
+    position = torch.arange(length, dtype=torch.float64).unsqueeze(1)
+    frequency = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(length, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency)
+    return table.float()

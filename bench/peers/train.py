@@ -12,13 +12,12 @@ FILE` wrote (device, copy lengths, batch, repeats, warmup, threads). Prints one 
 """
 import argparse
 import json
-import math
 import sys
 
 import torch
 import torch.nn.functional as F
 
-from common import failure_status, settings, time_runs
+from common import failure_status, settings, sinusoids, time_runs
 
 VOCABULARY, SEPARATOR, MASK, SYMBOLS = 12, 0, 11, 10
 D_MODEL, HEADS, D_FF, LAYERS, DROPOUT, LR = 192, 6, 768, 4, 0.1, 1e-3
@@ -36,15 +35,6 @@ def copy_task_batch(batch, length, generator):
         source[b, 1 + order[:masked]] = MASK
         source[b, length + 2 + order[masked:2 * masked]] = MASK
     return source, target
-
-
-def sinusoids(length, d_model):
-    position = torch.arange(length, dtype=torch.float64).unsqueeze(1)
-    frequency = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
-    table = torch.zeros(length, d_model, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(position * frequency)
-    table[:, 1::2] = torch.cos(position * frequency)
-    return table.float()
 
 
 class CopyModel(torch.nn.Module):
