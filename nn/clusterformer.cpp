@@ -54,6 +54,7 @@ ClusterFormerOutput ClusterFormerEncoderLayer::forward(const Tensor& x, const Te
     out.centroids = r.centroids;
     out.clustering_loss = r.clustering_loss;
     out.sorting_loss = r.sorting_loss;
+    out.layers = {{x, y, centroids, r.u, r.assignment, r.centroids, r.clustering_loss, r.sorting_loss}};
     return r.output;
   });
   out.output = residual(options_.norm, h, *norm2, *dropout2, gen, [&](const Tensor& y) { return ff->forward(y, gen); });
@@ -78,7 +79,7 @@ ClusterFormerEncoder::ClusterFormerEncoder(const TransformerLayerOptions& option
 }
 
 ClusterFormerOutput ClusterFormerEncoder::forward(const Tensor& x, const Tensor& lengths, Generator& gen, Causal causal) {
-  ClusterFormerOutput out{x, centroids, Tensor(), Tensor()};
+  ClusterFormerOutput out{x, centroids, Tensor(), Tensor(), {}};
   for (size_t i = 0; i < layers->size(); ++i) {
     // Each layer clusters with the centroids the previous one updated (Ĉ, §3.1).
     const ClusterFormerOutput layer = (*layers)[i]->forward(out.output, out.centroids, lengths, causal, gen);
@@ -86,6 +87,7 @@ ClusterFormerOutput ClusterFormerEncoder::forward(const Tensor& x, const Tensor&
     out.centroids = layer.centroids;
     out.clustering_loss = i == 0 ? layer.clustering_loss : out.clustering_loss + layer.clustering_loss;
     out.sorting_loss = i == 0 ? layer.sorting_loss : out.sorting_loss + layer.sorting_loss;
+    out.layers.insert(out.layers.end(), layer.layers.begin(), layer.layers.end());
   }
   if (norm) out.output = norm->forward(out.output);
   return out;
@@ -94,7 +96,7 @@ ClusterFormerOutput ClusterFormerEncoder::forward(const Tensor& x, const Tensor&
 EncoderOutput ClusterFormerEncoder::encode(const Tensor& x, const Tensor& lengths, Generator& gen) {
   const ClusterFormerOutput out = forward(x, lengths, gen);
   // eq. 17 without the task term: µ L1 + ν L2
-  return {out.output, out.clustering_loss * weights_.mu + out.sorting_loss * weights_.nu};
+  return {out.output, out.clustering_loss * weights_.mu + out.sorting_loss * weights_.nu, out.layers};
 }
 
 void ClusterFormerEncoder::set_attention(const attention::AttentionConfig& config) {

@@ -188,7 +188,8 @@ NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Ten
   const Tensor z = gather(z_sorted, 1, expand(unsqueeze(inverse, 2), {B, N, heads * M}));  // (B, N, H·M)
   const Tensor output = matmul(z, w.w_o);                                                   // (B, N, D)
 
-  return {output, clustering.centroids, clustering.clustering_loss, clustering.sorting_loss, assignment, order};
+  return {output, clustering.centroids, clustering.clustering_loss, clustering.sorting_loss, assignment, order,
+          clustering.u};
 }
 
 }  // namespace tapestry::attention
