@@ -186,7 +186,7 @@ std::string cluster_sizes_svg(const json& document) {
                                 head_name(c.at("head")) + ": words per cluster (largest share " +
                                 cell(c.at("largest_share")) + ", empty " + cell(c.at("empty")) + " per sample)";
       std::string s = svg_open("cluster-sizes-" + std::to_string(layer.at("layer").get<int64_t>()),
-                               left + bar * double(sizes.size()) + 20, top + height + 30);
+                               std::max(560.0, left + bar * double(sizes.size()) + 20), top + height + 30);
       s += text_at(4, 14, title);
       s += text_at(left - 4, top + 8, std::to_string(largest), "end", 10) + text_at(left - 4, top + height, "0", "end", 10);
       for (size_t i = 0; i < sizes.size(); ++i) {
