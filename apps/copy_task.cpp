@@ -6,6 +6,7 @@
 #include "apps/options.h"
 #include "data/copy_task.h"
 #include "metrics/accuracy.h"
+#include "models/inspection.h"
 #include "models/sequence_tagger.h"
 #include "ops/loss.h"
 #include "ops/reduce.h"
@@ -76,6 +77,7 @@ class CopyTaskRun : public train::Task {
       : model_(tagger_options(o, attentions.train), gen),
         attentions_(attentions),
         batch_(o.batch),
+        clustering_{o.mu, o.nu, train::derived_seed(o.train.seed, 3)},
         eval_hash_seed_(train::derived_seed(o.train.seed, 2)),
         device_(device) {
     model_.to(device);
@@ -96,6 +98,19 @@ class CopyTaskRun : public train::Task {
                batch.masked.to_vector<bool>());
     return {out.objective(loss), loss.item<double>(), {{"masked acc", masked.value()}},
             double(batch.target.numel())};
+  }
+
+  std::string cannot_inspect() const override { return models::nothing_to_inspect(attentions_.train); }
+
+  // The first held-out batch, with the training attention; hashing from a generator of its own. The
+  // attention maps are left out of the log (the inspection of a checkpoint has them).
+  nlohmann::json inspect() override {
+    const CopyTaskBatch& batch = held_out_[0];
+    const Tensor target = batch.target;
+    nlohmann::json j = models::to_json(models::inspect_tagger(
+        model_, batch.input, [&](const Tensor& logits) { return cross_entropy(logits, target); }, clustering_));
+    j.erase("maps");
+    return j;
   }
 
   // With the evaluation attention, on the held-out batches; hashing draws from a generator seeded
@@ -126,6 +141,7 @@ class CopyTaskRun : public train::Task {
   Attentions attentions_;
   CopyTask task_;
   int64_t batch_;
+  models::InspectionOptions clustering_;  // µ, ν and the hashing seed of --inspect-every
   std::vector<CopyTaskBatch> held_out_;  // input, target on the device; masked on the CPU
   uint64_t eval_hash_seed_;
   Device device_;

@@ -277,7 +277,8 @@ std::string assignment_svg(const std::vector<json>& history) {
   }
   if (rows.empty()) return "";
   const double px = 8, left = 60, top = 22;
-  std::string s = svg_open("assignment-history", left + px * double(rows[0].size()) + 10, top + px * double(rows.size()) + 10);
+  std::string s = svg_open("assignment-history", std::max(560.0, left + px * double(rows[0].size()) + 10),
+                           top + px * double(rows.size()) + 10);
   s += text_at(4, 14, "layer 0: cluster of each word of the first held-out sequence, one row per logged step");
   for (size_t r = 0; r < rows.size(); ++r) {
     s += text_at(left - 4, top + px * double(r) + 7, std::to_string(steps[r]), "end", 8);
@@ -314,7 +315,7 @@ std::string history_html(const std::vector<json>& history) {
   }
   std::string s = "<h2>Over training</h2>\n";
   s += "<p>Gradient norm each loss sends into layer 0's " + norms[0].first.substr(norms[0].first.find("-> ") + 3) +
-       " at every logged step (log scale).</p>\n";
+       " at every logged step (log scale); a loss without a line sends it no gradient at all.</p>\n";
   s += lines_svg("history-norms", "gradient norms, layer 0", steps, norms, true) + "\n";
   s += "<p>Layer 0's clusters: the largest cluster's share of the words and the fraction of empty clusters (means over the "
        "inspected sequences).</p>\n";

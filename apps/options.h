@@ -203,7 +203,7 @@ class OptionTable {
 
 // The flags of train::TrainOptions, the same in every training app: --optimizer, --schedule and
 // --clip, --seed (recorded as training settings), --steps, --eval-every, --patience, --device,
-// --threads, --log, --save, --save-every, --save-best, --resume, --eval-only. Their checks are
+// --threads, --log, --save, --save-every, --save-best, --resume, --eval-only, --inspect-every. Their checks are
 // train::check_options's.
 template <class Options>
 void add_train_options(OptionTable<Options>& t, train::TrainOptions Options::*g) {
@@ -229,6 +229,9 @@ void add_train_options(OptionTable<Options>& t, train::TrainOptions Options::*g)
   t.add("--save-best", g, &T::save_best, "write a checkpoint to FILE at every new best evaluation");
   t.add("--resume", g, &T::resume, "continue the run in checkpoint FILE (same settings), exactly");
   t.add("--eval-only", g, &T::eval_only, "evaluate the --resume checkpoint, train nothing");
+  t.add("--inspect-every", g, &T::inspect_every,
+        "log the gradient-flow inspection (tapestry inspect) to --log every N steps and at step 0; 0: never. Apps "
+        "whose model has no clustering refuse it");
 }
 
 // The attention a model trains with and the one it is evaluated with.

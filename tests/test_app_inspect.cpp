@@ -19,9 +19,9 @@ using nlohmann::json;
 namespace {
 
 // A two-layer copy-task model small enough to train in a test, saved to `path` after `steps` steps
-// (continuing `resume` when given).
+// (continuing `resume` when given), inspected into `log` every `inspect_every` steps when given.
 void train_copy_task(const std::string& path, const std::string& attention, int64_t steps,
-                     const std::string& resume = "") {
+                     const std::string& resume = "", int64_t inspect_every = 0, const std::string& log = "") {
   app::CopyTaskOptions o = app::copy_task_preset(app::Preset::Smoke);
   o.length = 5;
   o.layers = 2;
@@ -36,6 +36,8 @@ void train_copy_task(const std::string& path, const std::string& attention, int6
   o.train.progress = false;
   o.train.save = path;
   o.train.resume = resume;
+  o.train.inspect_every = inspect_every;
+  o.train.log = log;
   app::run_copy_task(o);
 }
 
@@ -221,6 +223,52 @@ TEST_CASE("tapestry inspect: bad input gets a clear message and the usual exit c
   }
 }
 
+TEST_CASE("--inspect-every logs the inspection during training without changing training") {
+  TempDir dir;
+  train_copy_task(dir.file("plain.ckpt"), "neural-clustering:clusters=3", 4);
+  train_copy_task(dir.file("inspected.ckpt"), "neural-clustering:clusters=3", 4, "", 2, dir.file("run.jsonl"));
+  CHECK(read_text(dir.file("plain.ckpt")) == read_text(dir.file("inspected.ckpt")));  // byte for byte
+  std::vector<int64_t> steps;
+  std::istringstream lines(read_text(dir.file("run.jsonl")));
+  for (std::string line; std::getline(lines, line);) {
+    const json record = json::parse(line);
+    if (record.at("event") != "inspect") continue;
+    steps.push_back(record.at("step"));
+    const json& in = record.at("inspect");
+    CHECK(in.at("losses").size() == 3);
+    CHECK(in.at("layers").size() == 2);
+    CHECK_FALSE(in.contains("maps"));
+  }
+  CHECK(steps == std::vector<int64_t>{0, 2, 4});
+  {
+    const auto [code, out, err] = inspect(dir, "--log " + dir.file("run.jsonl") + " --html " + dir.file("run.html"));
+    INFO(err);
+    CHECK(code == 0);
+    CHECK(out.find("logged inspections") != std::string::npos);
+  }
+  {  // a log without inspections
+    std::ofstream(dir.file("plain.jsonl")) << "{\"event\": \"eval\", \"step\": 1}\n";
+    const auto [code, out, err] = inspect(dir, "--log " + dir.file("plain.jsonl") + " --html " + dir.file("p.html"));
+    CHECK(code == 1);
+    CHECK(err.find("holds no inspection") != std::string::npos);
+  }
+  {  // an app without clustering refuses the flag; so does a run without a log
+    const auto [code, out, err] =
+        run_shell(dir, std::string(TAPESTRY_CLI) + " reverse --steps 1 --inspect-every 1 --log " + dir.file("r.jsonl"));
+    CHECK(code == 1);
+    CHECK(err.find("--inspect-every: nothing to inspect") != std::string::npos);
+    const auto [code2, out2, err2] = run_shell(dir, std::string(TAPESTRY_CLI) + " copy-task --steps 1 --inspect-every 1");
+    CHECK(code2 == 2);
+    CHECK(err2.find("--inspect-every: needs --log FILE") != std::string::npos);
+  }
+  {  // full attention in copy-task: refused before training
+    const auto [code, out, err] = run_shell(dir, std::string(TAPESTRY_CLI) + " copy-task --preset smoke --length 3 "
+                                                 "--attention full --steps 1 --inspect-every 1 --log " + dir.file("f.jsonl"));
+    CHECK(code == 1);
+    CHECK(err.find("full attention has no clusters") != std::string::npos);
+  }
+}
+
 TEST_CASE("tapestry inspect --html: the page loads in headless Chromium without console errors and draws its plots") {
   const std::string browser = chromium();
   if (browser.empty()) {
@@ -229,12 +277,13 @@ TEST_CASE("tapestry inspect --html: the page loads in headless Chromium without 
     return;
   }
   TempDir dir;
-  train_copy_task(dir.file("nc.ckpt"), "neural-clustering:clusters=3", 2);
+  train_copy_task(dir.file("nc.ckpt"), "neural-clustering:clusters=3", 2, "", 1, dir.file("nc.jsonl"));
   train_copy_task(dir.file("ic.ckpt"), "improved-clustered:clusters=3,topk=4", 2);
   for (const std::string name : {"nc", "ic"}) {
     CAPTURE(name);
+    const std::string log = name == "nc" ? " --log " + dir.file("nc.jsonl") : "";
     const auto [code, out, err] = inspect(dir, "--checkpoint " + dir.file(name + ".ckpt") + " --json " + dir.file(name + ".json") +
-                                                   " --html " + dir.file(name + ".html"));
+                                                   " --html " + dir.file(name + ".html") + log);
     INFO(err);
     REQUIRE(code == 0);
     // The browser's own profile in the temporary folder: nothing is written elsewhere.
@@ -249,6 +298,11 @@ TEST_CASE("tapestry inspect --html: the page loads in headless Chromium without 
     CHECK(dom.find("<svg id=\"cluster-sizes-1\"") != std::string::npos);
     CHECK((dom.find("<svg id=\"cosines\"") != std::string::npos) == (name == "nc"));
     CHECK((dom.find("<svg id=\"attention-map\"") != std::string::npos) == (name == "ic"));
+    // From the log (steps 0, 1, 2): the figures over training, and one row of words per step.
+    CHECK((dom.find("<svg id=\"history-norms\"") != std::string::npos) == (name == "nc"));
+    const std::regex word("class=\"assignment-cell\"");
+    CHECK(std::distance(std::sregex_iterator(dom.begin(), dom.end(), word), std::sregex_iterator()) ==
+          (name == "nc" ? 3 * 12 : 0));
     // One bar per cluster in each size histogram that the browser parsed: 3 clusters × 2 layers.
     const std::regex bar("class=\"size-bar\"");
     CHECK(std::distance(std::sregex_iterator(dom.begin(), dom.end(), bar), std::sregex_iterator()) == 6);
@@ -258,6 +312,7 @@ TEST_CASE("tapestry inspect --html: the page loads in headless Chromium without 
     std::string data = dom.substr(open + 16, close - open - 16);
     const json page = json::parse(data);
     check_document(page.at("document"), name == "nc");
+    CHECK(page.at("history").size() == (name == "nc" ? 3u : 0u));
     CHECK(page.at("document") == json::parse(read_text(dir.file(name + ".json"))));
   }
 }
