@@ -377,12 +377,13 @@ std::string inspection_table(const json& d) {
     }
   out << "\nclusters (sizes summed over the sequences; empty and largest share: means per sequence)\n";
   out << padded("layer", 6) << padded("head", 5) << padded("empty", 7) << padded("largest", 8) << padded("entropy", 8)
-      << padded("|C^|", 7) << "sizes\n";
+      << padded("unclaimed", 10) << padded("|C^|", 9) << "sizes\n";
   for (const json& layer : d.at("layers"))
     for (const json& c : layer.at("clusters")) {
       out << padded(std::to_string(layer.at("layer").get<int64_t>()), 6) << padded(head_name(c.at("head")), 5)
           << padded(cell(c.at("empty")), 7) << padded(cell(c.at("largest_share")), 8)
-          << padded(cell(c.at("entropy").at("mean")), 8) << padded(cell(c.at("centroid_norms").at("mean")), 7);
+          << padded(cell(c.at("entropy").at("mean")), 8) << padded(std::to_string(c.at("unclaimed").get<int64_t>()), 10)
+          << padded(cell(c.at("centroid_norms").at("mean")), 9);
       for (const int64_t s : c.at("sizes").get<std::vector<int64_t>>()) out << s << " ";
       out << "\n";
     }
