@@ -1,6 +1,7 @@
 #include "apps/inspect.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <vector>
@@ -55,11 +56,14 @@ models::Inspection inspect_one(const std::string& path, const InspectOptions& o,
                                 {c.options.mu, c.options.nu, o.seed});
 }
 
-// Fails now, naming the flag, when `path` cannot be written, rather than after the work.
+// Fails now, naming the flag, when `path` cannot be written, rather than after the work; a file the
+// probe created is removed again.
 void check_writable(const std::string& path, const char* flag) {
   if (path.empty()) return;
-  std::ofstream out(path, std::ios::app);
-  TP_CHECK(out.good(), flag, "cannot write '", path, "'");
+  const bool existed = std::filesystem::exists(path);
+  const bool writable = std::ofstream(path, std::ios::app).good();
+  if (!existed && writable) std::filesystem::remove(path);
+  TP_CHECK(writable, flag, "cannot write '", path, "'");
 }
 
 void write_text(const std::string& path, const std::string& text, const char* flag) {

@@ -288,7 +288,34 @@ std::string assignment_svg(const std::vector<json>& history) {
   return s + "</svg>";
 }
 
-std::string history_html(const std::vector<json>& history) {
+// The held-out metrics of the log's "eval" records: accuracies in one plot, losses in another.
+std::string evaluation_html(const std::vector<json>& records) {
+  std::vector<double> steps;
+  std::vector<std::pair<std::string, std::vector<double>>> accuracies, losses;
+  for (const json& r : records) {
+    if (r.value("event", "") != "eval") continue;
+    steps.push_back(r.at("step").get<double>());
+    for (const auto& [key, value] : r.items()) {
+      const bool accuracy = key.find("accuracy") != std::string::npos, loss = key.find("loss") != std::string::npos;
+      if (!value.is_number() || (!accuracy && !loss)) continue;
+      auto& group = accuracy ? accuracies : losses;
+      auto it = std::find_if(group.begin(), group.end(), [&](const auto& s) { return s.first == key; });
+      if (it == group.end()) group.push_back({key, std::vector<double>(steps.size() - 1, NAN)}), it = group.end() - 1;
+      it->second.resize(steps.size() - 1, NAN);
+      it->second.push_back(value.get<double>());
+    }
+  }
+  if (steps.empty()) return "";
+  std::string s = "<p>The held-out evaluations of the same log.</p>\n";
+  if (!accuracies.empty()) s += lines_svg("history-accuracy", "held-out accuracy", steps, accuracies, false) + "\n";
+  if (!losses.empty()) s += lines_svg("history-loss", "loss", steps, losses, true) + "\n";
+  return s;
+}
+
+std::string history_html(const std::vector<json>& records) {
+  std::vector<json> history;
+  for (const json& r : records)
+    if (r.contains("inspect")) history.push_back(r);
   std::vector<double> steps;
   std::vector<std::pair<std::string, std::vector<double>>> norms, shares, entropy;
   std::vector<std::string> losses;
@@ -326,7 +353,7 @@ std::string history_html(const std::vector<json>& history) {
   }
   const std::string assignment = assignment_svg(history);
   if (!assignment.empty()) s += "<p>Which cluster each word joins, step by step.</p>\n" + assignment + "\n";
-  return s;
+  return s + evaluation_html(records);
 }
 
 std::string document_html(const json& d) {
@@ -415,7 +442,7 @@ std::string inspection_table(const json& d) {
 std::vector<json> read_inspect_log(const std::string& path) {
   std::ifstream in(path);
   TP_CHECK(in.good(), "--log", "cannot read '", path, "'");
-  std::vector<json> history;
+  std::vector<json> history, evaluations;
   std::string line;
   for (int64_t number = 1; std::getline(in, line); ++number) {
     if (line.empty()) continue;
@@ -426,9 +453,11 @@ std::vector<json> read_inspect_log(const std::string& path) {
       fail("--log", "'", path, "' line ", number, " is not JSON (", e.what(), ")");
     }
     if (record.is_object() && record.contains("inspect") && record.contains("step")) history.push_back(record);
+    else if (record.is_object() && record.value("event", "") == "eval" && record.contains("step")) evaluations.push_back(record);
   }
   TP_CHECK(!history.empty(), "--log", "'", path, "' holds no inspection: train with --inspect-every N (copy-task with "
            "clustered, improved-clustered or neural-clustering attention) to log them");
+  history.insert(history.end(), evaluations.begin(), evaluations.end());
   return history;
 }
 
@@ -436,6 +465,7 @@ std::string history_table(const std::vector<json>& history) {
   std::ostringstream out;
   out << "\nlogged inspections: step, losses, layer 0's largest cluster share and mean U entropy\n";
   for (const json& h : history) {
+    if (!h.contains("inspect")) continue;
     const json& in = h.at("inspect");
     out << padded(std::to_string(h.at("step").get<int64_t>()), 8);
     for (const std::string& l : loss_names(in)) out << l << " " << padded(cell(in.at("losses").at(l)), 11);

@@ -16,9 +16,10 @@ namespace tapestry::app {
 // The tables of a document (losses, gradients, clusters, attention, compare).
 std::string inspection_table(const nlohmann::json& document);
 
-// The "inspect" records of a JSON-lines training log, in order: {"step": s, "inspect": {...}}. Throws
-// Error naming --log for a missing file, a line that is not JSON, or a log with no such record
-// (a run trained without --inspect-every, or a log of an app that does not inspect).
+// The "inspect" records of a JSON-lines training log, in order: {"step": s, "inspect": {...}}, followed
+// by its "eval" records ({"event": "eval", "step": s, <metrics>}) that the page plots beside them.
+// Throws Error naming --log for a missing file, a line that is not JSON, or a log with no inspect
+// record (a run trained without --inspect-every, or a log of an app that does not inspect).
 std::vector<nlohmann::json> read_inspect_log(const std::string& path);
 
 // One line per logged inspection: step, loss values, layer 0's largest share and entropy.

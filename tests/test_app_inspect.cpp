@@ -281,9 +281,9 @@ TEST_CASE("tapestry inspect --html: the page loads in headless Chromium without 
   train_copy_task(dir.file("ic.ckpt"), "improved-clustered:clusters=3,topk=4", 2);
   for (const std::string name : {"nc", "ic"}) {
     CAPTURE(name);
-    const std::string log = name == "nc" ? " --log " + dir.file("nc.jsonl") : "";
+    const std::string log_flag = name == "nc" ? " --log " + dir.file("nc.jsonl") : "";
     const auto [code, out, err] = inspect(dir, "--checkpoint " + dir.file(name + ".ckpt") + " --json " + dir.file(name + ".json") +
-                                                   " --html " + dir.file(name + ".html") + log);
+                                                   " --html " + dir.file(name + ".html") + log_flag);
     INFO(err);
     REQUIRE(code == 0);
     // The browser's own profile in the temporary folder: nothing is written elsewhere.
@@ -312,7 +312,10 @@ TEST_CASE("tapestry inspect --html: the page loads in headless Chromium without 
     std::string data = dom.substr(open + 16, close - open - 16);
     const json page = json::parse(data);
     check_document(page.at("document"), name == "nc");
-    CHECK(page.at("history").size() == (name == "nc" ? 3u : 0u));
+    const json& history = page.at("history");
+    CHECK(std::count_if(history.begin(), history.end(), [](const json& r) { return r.contains("inspect"); }) ==
+          (name == "nc" ? 3 : 0));
+    CHECK((dom.find("<svg id=\"history-accuracy\"") != std::string::npos) == (name == "nc"));
     CHECK(page.at("document") == json::parse(read_text(dir.file(name + ".json"))));
   }
 }
