@@ -6,6 +6,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "ops/creation.h"
+#include "ops/elementwise.h"
 
 namespace tapestry::nn {
 
@@ -28,16 +29,23 @@ std::vector<std::vector<Tensor>> separate_gradients(const std::vector<Tensor>& l
     if (targets[t].requires_grad() && !targets[t].is_leaf()) targets[t].retain_grad();
   }
   std::vector<std::vector<Tensor>> gradients(targets.size());
+  Tensor all;  // Σ losses that require grad: what the releasing pass runs back from
   for (size_t l = 0; l < losses.size(); ++l) {
     for (const Tensor& target : targets)
       if (target.requires_grad()) target.zero_grad();
-    // Every pass but the last keeps the tape, so that the next loss runs back over the same entries.
-    if (losses[l].requires_grad()) backward(losses[l], Tensor(), l + 1 < losses.size() ? Retain::Yes : Retain::No);
+    // Every pass keeps the tape, so that the next loss runs back over the same entries.
+    if (losses[l].requires_grad()) {
+      backward(losses[l], Tensor(), Retain::Yes);
+      all = all.defined() ? all + losses[l] : losses[l];
+    }
     for (size_t t = 0; t < targets.size(); ++t) {
       const Tensor g = targets[t].requires_grad() ? targets[t].grad() : Tensor();
       gradients[t].push_back(g.defined() ? g : zeros(targets[t].shape(), targets[t].options()));
     }
   }
+  // A last pass with a zero seed runs every entry that some loss reached and releases it (a pass
+  // releases only the entries it ran, and no single loss need reach them all); it adds zeros.
+  if (all.defined()) backward(all, zeros({}, all.options()), Retain::No);
   for (const Tensor& target : targets)
     if (target.requires_grad()) target.zero_grad();
   return gradients;

@@ -18,8 +18,9 @@
 namespace tapestry::nn {
 
 /// gradients[t][l]: the gradient of losses[l] (0-d) with respect to targets[t], of targets[t]'s shape
-/// (zeros where loss l does not reach target t). One backward pass per loss, in order; every pass
-/// but the last retains the tape, the last releases it. Targets are parameters (leaves) or tensors
+/// (zeros where loss l does not reach target t). One backward pass per loss, in order, each
+/// retaining the tape; then one pass from their sum with a zero seed releases every entry they ran
+/// (it adds zeros to the gradients it passes). Targets are parameters (leaves) or tensors
 /// computed in the forward pass (their gradient is retained, Tensor::retain_grad). The targets'
 /// accumulated gradients are dropped before each pass and at the end (grad() is then undefined);
 /// other tensors' gradients accumulate the sum of all the losses' as in one backward. A target

@@ -39,6 +39,7 @@ Tensor tokens_of(int64_t batch, int64_t length, uint64_t seed) {
 }  // namespace
 
 TEST_CASE("separate_gradients: each loss's own gradient, at leaves and retained non-leaves") {
+  Tape::current().clear();
   const Tensor x = uniform({3, 2}, 1).set_requires_grad(true);
   const Tensor a = uniform({3, 2}, 2), b = uniform({3, 2}, 3);
   const Tensor h = x * 2.0;  // a non-leaf target
@@ -54,6 +55,7 @@ TEST_CASE("separate_gradients: each loss's own gradient, at leaves and retained 
   check_close(g[2][0], zeros({2}, {DType::Float64}));
   check_close(g[2][1], zeros({2}, {DType::Float64}));
   CHECK_FALSE(x.grad().defined());  // the targets' gradients are dropped at the end
+  CHECK(Tape::current().size() == 0);  // every entry the passes ran is released
 }
 
 TEST_CASE("separate_gradients and compare_gradients refuse bad input") {
