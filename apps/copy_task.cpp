@@ -6,6 +6,7 @@
 #include "apps/options.h"
 #include "data/copy_task.h"
 #include "metrics/accuracy.h"
+#include "models/inspection.h"
 #include "models/sequence_tagger.h"
 #include "ops/loss.h"
 #include "ops/reduce.h"
@@ -47,21 +48,42 @@ const OptionTable<CopyTaskOptions>& table() {
   return t;
 }
 
+models::SequenceTaggerOptions tagger_options(const CopyTaskOptions& o, const AttentionConfig& attention) {
+  models::SequenceTaggerOptions m;
+  m.vocabulary = m.labels = CopyTask::kVocabulary;
+  m.layers = o.layers;
+  m.heads = o.heads;
+  m.head_dim = o.head_dim;
+  m.ff = o.ff;
+  m.dropout = o.dropout;
+  m.attention = attention;
+  m.clustering = {o.mu, o.nu};
+  return m;
+}
+
+// The held-out batches of a run: `count` batches drawn once from a generator of their own.
+std::vector<CopyTaskBatch> held_out_batches(const CopyTaskOptions& o, int64_t count) {
+  CopyTask task;
+  task.length = o.length;
+  Generator held_out(train::derived_seed(o.train.seed, 1));
+  std::vector<CopyTaskBatch> batches;
+  for (int64_t i = 0; i < count; ++i) batches.push_back(task.sample(o.batch, held_out));
+  return batches;
+}
+
 class CopyTaskRun : public train::Task {
  public:
   CopyTaskRun(const CopyTaskOptions& o, const Attentions& attentions, Generator& gen, Device device)
       : model_(tagger_options(o, attentions.train), gen),
         attentions_(attentions),
         batch_(o.batch),
+        clustering_{o.mu, o.nu, train::derived_seed(o.train.seed, 3)},
         eval_hash_seed_(train::derived_seed(o.train.seed, 2)),
         device_(device) {
     model_.to(device);
     task_.length = o.length;
-    Generator held_out(train::derived_seed(o.train.seed, 1));
-    for (int64_t i = 0; i < o.eval_batches; ++i) {
-      const CopyTaskBatch b = task_.sample(o.batch, held_out);
+    for (const CopyTaskBatch& b : held_out_batches(o, o.eval_batches))
       held_out_.push_back({to(b.input, device), to(b.target, device), b.masked});
-    }
   }
 
   nn::Module& model() override { return model_; }
@@ -76,6 +98,19 @@ class CopyTaskRun : public train::Task {
                batch.masked.to_vector<bool>());
     return {out.objective(loss), loss.item<double>(), {{"masked acc", masked.value()}},
             double(batch.target.numel())};
+  }
+
+  std::string cannot_inspect() const override { return models::nothing_to_inspect(attentions_.train); }
+
+  // The first held-out batch, with the training attention; hashing from a generator of its own. The
+  // attention maps are left out of the log (the inspection of a checkpoint has them).
+  nlohmann::json inspect() override {
+    const CopyTaskBatch& batch = held_out_[0];
+    const Tensor target = batch.target;
+    nlohmann::json j = models::to_json(models::inspect_tagger(
+        model_, batch.input, [&](const Tensor& logits) { return cross_entropy(logits, target); }, clustering_));
+    j.erase("maps");
+    return j;
   }
 
   // With the evaluation attention, on the held-out batches; hashing draws from a generator seeded
@@ -102,23 +137,11 @@ class CopyTaskRun : public train::Task {
   }
 
  private:
-  static models::SequenceTaggerOptions tagger_options(const CopyTaskOptions& o, const AttentionConfig& attention) {
-    models::SequenceTaggerOptions m;
-    m.vocabulary = m.labels = CopyTask::kVocabulary;
-    m.layers = o.layers;
-    m.heads = o.heads;
-    m.head_dim = o.head_dim;
-    m.ff = o.ff;
-    m.dropout = o.dropout;
-    m.attention = attention;
-    m.clustering = {o.mu, o.nu};
-    return m;
-  }
-
   models::SequenceTagger model_;
   Attentions attentions_;
   CopyTask task_;
   int64_t batch_;
+  models::InspectionOptions clustering_;  // µ, ν and the hashing seed of --inspect-every
   std::vector<CopyTaskBatch> held_out_;  // input, target on the device; masked on the CPU
   uint64_t eval_hash_seed_;
   Device device_;
@@ -169,6 +192,29 @@ train::Report run_copy_task(const CopyTaskOptions& o) {
   spec.log_fields = {{"attention", a.train.to_string()}, {"eval_attention", a.eval.to_string()}, {"length", o.length}};
   train::Trainer trainer(spec, o.train);
   return trainer.run([&](Generator& gen, Device device) { return std::make_unique<CopyTaskRun>(o, a, gen, device); });
+}
+
+CopyTaskCheckpoint load_copy_task_checkpoint(const std::string& path, int64_t batches, const char* flag) {
+  train::RunIdentity identity;
+  try {
+    identity = train::read_identity(path);
+  } catch (const Error& e) {
+    fail(flag, e.what());
+  }
+  TP_CHECK(identity.task == kTask, flag, "'", path, "' is a ", identity.task, " checkpoint, not a ", kTask, " one");
+  CopyTaskCheckpoint c;
+  nlohmann::json settings = identity.training;
+  settings.update(identity.model);
+  table().apply(c.options, settings);
+  table().check(c.options);
+  const Attentions a = attentions(c.options.attention, c.options.eval_attention);
+  Generator gen(0);
+  c.model = std::make_shared<models::SequenceTagger>(tagger_options(c.options, a.train), gen);
+  const train::ResumedRun run(path, table().identity(kTask, c.options), train::Compare::ModelOnly);
+  run.restore_model(*c.model);
+  c.step = run.step();
+  c.held_out = held_out_batches(c.options, batches);
+  return c;
 }
 
 void add_copy_task(CommandLine& cli) {

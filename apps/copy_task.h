@@ -16,9 +16,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "apps/app.h"
+#include "data/copy_task.h"
+#include "models/sequence_tagger.h"
 #include "train/trainer.h"
 
 namespace tapestry::app {
@@ -65,6 +69,20 @@ void check_copy_task_options(const CopyTaskOptions& options);
 // options out of range, an unusable device, a corrupt checkpoint, or a checkpoint of another model
 // (the message names the setting).
 train::Report run_copy_task(const CopyTaskOptions& options);
+
+// A copy-task checkpoint read for inspection: the options it was trained with (its recorded settings,
+// read through the option table), its model with the saved weights, the step, and the run's
+// first `batches` held-out batches (the data its evaluations saw, and more of the same stream).
+struct CopyTaskCheckpoint {
+  CopyTaskOptions options;
+  std::shared_ptr<models::SequenceTagger> model;
+  int64_t step = 0;
+  std::vector<data::CopyTaskBatch> held_out;  // on the CPU
+};
+
+// Throws Error naming `flag` and the path for a missing or corrupt file, a checkpoint of another
+// app, or settings its weights do not fit.
+CopyTaskCheckpoint load_copy_task_checkpoint(const std::string& path, int64_t batches, const char* flag);
 
 // Registers `tapestry copy-task`.
 void add_copy_task(CommandLine& cli);

@@ -7,6 +7,7 @@
 #include "apps/classify.h"
 #include "apps/cluster.h"
 #include "apps/copy_task.h"
+#include "apps/inspect.h"
 #include "apps/reverse.h"
 #include "apps/translate.h"
 #include "tapestry.h"
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   app::add_classify(cli);
   app::add_cluster(cli);
   app::add_copy_task(cli);
+  app::add_inspect(cli);
   app::add_reverse(cli);
   app::add_translate(cli);
   app::add_bench(cli);

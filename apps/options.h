@@ -203,7 +203,8 @@ class OptionTable {
 
 // The flags of train::TrainOptions, the same in every training app: --optimizer, --schedule and
 // --clip, --seed (recorded as training settings), --steps, --eval-every, --patience, --device,
-// --threads, --log, --save, --save-every, --save-best, --resume, --eval-only, --distributed. Their checks are
+// --threads, --log, --save, --save-every, --save-best, --resume, --eval-only, --distributed, --inspect-every.
+// Their checks are
 // train::check_options's.
 template <class Options>
 void add_train_options(OptionTable<Options>& t, train::TrainOptions Options::*g) {
@@ -232,6 +233,9 @@ void add_train_options(OptionTable<Options>& t, train::TrainOptions Options::*g)
   t.add("--distributed", g, &T::distributed,
         "one rank of an MPI job, started as mpirun -np N tapestry ... --distributed: data-parallel training "
         "(docs/DISTRIBUTED.md)");
+  t.add("--inspect-every", g, &T::inspect_every,
+        "log the gradient-flow inspection (tapestry inspect) to --log every N steps and at step 0; 0: never. Apps "
+        "whose model has no clustering refuse it");
 }
 
 // The attention a model trains with and the one it is evaluated with.

@@ -57,7 +57,7 @@ class Classifier : public nn::Module {
     Tensor aux_loss;  // the encoder's auxiliary loss (neural-clustering), else undefined
 
     // task_loss + the auxiliary loss: what training minimises.
-    Tensor objective(const Tensor& task_loss) const { return nn::EncoderOutput{logits, aux_loss}.objective(task_loss); }
+    Tensor objective(const Tensor& task_loss) const { return nn::EncoderOutput{logits, aux_loss, {}}.objective(task_loss); }
   };
   // tokens (B, N) int64 in [0, V); lengths (B) int64 in [1, N] marks padding (undefined: none). A
   // document's logits do not depend on the padding after it.

@@ -20,7 +20,7 @@ SequenceTagger::SequenceTagger(const SequenceTaggerOptions& o, Generator& gen)
 SequenceTagger::Output SequenceTagger::forward(const Tensor& tokens, const Tensor& lengths, Generator& gen) {
   const Tensor x = positions->forward(embedding->forward(tokens));  // (B, N, D)
   const nn::EncoderOutput encoded = encoder->encode(x, lengths, gen);
-  return {output->forward(encoded.output), encoded.aux_loss};
+  return {output->forward(encoded.output), encoded.aux_loss, encoded.layers};
 }
 
 }  // namespace tapestry::models

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "nn/encoder.h"
 #include "nn/layers.h"
@@ -33,9 +34,10 @@ class SequenceTagger : public nn::Module {
   struct Output {
     Tensor logits;    // (B, N, K)
     Tensor aux_loss;  // the encoder's auxiliary loss (neural-clustering), else undefined
+    std::vector<nn::EncoderLayerTrace> layers;  // each encoder layer's tensors (nn/encoder.h), for inspection
 
     // task_loss + the auxiliary loss: what training minimises.
-    Tensor objective(const Tensor& task_loss) const { return nn::EncoderOutput{logits, aux_loss}.objective(task_loss); }
+    Tensor objective(const Tensor& task_loss) const { return nn::EncoderOutput{logits, aux_loss, {}}.objective(task_loss); }
   };
   // tokens (B, N) int64; lengths (B) int64 marks padding (undefined: none).
   Output forward(const Tensor& tokens, const Tensor& lengths, Generator& gen);

@@ -39,7 +39,7 @@ class SpeechRecognizer : public nn::Module {
     Tensor aux_loss;   // the encoder's auxiliary loss (neural-clustering), else undefined
 
     // task_loss + the auxiliary loss: what training minimises.
-    Tensor objective(const Tensor& task_loss) const { return nn::EncoderOutput{log_probs, aux_loss}.objective(task_loss); }
+    Tensor objective(const Tensor& task_loss) const { return nn::EncoderOutput{log_probs, aux_loss, {}}.objective(task_loss); }
   };
   // features (B, N, F) float32, zero after each row's length; lengths (B) int64 in frames.
   // Frames n·S … n·S + S − 1 are concatenated into position n (the last one zero-padded), mapped

@@ -82,11 +82,11 @@ Translator::Output Translator::forward(const Tensor& source, const Tensor& sourc
 
 nn::EncoderOutput Translator::decode(const Tensor& x, const Tensor& memory, const Tensor& lengths,
                                      const Tensor& memory_lengths, Generator& gen) {
-  if (decoder) return {decoder->forward(x, memory, lengths, memory_lengths, gen), Tensor()};
+  if (decoder) return {decoder->forward(x, memory, lengths, memory_lengths, gen), Tensor(), {}};
   const nn::ClusterFormerOutput out = clustering_decoder->forward(x, memory, lengths, memory_lengths, gen);
   // eq. 17 without the task term, as the encoder's
   const nn::ClusteringLossWeights& w = options_.clustering;
-  return {out.output, out.clustering_loss * w.mu + out.sorting_loss * w.nu};
+  return {out.output, out.clustering_loss * w.mu + out.sorting_loss * w.nu, out.layers};
 }
 
 // ---- decoding ----

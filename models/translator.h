@@ -52,7 +52,7 @@ class Translator : public nn::Module {
     Tensor logits;    // (B, T, V)
     Tensor aux_loss;  // the neural-clustering encoder's and decoder's µ·L1 + ν·L2, else undefined
     // task_loss + the auxiliary loss: what training minimises.
-    Tensor objective(const Tensor& task_loss) const { return nn::EncoderOutput{logits, aux_loss}.objective(task_loss); }
+    Tensor objective(const Tensor& task_loss) const { return nn::EncoderOutput{logits, aux_loss, {}}.objective(task_loss); }
   };
   // Teacher forcing: source (B, S) and target_in (B, T) int64 tokens in [0, V) (target_in begins
   // with bos), their lengths (B) int64 (undefined: no padding). Position t of the logits predicts

@@ -33,15 +33,17 @@ void register_clustering_weights(Module& layer, int64_t D, Generator& gen, std::
   for (Tensor* w : weights) *w = layer.register_parameter(names[i++], uniform_weight(D, D, gen));
 }
 
-// §3.1–3.2 as a sublayer: the neural clustering attention of x with a layer's weights, its Ĉ and
-// losses recorded in `out`.
-Tensor clustering_attention(const Tensor& x, const Tensor& centroids, const attention::NeuralClusteringWeights& weights,
-                            int64_t heads, const Tensor& lengths, Causal causal, ClusterFormerOutput& out) {
+// §3.1–3.2 as a sublayer: the neural clustering attention of y (the layer input x, normalised in
+// pre-norm) with a layer's weights; its Ĉ, losses and trace recorded in `out`.
+Tensor clustering_attention(const Tensor& x, const Tensor& y, const Tensor& centroids,
+                            const attention::NeuralClusteringWeights& weights, int64_t heads, const Tensor& lengths,
+                            Causal causal, ClusterFormerOutput& out) {
   const attention::NeuralClusteringResult r =
-      attention::neural_clustering_attention(x, centroids, weights, heads, lengths, causal);
+      attention::neural_clustering_attention(y, centroids, weights, heads, lengths, causal);
   out.centroids = r.centroids;
   out.clustering_loss = r.clustering_loss;
   out.sorting_loss = r.sorting_loss;
+  out.layers = {{x, y, centroids, r.u, r.assignment, r.centroids, r.clustering_loss, r.sorting_loss}};
   return r.output;
 }
 
@@ -51,6 +53,7 @@ void accumulate(ClusterFormerOutput& out, const ClusterFormerOutput& layer, size
   out.centroids = layer.centroids;
   out.clustering_loss = i == 0 ? layer.clustering_loss : out.clustering_loss + layer.clustering_loss;
   out.sorting_loss = i == 0 ? layer.sorting_loss : out.sorting_loss + layer.sorting_loss;
+  out.layers.insert(out.layers.end(), layer.layers.begin(), layer.layers.end());
 }
 
 // §3.1: "C is initialized randomly in the first layer" — N(0, 1/D), so the first similarities are O(1).
@@ -79,7 +82,7 @@ ClusterFormerOutput ClusterFormerEncoderLayer::forward(const Tensor& x, const Te
   ClusterFormerOutput out;
   // §3.1–3.2 inside the first residual block: the clustering sees what the attention sees.
   const Tensor h = residual(options_.norm, x, *norm1, *dropout1, gen, [&](const Tensor& y) {
-    return clustering_attention(y, centroids, {w_c, w_q, w_k, w_v, w_o}, options_.heads, lengths, causal, out);
+    return clustering_attention(x, y, centroids, {w_c, w_q, w_k, w_v, w_o}, options_.heads, lengths, causal, out);
   });
   out.output = residual(options_.norm, h, *norm2, *dropout2, gen, [&](const Tensor& y) { return ff->forward(y, gen); });
   return out;
@@ -101,7 +104,7 @@ ClusterFormerEncoder::ClusterFormerEncoder(const TransformerLayerOptions& option
 }
 
 ClusterFormerOutput ClusterFormerEncoder::forward(const Tensor& x, const Tensor& lengths, Generator& gen, Causal causal) {
-  ClusterFormerOutput out{x, centroids, Tensor(), Tensor()};
+  ClusterFormerOutput out{x, centroids, Tensor(), Tensor(), {}};
   for (size_t i = 0; i < layers->size(); ++i) {
     // Each layer clusters with the centroids the previous one updated (Ĉ, §3.1).
     accumulate(out, (*layers)[i]->forward(out.output, out.centroids, lengths, causal, gen), i);
@@ -113,7 +116,7 @@ ClusterFormerOutput ClusterFormerEncoder::forward(const Tensor& x, const Tensor&
 EncoderOutput ClusterFormerEncoder::encode(const Tensor& x, const Tensor& lengths, Generator& gen) {
   const ClusterFormerOutput out = forward(x, lengths, gen);
   // eq. 17 without the task term: µ L1 + ν L2
-  return {out.output, out.clustering_loss * weights_.mu + out.sorting_loss * weights_.nu};
+  return {out.output, out.clustering_loss * weights_.mu + out.sorting_loss * weights_.nu, out.layers};
 }
 
 void ClusterFormerEncoder::set_attention(const attention::AttentionConfig& config) {
@@ -149,7 +152,8 @@ ClusterFormerOutput ClusterFormerDecoderLayer::forward(const Tensor& x, const Te
   ClusterFormerOutput out;
   // Appendix B: the decoder's self-attention is the masked form of §3.2.
   const Tensor h1 = residual(options_.norm, x, *norm1, *dropout1, gen, [&](const Tensor& y) {
-    return clustering_attention(y, centroids, {w_c, w_q, w_k, w_v, w_o}, options_.heads, lengths, Causal::Yes, out);
+    return clustering_attention(x, y, centroids, {w_c, w_q, w_k, w_v, w_o}, options_.heads, lengths, Causal::Yes,
+                                out);
   });
   const Tensor h2 = residual(options_.norm, h1, *norm2, *dropout2, gen, [&](const Tensor& y) {
     return cross_attn->forward(y, memory, memory, {lengths, memory_lengths}, Causal::No, gen);
@@ -171,7 +175,7 @@ ClusterFormerDecoder::ClusterFormerDecoder(const TransformerLayerOptions& option
 
 ClusterFormerOutput ClusterFormerDecoder::forward(const Tensor& x, const Tensor& memory, const Tensor& lengths,
                                                   const Tensor& memory_lengths, Generator& gen) {
-  ClusterFormerOutput out{x, centroids, Tensor(), Tensor()};
+  ClusterFormerOutput out{x, centroids, Tensor(), Tensor(), {}};
   for (size_t i = 0; i < layers->size(); ++i)
     accumulate(out, (*layers)[i]->forward(out.output, out.centroids, memory, lengths, memory_lengths, gen), i);
   if (norm) out.output = norm->forward(out.output);

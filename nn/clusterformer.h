@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "nn/attention/common.h"
 #include "nn/transformer.h"
@@ -22,6 +23,7 @@ struct ClusterFormerOutput {
   Tensor centroids;        ///< Ĉ of the last layer (B, C, D)
   Tensor clustering_loss;  ///< L1 summed over the layers, 0-d
   Tensor sorting_loss;     ///< L2 summed over the layers, 0-d
+  std::vector<EncoderLayerTrace> layers;  ///< each layer's tensors and its own L1, L2, in order
 };
 
 /// One layer: neural clustering self-attention + feed-forward, each in a residual block

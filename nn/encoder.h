@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "core/random.h"
 #include "nn/attention/config.h"
@@ -23,10 +24,25 @@ namespace tapestry::nn {
 
 struct TransformerLayerOptions;
 
+/// What one encoder layer saw and made, kept for inspection (models/inspection.h): the tensors of the
+/// forward pass itself, so that a gradient can be read at them (Tensor::retain_grad) and the
+/// clustering measured. The neural-clustering fields are undefined for the other attentions.
+struct EncoderLayerTrace {
+  Tensor input;            ///< (B, N, D) the layer's input
+  Tensor attention_input;  ///< (B, N, D) what the self-attention saw (the input, after norm1 in pre-norm)
+  Tensor centroids;        ///< neural-clustering: the centroids clustered with, (C, D) (the parameter) or (B, C, D) (Ĉ of the layer before)
+  Tensor u;                ///< neural-clustering: U (B, C, N) (eq. 2)
+  Tensor assignment;       ///< neural-clustering: (B, N) int64, each word's cluster (eq. 4); C for padding
+  Tensor updated_centroids;  ///< neural-clustering: Ĉ (B, C, D) (eq. 3)
+  Tensor clustering_loss;  ///< neural-clustering: this layer's L1 (eq. 6), 0-d, unweighted
+  Tensor sorting_loss;     ///< neural-clustering: this layer's L2 (eq. 11), 0-d, unweighted
+};
+
 /// What Encoder::encode returns.
 struct EncoderOutput {
   Tensor output;    ///< (B, N, D)
   Tensor aux_loss;  ///< 0-d, what the encoder adds to the training objective; undefined when nothing
+  std::vector<EncoderLayerTrace> layers;  ///< one per layer, in order; aux_loss is µ Σ L1 + ν Σ L2 of them
 
   /// task_loss + aux_loss (task_loss alone when there is no auxiliary loss).
   Tensor objective(const Tensor& task_loss) const;

@@ -138,6 +138,12 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   return merge_heads(attended);
 }
 
+Tensor MultiheadAttention::project_queries(const Tensor& query, const Tensor& query_lengths) {
+  const char* op = "MultiheadAttention.project_queries";
+  check_model_input("query", query);
+  return split_heads(q_proj->forward(zero_padding(query, query_lengths, op)));
+}
+
 KeyValues MultiheadAttention::project_keys_values(const Tensor& key, const Tensor& value, const Tensor& key_lengths) {
   const char* op = "MultiheadAttention.project_keys_values";
   check_model_input("key", key);

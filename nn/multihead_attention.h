@@ -63,6 +63,9 @@ class MultiheadAttention : public Module {
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, const attention::Padding& padding,
                  attention::Causal causal, Generator& gen);
 
+  /// q_proj(query) split into heads (B, H, N, E), the rows at positions ≥ query_lengths[b] zeroed
+  /// first (query_lengths undefined: none): the queries forward() attends with, for inspection.
+  Tensor project_queries(const Tensor& query, const Tensor& query_lengths);
   /// k_proj(key) and v_proj(value) split into heads, for forward_cached; key and value (B, S, D),
   /// their rows at positions ≥ key_lengths[b] zeroed first (key_lengths undefined: none).
   KeyValues project_keys_values(const Tensor& key, const Tensor& value, const Tensor& key_lengths);

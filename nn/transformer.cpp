@@ -63,10 +63,12 @@ void TransformerEncoderLayer::set_attention(const AttentionConfig& config) {
   options_.attention = config;
 }
 
-Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& lengths, Generator& gen) {
+Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& lengths, Generator& gen,
+                                       EncoderLayerTrace* trace) {
   check_sequence(*this, "input", x, norm1->weight, options_.d_model);
   const attention::Padding padding{lengths, lengths};
   const Tensor h = residual(options_.norm, x, *norm1, *dropout1, gen, [&](const Tensor& y) {
+    if (trace) trace->input = x, trace->attention_input = y;
     return self_attn->forward(y, y, y, padding, Causal::No, gen);
   });
   return residual(options_.norm, h, *norm2, *dropout2, gen, [&](const Tensor& y) { return ff->forward(y, gen); });
@@ -171,16 +173,23 @@ TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& options, i
     norm = register_module("norm", std::make_shared<LayerNorm>(options.d_model, options.layer_norm_eps));
 }
 
-Tensor TransformerEncoder::forward(const Tensor& x, const Tensor& lengths, Generator& gen) {
+Tensor TransformerEncoder::forward(const Tensor& x, const Tensor& lengths, Generator& gen,
+                                  std::vector<EncoderLayerTrace>* traces) {
   const TransformerEncoderLayer& first = *(*layers)[0];
   check_sequence(*this, "input", x, first.norm1->weight, first.options().d_model);
   Tensor h = x;
-  for (const auto& layer : *layers) h = layer->forward(h, lengths, gen);
+  for (const auto& layer : *layers) {
+    EncoderLayerTrace trace;
+    h = layer->forward(h, lengths, gen, traces ? &trace : nullptr);
+    if (traces) traces->push_back(trace);
+  }
   return norm ? norm->forward(h) : h;
 }
 
 EncoderOutput TransformerEncoder::encode(const Tensor& x, const Tensor& lengths, Generator& gen) {
-  return {forward(x, lengths, gen), Tensor()};
+  EncoderOutput out;
+  out.output = forward(x, lengths, gen, &out.layers);
+  return out;
 }
 
 void TransformerEncoder::set_attention(const AttentionConfig& config) {

@@ -68,8 +68,9 @@ class TransformerEncoderLayer : public Module {
  public:
   /// Initial values from `gen`; throws Error for bad options (check_options).
   TransformerEncoderLayer(const TransformerLayerOptions& options, Generator& gen);
-  /// x (B, N, D), lengths (B) int64 or undefined (no padding) -> (B, N, D).
-  Tensor forward(const Tensor& x, const Tensor& lengths, Generator& gen);
+  /// x (B, N, D), lengths (B) int64 or undefined (no padding) -> (B, N, D); with `trace`, the
+  /// layer's input and its self-attention's input are kept there.
+  Tensor forward(const Tensor& x, const Tensor& lengths, Generator& gen, EncoderLayerTrace* trace = nullptr);
   /// The self-attention from the next forward on (the weights stay).
   void set_attention(const attention::AttentionConfig& config);
   void set_attention(const std::string& config);  ///< parsed by AttentionConfig::parse
@@ -145,9 +146,11 @@ class TransformerEncoder : public Encoder {
  public:
   /// num_layers ≥ 1 layers initialised from `gen`; throws Error for bad options.
   TransformerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen);
-  /// x (B, N, D), lengths (B) int64 or undefined (no padding) -> (B, N, D).
-  Tensor forward(const Tensor& x, const Tensor& lengths, Generator& gen);
-  /// forward(x, lengths, gen) with no auxiliary loss.
+  /// x (B, N, D), lengths (B) int64 or undefined (no padding) -> (B, N, D); with `traces`, one
+  /// trace per layer is appended there.
+  Tensor forward(const Tensor& x, const Tensor& lengths, Generator& gen,
+                 std::vector<EncoderLayerTrace>* traces = nullptr);
+  /// forward(x, lengths, gen) with no auxiliary loss, and every layer's trace.
   EncoderOutput encode(const Tensor& x, const Tensor& lengths, Generator& gen) override;
   /// Every layer's self-attention, e.g. to evaluate a model trained with full attention with
   /// improved-clustered attention.

@@ -89,6 +89,8 @@ void check_options(const TrainOptions& o) {
            "] (0: OpenMP's default), got ", o.threads);
   TP_CHECK(o.save_every >= 0, "--save-every", "must be >= 0 (0: only at the end), got ", o.save_every);
   TP_CHECK(o.save_every == 0 || !o.save.empty(), "--save-every", "needs --save FILE");
+  TP_CHECK(o.inspect_every >= 0, "--inspect-every", "must be >= 0 (0: never), got ", o.inspect_every);
+  TP_CHECK(o.inspect_every == 0 || !o.log.empty(), "--inspect-every", "needs --log FILE: the inspections go there");
   TP_CHECK(!o.eval_only || !o.resume.empty(), "--eval-only", "needs --resume FILE: the checkpoint to evaluate");
   TP_CHECK(!o.eval_only || (o.save.empty() && o.save_best.empty()), "--eval-only",
            "trains nothing, so there is nothing to --save");
@@ -256,6 +258,18 @@ Report Trainer::train(const TaskFactory& make_task) {
     report.metrics = e.metrics;
     return e;
   };
+  if (o.inspect_every > 0 && !o.eval_only) {
+    const std::string why = task->cannot_inspect();
+    TP_CHECK(why.empty(), "--inspect-every", "nothing to inspect: ", why);
+  }
+  const auto inspect = [&] {
+    nlohmann::json record = spec_.log_fields;
+    record["event"] = "inspect";
+    record["step"] = step;
+    record["inspect"] = task->inspect();
+    model.train();
+    log.write(record);
+  };
   const auto save = [&](const std::string& path) {
     if (!world.is_root()) return;
     RunState state{&model, optimizer.get(), schedule.get(), &gen, step, best.state(), task->data_state()};
@@ -287,6 +301,7 @@ Report Trainer::train(const TaskFactory& make_task) {
     double interval_loss = 0, items = 0, smooth_loss = NAN;
     int64_t interval_steps = 0;
     Metrics smooth;
+    if (o.inspect_every > 0 && first == 0 && o.steps > 0) inspect();
     while (step < o.steps) {
       ++step;
       optimizer->zero_grad();
@@ -303,6 +318,7 @@ Report Trainer::train(const TaskFactory& make_task) {
       if (o.clip > 0) optim::clip_grad_norm(params, o.clip);
       optimizer->step();
       if (step_schedule) step_schedule->step();
+      if (o.inspect_every > 0 && step % o.inspect_every == 0) inspect();
 
       interval_loss += s.loss, ++interval_steps, items += s.items;
       smooth_loss = smoothed(smooth_loss, s.loss);

@@ -7,6 +7,7 @@
 //     every eval_every steps and at the last: evaluate (no grad, eval mode), log, keep the best,
 //       stop early after `patience` evaluations without a new best
 //     every save_every steps: checkpoint
+//     every inspect_every steps (and before the first step of a fresh run): log task.inspect()
 //   checkpoint at the end; report
 //
 // with progress on stderr, a JSON-lines log, checkpoints that resume exactly (train/run_state.h),
@@ -72,6 +73,7 @@ struct TrainOptions {
   bool eval_only = false;
   bool progress = true;       // the progress line on stderr
   bool distributed = false;   // one rank of an MPI job (mpirun -np N ...); see the top of this file
+  int64_t inspect_every = 0;  // log the task's inspection (Task::inspect) every N steps and at step 0; 0: never
 };
 
 // Checks what can be checked without a device or a file (ranges, parsable optimizer and schedule,
@@ -107,6 +109,15 @@ class Task {
   // The data position to checkpoint (epoch-based readers) and to restore on resume.
   virtual nlohmann::json data_state() const { return nlohmann::json::object(); }
   virtual void load_data_state(const nlohmann::json& /*state*/) {}
+  // --inspect-every: "" when the task can inspect its model, else why not (the Trainer refuses the
+  // flag with this reason before training); then inspect() returns what the log records under
+  // "inspect" (models/inspection.h: to_json). The inspection must not draw from the training
+  // generator, so that inspecting never changes training.
+  virtual std::string cannot_inspect() const {
+    return "this app's model has no clustering to inspect (copy-task with clustered, improved-clustered or "
+           "neural-clustering attention has)";
+  }
+  virtual nlohmann::json inspect() { return nullptr; }
 };
 
 enum class Goal { Max, Min };

@@ -155,6 +155,33 @@ Tensor causal_improved_clustered_attention(const Tensor& q, const Tensor& k, con
   return listed_keys_attention(q, k, v, top.indices, gather(keep, 3, top.indices)) * mass + rest;
 }
 
+AttentionRows attention_rows(const Tensor& q_in, const Tensor& k_in, const QueryClusters& clusters,
+                             int64_t topk_keys, const Padding& padding) {
+  const char* op = "attention_rows";
+  const QkvShape s = check_qkv(op, q_in, k_in, k_in);
+  check_clusters(op, clusters, s);
+  TP_CHECK(topk_keys >= 1, op, "topk must be at least 1, got ", topk_keys);
+  NoGradGuard no_grad;
+  const Tensor q = q_in.detach(), k = k_in.detach();
+  const Tensor keys = key_keep_mask(padding, s, q.device(), op);  // (B, 1, 1, S) or undefined
+  const Tensor scores = matmul(q * (1.0 / std::sqrt(static_cast<double>(s.E))), transpose(k, -1, -2));  // (B, H, N, S)
+  AttentionRows rows;
+  rows.full = softmax(scores, keys);
+  // Eq. 4, and the top-k keys T_j of each cluster with their mass m̂_j (eq. 14), as improved_clustered_attention.
+  const Tensor per_cluster = clustered_weights(q, k, clusters, padding, s, op);  // (B, H, C, S)
+  const Sorted top = topk(per_cluster, std::min(topk_keys, s.S), -1);           // (B, H, C, k)
+  const Tensor top_count = scatter_add(zeros(per_cluster.shape(), per_cluster.options()), 3, top.indices,
+                                       ones(top.indices.shape(), per_cluster.options()));  // (B, H, C, S)
+  rows.clustered = to_queries(per_cluster, clusters);
+  rows.in_top = gt(to_queries(top_count, clusters), scalar(0, q.options()));            // (B, H, N, S)
+  const Tensor mass = to_queries(sum(top.values, {-1}, KeepDim::Yes), clusters);        // (B, H, N, 1)
+  // Eq. 13: on T_j the query's own softmax over its dot products with those keys, scaled by m̂_j;
+  // eq. 17: A^c on the other keys.
+  const Tensor exact = softmax(scores, keys.defined() ? logical_and(rows.in_top, keys) : rows.in_top) * mass;
+  rows.improved = where(rows.in_top, exact, rows.clustered);
+  return rows;
+}
+
 Tensor improved_clustered_attention(const Tensor& q, const Tensor& k, const Tensor& v, const QueryClusters& clusters,
                                     int64_t topk_keys, const Padding& padding) {
   const char* op = "improved_clustered_attention";

@@ -71,4 +71,22 @@ Tensor causal_improved_clustered_attention(const Tensor& q, const Tensor& k, con
 Tensor improved_clustered_attention(const Tensor& q, const Tensor& k, const Tensor& v, const QueryClusters& clusters,
                                     int64_t topk, const Padding& padding = {});
 
+/// The weights each query gives each key under full, clustered and improved clustered attention,
+/// as dense rows, to compare the approximations with full attention on real activations.
+struct AttentionRows {
+  Tensor full;       ///< (B, H, N, S) softmax(Q Kᵀ/√E) over the real keys
+  Tensor clustered;  ///< (B, H, N, S) the query's cluster's row of A^c (eq. 4); 0 at a padded query
+  Tensor improved;   ///< (B, H, N, S) eq. 13 on the top-k keys of the query's cluster (the query's own
+                     ///<               softmax over them, scaled by m̂), A^c on the others (eq. 17)
+  Tensor in_top;     ///< (B, H, N, S) bool: key s is one of the top-k keys of the query's cluster
+};
+
+/// The rows that clustered_attention and improved_clustered_attention multiply V by (their outputs
+/// are rows·V), and full attention's, for q (B, H, N, E), k (B, H, S, E), the given clusters and
+/// topk ≥ 1. Proposition 2 of the clustered-attention paper: for every query,
+/// ‖improved − full‖₁ ≤ ‖clustered − full‖₁. Dense (B, H, N, S) tensors: meant for inspection, not
+/// for long sequences. Records nothing on the tape. Throws Error naming the function on misuse.
+AttentionRows attention_rows(const Tensor& q, const Tensor& k, const QueryClusters& clusters, int64_t topk,
+                             const Padding& padding = {});
+
 }  // namespace tapestry::attention

@@ -200,7 +200,8 @@ NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Ten
   const Tensor output = where(unclustered, full({}, std::numeric_limits<double>::quiet_NaN(), x.options()),
                               matmul(z, w.w_o));                                                      // (B, N, D)
 
-  return {output, clustering.centroids, clustering.clustering_loss, clustering.sorting_loss, assignment, order};
+  return {output, clustering.centroids, clustering.clustering_loss, clustering.sorting_loss, assignment, order,
+          clustering.u};
 }
 
 }  // namespace tapestry::attention

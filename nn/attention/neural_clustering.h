@@ -69,6 +69,7 @@ struct NeuralClusteringResult {
   Tensor sorting_loss;     ///< 0-d        L2 (eq. 11), the mean over the batch
   Tensor assignment;       ///< (B, N) int64: each word's cluster I_j in [0, C); C for padding, −1 for NaN (above)
   Tensor order;            ///< (B, N) int64: I′, sorted position → original position
+  Tensor u;                ///< (B, C, N)  U (eq. 2), as NeuralClustering::u
 };
 
 /// What neural_clustering returns: the clustering of §3.1 and its losses, without the attention.

@@ -1,0 +1,125 @@
+// Gradient flow through the clustering of a SequenceTagger, and what its clustering does, on one
+// batch (`tapestry inspect`, docs/TUTORIAL-gradient-flow.md):
+//
+//   - gradients: the gradient each loss sends separately into each layer's tensors, by separate
+//     backward passes over one forward (nn/gradient_flow.h). Losses: the task loss and, for a
+//     ClusterFormer (neural-clustering), µ·L1 and ν·L2 summed over the layers (ClusterFormer eq. 17;
+//     L1 of a later layer reaches an earlier layer's weights through the hidden states and Ĉ).
+//     Targets per layer: neural-clustering: the centroids the layer clusters with (the parameter C
+//     in layer 0, the previous layer's Ĉ after), W_C, W_Q, W_K, W_V (whole and per head: the head's
+//     columns) and the layer's input; clustered types: W_Q, W_K, W_V (whole and per head: the head's
+//     rows of the projection) and the input.
+//   - clusters: per sample, cluster sizes (summed over the batch for the histogram), empty clusters
+//     and the largest cluster's share (means over the samples); for neural-clustering also the
+//     normalised entropy of each word's column of U (the column rescaled to sum 1: 0 is a word
+//     claimed by one centroid, 1 by all alike) and the norms of Ĉ. Per head for the clustered types
+//     (each head clusters its own queries), one per layer for neural-clustering (heads share it).
+//   - attention (clustered and improved-clustered): per head, over the real queries, the mass A^c
+//     gives its cluster's top-k keys (m̂), the mass full attention gives the same keys, and the mean
+//     L1 distance of the clustered and the improved-clustered rows from full attention's, with the
+//     fraction of queries where Proposition 2 (improved never worse than clustered) holds.
+//
+// Shape letters: B batch, N positions, D width, H heads, E head width, C clusters.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "metrics/cluster_stats.h"
+#include "models/sequence_tagger.h"
+#include "nn/gradient_flow.h"
+
+namespace tapestry::models {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+struct GradientReport {
+  std::string target;   // "centroids", "w_c", "w_q", "w_k", "w_v", "input"
+  int64_t head = -1;    // -1: the whole tensor
+  nn::GradientComparison comparison;  // over Inspection::losses, in order
+};
+
+struct ClusterReport {
+  int64_t head = -1;             // -1: one clustering for all heads (neural-clustering)
+  metrics::ClusterSizes total;   // sizes summed over the samples
+  double empty = 0;              // mean over the samples of the number of empty clusters
+  double largest_share = 0;      // mean over the samples of the largest cluster's share
+  metrics::Summary entropy{kNaN, kNaN, kNaN};         // neural-clustering: of U's columns, over the real words
+  int64_t unclaimed = 0;  // neural-clustering: words whose column of U is all 0 (left out of the entropy)
+  metrics::Summary centroid_norms{kNaN, kNaN, kNaN};  // neural-clustering: ‖Ĉ_i‖ over samples and clusters
+};
+
+struct AttentionReport {
+  int64_t head = 0;
+  double clustered_topk_mass = 0;  // mean m̂: A^c's mass on its cluster's top-k keys
+  double full_topk_mass = 0;       // mean mass full attention gives the same keys
+  double l1_clustered = 0;         // mean ‖clustered row − full row‖₁
+  double l1_improved = 0;          // mean ‖improved row − full row‖₁
+  double proposition2 = 0;         // fraction of queries with l1_improved ≤ l1_clustered + 1e-5
+  double max_excess = 0;           // max over queries of l1_improved − l1_clustered (≤ 0 when it holds)
+};
+
+// One head's attention rows for one sample, N × N row-major.
+struct AttentionMap {
+  int64_t layer = 0, head = 0, sample = 0, size = 0;
+  std::vector<double> full, clustered, improved;
+};
+
+struct LayerInspection {
+  int64_t layer = 0;
+  double l1 = kNaN, l2 = kNaN;  // neural-clustering: this layer's unweighted L1 (eq. 6) and L2 (eq. 11)
+  std::vector<GradientReport> gradients;
+  std::vector<ClusterReport> clusters;
+  std::vector<AttentionReport> attention;  // clustered types
+  // For comparing two inspections of the same batch (compare_inspections), neural-clustering only:
+  std::vector<int64_t> assignment;  // (B·N) each word's cluster; C for padding
+  std::vector<double> centroids;    // the centroids the layer clustered with, rows of D
+  int64_t clusters_count = 0;       // C
+  int64_t centroid_width = 1;       // D
+};
+
+struct Inspection {
+  std::string attention;            // the config inspected
+  std::vector<std::string> losses;  // "task", and "mu_l1", "nu_l2" for neural-clustering
+  std::vector<double> loss_values;  // their values on the batch
+  int64_t sequences = 0, length = 0;
+  std::vector<LayerInspection> layers;
+  std::vector<AttentionMap> maps;   // clustered types: head 0 of sample 0 in every layer
+};
+
+struct InspectionOptions {
+  double mu = 1e-3, nu = 1e-3;  // the weights of L1 and L2 the model trains with
+  uint64_t hash_seed = 0;       // the clustered types' hashing draws from Generator(hash_seed)
+};
+
+// Whether inspect_tagger has something to show for this attention: clusters and, for
+// neural-clustering, clustering losses. "" when it has; otherwise why not.
+std::string nothing_to_inspect(const attention::AttentionConfig& config);
+
+// Inspects `model` on tokens (B, N) int64 (no padding), with task_loss(logits) the task's loss (0-d).
+// The model is put in eval mode (no dropout) and left there; its parameters' gradients are dropped.
+// Throws Error when nothing_to_inspect(model's attention) is not "".
+Inspection inspect_tagger(SequenceTagger& model, const Tensor& tokens,
+                          const std::function<Tensor(const Tensor& logits)>& task_loss, const InspectionOptions& options);
+
+// How the clustering moved between two inspections of the same batch (two checkpoints of one run).
+struct LayerChange {
+  int64_t layer = 0;
+  double churn = 0;                    // the fraction of real words whose cluster differs
+  metrics::Summary centroid_movement;  // ‖c_after − c_before‖ over the centroid rows
+};
+
+// Per layer, for neural-clustering inspections of one batch with the same shapes; Error otherwise
+// (naming what differs).
+std::vector<LayerChange> compare_inspections(const Inspection& before, const Inspection& after);
+
+// The JSON form documented in docs/INSPECT.md ("layers", "losses", ...); NaN is written as null.
+nlohmann::json to_json(const Inspection& inspection);
+nlohmann::json to_json(const std::vector<LayerChange>& changes);
+
+}  // namespace tapestry::models
