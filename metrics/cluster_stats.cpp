@@ -43,9 +43,9 @@ double churn(const std::vector<int64_t>& a, const std::vector<int64_t>& b, int64
   return words == 0 ? 0.0 : double(moved) / double(words);
 }
 
-Summary summarize(const std::vector<double>& values) {
+Spread spread(const std::vector<double>& values) {
   if (values.empty()) return {};
-  Summary s{values[0], 0, values[0]};
+  Spread s{values[0], 0, values[0]};
   for (const double v : values) s.min = std::min(s.min, v), s.max = std::max(s.max, v), s.mean += v;
   s.mean /= double(values.size());
   return s;

@@ -33,10 +33,10 @@ double normalized_entropy(const std::vector<double>& weights);
 double churn(const std::vector<int64_t>& a, const std::vector<int64_t>& b, int64_t clusters);
 
 // min, mean and max of some values (all 0 when there is none).
-struct Summary {
+struct Spread {
   double min = 0, mean = 0, max = 0;
 };
-Summary summarize(const std::vector<double>& values);
+Spread spread(const std::vector<double>& values);
 
 // The L2 norm of each row of a rows × cols row-major matrix. Throws Error when the size is not rows·cols.
 std::vector<double> row_norms(const std::vector<double>& matrix, int64_t rows, int64_t cols);

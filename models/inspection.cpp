@@ -68,8 +68,8 @@ ClusterReport neural_cluster_report(const nn::EncoderLayerTrace& t) {
       if (total > 0) entropies.push_back(metrics::normalized_entropy(column));
       else ++r.unclaimed;  // every centroid's softmax over the words gives it 0 (underflow): no distribution
     }
-  r.entropy = metrics::summarize(entropies);
-  r.centroid_norms = metrics::summarize(metrics::row_norms(t.updated_centroids.to_vector<double>(), B * C, D));
+  r.entropy = metrics::spread(entropies);
+  r.centroid_norms = metrics::spread(metrics::row_norms(t.updated_centroids.to_vector<double>(), B * C, D));
   return r;
 }
 
@@ -195,7 +195,7 @@ void inspect_clustered(nn::TransformerEncoder& encoder, const SequenceTagger::Ou
 
 nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
-nlohmann::json summary(const metrics::Summary& s) {
+nlohmann::json summary(const metrics::Spread& s) {
   return {{"min", number(s.min)}, {"mean", number(s.mean)}, {"max", number(s.max)}};
 }
 
@@ -262,7 +262,7 @@ std::vector<LayerChange> compare_inspections(const Inspection& before, const Ins
     c.layer = int64_t(i);
     c.churn = metrics::churn(a.assignment, b.assignment, a.clusters_count);
     const int64_t d = a.centroid_width;
-    c.centroid_movement = metrics::summarize(metrics::row_norms(moved, int64_t(moved.size()) / d, d));
+    c.centroid_movement = metrics::spread(metrics::row_norms(moved, int64_t(moved.size()) / d, d));
     changes.push_back(c);
   }
   return changes;

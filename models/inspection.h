@@ -49,9 +49,9 @@ struct ClusterReport {
   metrics::ClusterSizes total;   // sizes summed over the samples
   double empty = 0;              // mean over the samples of the number of empty clusters
   double largest_share = 0;      // mean over the samples of the largest cluster's share
-  metrics::Summary entropy{kNaN, kNaN, kNaN};         // neural-clustering: of U's columns, over the real words
+  metrics::Spread entropy{kNaN, kNaN, kNaN};         // neural-clustering: of U's columns, over the real words
   int64_t unclaimed = 0;  // neural-clustering: words whose column of U is all 0 (left out of the entropy)
-  metrics::Summary centroid_norms{kNaN, kNaN, kNaN};  // neural-clustering: ‖Ĉ_i‖ over samples and clusters
+  metrics::Spread centroid_norms{kNaN, kNaN, kNaN};  // neural-clustering: ‖Ĉ_i‖ over samples and clusters
 };
 
 struct AttentionReport {
@@ -111,7 +111,7 @@ Inspection inspect_tagger(SequenceTagger& model, const Tensor& tokens,
 struct LayerChange {
   int64_t layer = 0;
   double churn = 0;                    // the fraction of real words whose cluster differs
-  metrics::Summary centroid_movement;  // ‖c_after − c_before‖ over the centroid rows
+  metrics::Spread centroid_movement;  // ‖c_after − c_before‖ over the centroid rows
 };
 
 // Per layer, for neural-clustering inspections of one batch with the same shapes; Error otherwise

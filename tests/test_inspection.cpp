@@ -88,7 +88,7 @@ TEST_CASE("cluster statistics: sizes, normalised entropy, churn, summaries, row 
   CHECK(metrics::normalized_entropy({0, 5, 0}) == doctest::Approx(0));
   CHECK(metrics::normalized_entropy({1, 3}) == doctest::Approx(-(0.25 * std::log(0.25) + 0.75 * std::log(0.75)) / std::log(2)));
   CHECK(metrics::churn({0, 1, 2, 3}, {0, 2, 2, 1}, 3) == doctest::Approx(1.0 / 3));  // position 3 is padding in a
-  const metrics::Summary m = metrics::summarize({2, -1, 5});
+  const metrics::Spread m = metrics::spread({2, -1, 5});
   CHECK(m.min == -1);
   CHECK(m.max == 5);
   CHECK(m.mean == doctest::Approx(2));
