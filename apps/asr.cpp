@@ -19,6 +19,7 @@
 #include "data/features.h"
 #include "data/text_lines.h"
 #include "metrics/edit_distance.h"
+#include "models/inspection.h"
 #include "models/speech_recognizer.h"
 #include "nn/decode/ctc.h"
 #include "ops/ctc.h"
@@ -220,11 +221,12 @@ std::vector<int64_t> decode(const Tensor& log_probs, int64_t length, int64_t bea
 
 // ---- the model's run ----
 
-class AsrRun : public train::Task {
+class AsrRun : public InspectableTask {
  public:
   AsrRun(const Prepared& p, const AsrOptions& o, const Attentions& a, Generator& gen, Device device,
          const dist::World& world)
-      : p_(p),
+      : InspectableTask({o.mu, o.nu, train::derived_seed(o.train.seed, 4)}),
+        p_(p),
         a_(a),
         device_(device),
         beam_(o.beam),
@@ -269,6 +271,19 @@ class AsrRun : public train::Task {
 
   nlohmann::json data_state() const override { return sampler_state(sampler_); }
   void load_data_state(const nlohmann::json& state) override { restore_sampler(sampler_, state); }
+
+  std::string cannot_inspect() const override { return models::nothing_to_inspect(a_.train); }
+
+  models::Inspection inspection(int64_t batches, uint64_t seed) override {
+    const std::vector<int64_t> rows = first_batches(eval_batches_, batches);
+    return models::inspect(
+        model_,
+        [&](Generator& gen) {
+          const Forward f = forward(p_.eval, rows, gen);
+          return models::InspectedPass{{{"encoder", model_.encoder, a_.train, f.out.layers, f.out.lengths}}, f.loss};
+        },
+        inspection_options(seed));
+  }
 
  private:
   struct Forward {
@@ -381,6 +396,19 @@ train::Report run_asr(const AsrOptions& o) {
   return trainer.run([&](Generator& gen, Device device) {
     return std::make_unique<AsrRun>(p, o, a, gen, device, trainer.world());
   });
+}
+
+InspectedCheckpoint inspect_asr_checkpoint(const CheckpointRequest& request) {
+  AsrOptions o;
+  table().apply(o, recorded_settings(request.path, kTask, request.flag));
+  o.train.resume = request.path;
+  o.train.eval_only = true;  // reads the evaluation split alone
+  o.train.progress = false;
+  check_asr_options(o);
+  const Prepared p = prepare(o);
+  Generator gen(o.train.seed);
+  AsrRun run(p, o, attentions(o.attention, o.eval_attention), gen, Device::cpu(), dist::World());
+  return inspect_restored(run, request, identity(o, p.inventory));
 }
 
 AsrCheckpoint read_asr_checkpoint(const std::string& path, const AsrOptions& options, const char* flag) {

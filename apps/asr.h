@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "apps/app.h"
+#include "apps/inspect.h"
 #include "data/features.h"
 #include "train/trainer.h"
 
@@ -88,6 +89,10 @@ struct AsrCheckpoint {
   std::vector<std::string> phonemes;
 };
 AsrCheckpoint read_asr_checkpoint(const std::string& path, const AsrOptions& options, const char* flag);
+
+// `tapestry inspect` of an asr checkpoint (apps/inspect.h), on the CPU: the first held-out batches
+// of its recorded --eval-split.
+InspectedCheckpoint inspect_asr_checkpoint(const CheckpointRequest& request);
 
 // The phonemes the checkpoint at `model` hears in each audio file (16 kHz), decoded greedily or
 // with `beam` > 0, with the eval attention of `options` when given. Throws Error naming the file.

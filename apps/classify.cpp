@@ -22,6 +22,7 @@
 #include "metrics/f1.h"
 #include "metrics/summary.h"
 #include "models/classifier.h"
+#include "models/inspection.h"
 #include "models/naive_bayes.h"
 #include "ops/loss.h"
 #include "ops/reduce.h"
@@ -252,11 +253,12 @@ Prepared prepare(const ClassifyOptions& o, const Corpus& corpus, const data::Spl
 
 // ---- the model's run ----
 
-class ClassifyRun : public train::Task {
+class ClassifyRun : public InspectableTask {
  public:
   ClassifyRun(const Prepared& p, const ClassifyOptions& o, const Attentions& a, Generator& gen, Device device,
               const dist::World& world)
-      : p_(p),
+      : InspectableTask({o.mu, o.nu, train::derived_seed(o.train.seed, 4)}),
+        p_(p),
         a_(a),
         device_(device),
         model_(classifier_options(p, o, a), gen),
@@ -302,6 +304,19 @@ class ClassifyRun : public train::Task {
 
   nlohmann::json data_state() const override { return sampler_state(sampler_); }
   void load_data_state(const nlohmann::json& state) override { restore_sampler(sampler_, state); }
+
+  std::string cannot_inspect() const override { return models::nothing_to_inspect(a_.train); }
+
+  models::Inspection inspection(int64_t batches, uint64_t seed) override {
+    const std::vector<int64_t> docs = first_batches(eval_batches_, batches);
+    return models::inspect(
+        model_,
+        [&](Generator& gen) {
+          const Forward f = forward(docs, gen);
+          return models::InspectedPass{{{"encoder", model_.encoder, a_.train, f.out.layers, f.out.lengths}}, f.loss};
+        },
+        inspection_options(seed));
+  }
 
  private:
   struct Forward {
@@ -522,6 +537,19 @@ train::Report run_folds(const ClassifyOptions& o, const Corpus& corpus) {
 }
 
 }  // namespace
+
+InspectedCheckpoint inspect_classify_checkpoint(const CheckpointRequest& request) {
+  ClassifyOptions o;
+  table().apply(o, recorded_settings(request.path, kTask, request.flag));
+  o.train.resume = request.path;  // its SentencePiece model is beside it
+  o.train.progress = false;
+  check_classify_options(o);
+  const Corpus corpus = read_corpus(o);
+  const Prepared p = prepare(o, corpus, fixed_split(corpus, o), {});
+  Generator gen(o.train.seed);
+  ClassifyRun run(p, o, attentions(o.attention, o.eval_attention), gen, Device::cpu(), dist::World());
+  return inspect_restored(run, request, table().identity(kTask, o));
+}
 
 train::Report run_classify(const ClassifyOptions& o) {
   check_classify_options(o);

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "apps/app.h"
+#include "apps/inspect.h"
 #include "train/trainer.h"
 
 namespace tapestry::app {
@@ -88,6 +89,10 @@ void check_classify_options(const ClassifyOptions& options);
 // fits and evaluates naive Bayes). Throws Error for missing data (naming `make data`), unreadable
 // documents, a checkpoint of other classes or settings, and what the harness refuses.
 train::Report run_classify(const ClassifyOptions& options);
+
+// `tapestry inspect` of a classify checkpoint (apps/inspect.h), on the CPU: the first held-out
+// batches of its recorded corpus and split, tokenized by the SentencePiece model beside it.
+InspectedCheckpoint inspect_classify_checkpoint(const CheckpointRequest& request);
 
 // `tapestry classify sweep`: the ClusterFormer paper's Table 4 (accuracy, time and memory against the
 // number of clusters k, next to full attention) and Table 5 (the clustering losses L1 and L2 each on

@@ -1,5 +1,6 @@
 #include "apps/copy_task.h"
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -71,13 +72,13 @@ std::vector<CopyTaskBatch> held_out_batches(const CopyTaskOptions& o, int64_t co
   return batches;
 }
 
-class CopyTaskRun : public train::Task {
+class CopyTaskRun : public InspectableTask {
  public:
   CopyTaskRun(const CopyTaskOptions& o, const Attentions& attentions, Generator& gen, Device device)
-      : model_(tagger_options(o, attentions.train), gen),
+      : InspectableTask({o.mu, o.nu, train::derived_seed(o.train.seed, 3)}),
+        model_(tagger_options(o, attentions.train), gen),
         attentions_(attentions),
         batch_(o.batch),
-        clustering_{o.mu, o.nu, train::derived_seed(o.train.seed, 3)},
         eval_hash_seed_(train::derived_seed(o.train.seed, 2)),
         device_(device) {
     model_.to(device);
@@ -102,15 +103,20 @@ class CopyTaskRun : public train::Task {
 
   std::string cannot_inspect() const override { return models::nothing_to_inspect(attentions_.train); }
 
-  // The first held-out batch, with the training attention; hashing from a generator of its own. The
-  // attention maps are left out of the log (the inspection of a checkpoint has them).
-  nlohmann::json inspect() override {
-    const CopyTaskBatch& batch = held_out_[0];
-    const Tensor target = batch.target;
-    nlohmann::json j = models::to_json(models::inspect_tagger(
-        model_, batch.input, [&](const Tensor& logits) { return cross_entropy(logits, target); }, clustering_));
-    j.erase("maps");
-    return j;
+  models::Inspection inspection(int64_t batches, uint64_t seed) override {
+    TP_CHECK(batches >= 1 && batches <= int64_t(held_out_.size()), "--batches", "the run holds ", held_out_.size(),
+             " held-out batches, asked for ", batches);
+    std::vector<Tensor> inputs, targets;
+    for (int64_t i = 0; i < batches; ++i) inputs.push_back(held_out_[size_t(i)].input), targets.push_back(held_out_[size_t(i)].target);
+    const Tensor tokens = concat(inputs, 0), target = concat(targets, 0);
+    return models::inspect(
+        model_,
+        [&](Generator& gen) {
+          const auto out = model_.forward(tokens, Tensor(), gen);
+          return models::InspectedPass{{{"encoder", model_.encoder, attentions_.train, out.layers, Tensor()}},
+                                       cross_entropy(out.logits, target)};
+        },
+        inspection_options(seed));
   }
 
   // With the evaluation attention, on the held-out batches; hashing draws from a generator seeded
@@ -141,7 +147,6 @@ class CopyTaskRun : public train::Task {
   Attentions attentions_;
   CopyTask task_;
   int64_t batch_;
-  models::InspectionOptions clustering_;  // µ, ν and the hashing seed of --inspect-every
   std::vector<CopyTaskBatch> held_out_;  // input, target on the device; masked on the CPU
   uint64_t eval_hash_seed_;
   Device device_;
@@ -194,27 +199,15 @@ train::Report run_copy_task(const CopyTaskOptions& o) {
   return trainer.run([&](Generator& gen, Device device) { return std::make_unique<CopyTaskRun>(o, a, gen, device); });
 }
 
-CopyTaskCheckpoint load_copy_task_checkpoint(const std::string& path, int64_t batches, const char* flag) {
-  train::RunIdentity identity;
-  try {
-    identity = train::read_identity(path);
-  } catch (const Error& e) {
-    fail(flag, e.what());
-  }
-  TP_CHECK(identity.task == kTask, flag, "'", path, "' is a ", identity.task, " checkpoint, not a ", kTask, " one");
-  CopyTaskCheckpoint c;
-  nlohmann::json settings = identity.training;
-  settings.update(identity.model);
-  table().apply(c.options, settings);
-  table().check(c.options);
-  const Attentions a = attentions(c.options.attention, c.options.eval_attention);
-  Generator gen(0);
-  c.model = std::make_shared<models::SequenceTagger>(tagger_options(c.options, a.train), gen);
-  const train::ResumedRun run(path, table().identity(kTask, c.options), train::Compare::ModelOnly);
-  run.restore_model(*c.model);
-  c.step = run.step();
-  c.held_out = held_out_batches(c.options, batches);
-  return c;
+InspectedCheckpoint inspect_copy_task_checkpoint(const CheckpointRequest& request) {
+  CopyTaskOptions o;
+  table().apply(o, recorded_settings(request.path, kTask, request.flag));
+  table().check(o);
+  o.eval_batches = std::max(o.eval_batches, request.batches);
+  const Attentions a = attentions(o.attention, o.eval_attention);
+  Generator gen(o.train.seed);
+  CopyTaskRun run(o, a, gen, Device::cpu());
+  return inspect_restored(run, request, table().identity(kTask, o));
 }
 
 void add_copy_task(CommandLine& cli) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "apps/app.h"
+#include "apps/inspect.h"
 #include "data/copy_task.h"
 #include "models/sequence_tagger.h"
 #include "train/trainer.h"
@@ -70,19 +71,9 @@ void check_copy_task_options(const CopyTaskOptions& options);
 // (the message names the setting).
 train::Report run_copy_task(const CopyTaskOptions& options);
 
-// A copy-task checkpoint read for inspection: the options it was trained with (its recorded settings,
-// read through the option table), its model with the saved weights, the step, and the run's
-// first `batches` held-out batches (the data its evaluations saw, and more of the same stream).
-struct CopyTaskCheckpoint {
-  CopyTaskOptions options;
-  std::shared_ptr<models::SequenceTagger> model;
-  int64_t step = 0;
-  std::vector<data::CopyTaskBatch> held_out;  // on the CPU
-};
-
-// Throws Error naming `flag` and the path for a missing or corrupt file, a checkpoint of another
-// app, or settings its weights do not fit.
-CopyTaskCheckpoint load_copy_task_checkpoint(const std::string& path, int64_t batches, const char* flag);
+// `tapestry inspect` of a copy-task checkpoint (apps/inspect.h), on the CPU: the run's first held-out
+// batches, drawn as its evaluations draw them.
+InspectedCheckpoint inspect_copy_task_checkpoint(const CheckpointRequest& request);
 
 // Registers `tapestry copy-task`.
 void add_copy_task(CommandLine& cli);

@@ -3,15 +3,17 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <vector>
 
+#include "apps/asr.h"
+#include "apps/classify.h"
 #include "apps/copy_task.h"
 #include "apps/inspect_report.h"
 #include "apps/options.h"
+#include "apps/translate.h"
 #include "models/inspection.h"
-#include "ops/loss.h"
-#include "ops/shape.h"
 
 namespace tapestry::app {
 
@@ -23,7 +25,7 @@ constexpr const char* kSchema = "tapestry-inspect/1";
 OptionTable<InspectOptions> make_table() {
   using O = InspectOptions;
   OptionTable<O> t({{"default", InspectOptions()}});
-  t.add("--checkpoint", &O::checkpoint, "the copy-task checkpoint to inspect");
+  t.add("--checkpoint", &O::checkpoint, "the checkpoint to inspect (of asr, classify, copy-task or translate)");
   t.add("--compare", &O::compare, "a later checkpoint of the same run: how many words change cluster, centroid movement");
   t.add("--batches", &O::batches, "held-out batches inspected together", between(1, 1 << 10));
   t.add("--json", &O::json, "write the inspection as JSON to FILE (docs/INSPECT.md)");
@@ -34,26 +36,35 @@ OptionTable<InspectOptions> make_table() {
   return t;
 }
 
-// The first batches of the run's held-out data, as one batch (B·batches, N).
-Tensor inspected_tokens(const CopyTaskCheckpoint& c, Tensor* target) {
-  std::vector<Tensor> inputs, targets;
-  for (const data::CopyTaskBatch& b : c.held_out) inputs.push_back(b.input), targets.push_back(b.target);
-  *target = concat(targets, 0);
-  return concat(inputs, 0);
+// The apps whose checkpoints `tapestry inspect` reads, by the task name their checkpoints record.
+using Inspector = InspectedCheckpoint (*)(const CheckpointRequest&);
+const std::map<std::string, Inspector>& inspectors() {
+  static const std::map<std::string, Inspector> apps = {{"asr", inspect_asr_checkpoint},
+                                                        {"classify", inspect_classify_checkpoint},
+                                                        {"copy-task", inspect_copy_task_checkpoint},
+                                                        {"translate", inspect_translate_checkpoint}};
+  return apps;
 }
 
-models::Inspection inspect_one(const std::string& path, const InspectOptions& o, const char* flag,
-                               nlohmann::json& about) {
-  CopyTaskCheckpoint c = load_copy_task_checkpoint(path, o.batches, flag);
-  const attention::AttentionConfig config = c.model->options().attention;
-  const std::string why = models::nothing_to_inspect(config);
-  TP_CHECK(why.empty(), flag, "nothing to inspect in '", path, "': its model has '", config.to_string(),
-           "' attention, and ", why);
-  Tensor target;
-  const Tensor tokens = inspected_tokens(c, &target);
-  about = {{"checkpoint", path}, {"task", "copy-task"}, {"step", c.step}, {"mu", c.options.mu}, {"nu", c.options.nu}};
-  return models::inspect_tagger(*c.model, tokens, [&](const Tensor& logits) { return cross_entropy(logits, target); },
-                                {c.options.mu, c.options.nu, o.seed});
+// The checkpoint at `path` (given as `flag`), inspected by the app that wrote it. Errors name the
+// flag and the path.
+InspectedCheckpoint inspect_one(const std::string& path, const InspectOptions& o, const char* flag) {
+  train::RunIdentity identity;
+  try {
+    identity = train::read_identity(path);
+  } catch (const Error& e) {
+    fail(flag, e.what());
+  }
+  const auto app = inspectors().find(identity.task);
+  TP_CHECK(app != inspectors().end(), flag, "'", path, "' is a ", identity.task,
+           " checkpoint; tapestry inspect reads checkpoints of asr, classify, copy-task and translate");
+  try {
+    return app->second({path, o.batches, o.seed, flag});
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.find(path) != std::string::npos) throw;  // says which file already
+    fail(flag, "'", path, "': ", what);
+  }
 }
 
 // Fails now, naming the flag, when `path` cannot be written, rather than after the work; a file the
@@ -90,6 +101,24 @@ int run_inspect(const InspectOptions& o) {
 
 }  // namespace
 
+InspectedCheckpoint inspect_restored(InspectableTask& run, const CheckpointRequest& request,
+                                     const train::RunIdentity& identity) {
+  const train::ResumedRun resumed(request.path, identity, train::Compare::ModelOnly);
+  resumed.restore_model(run.model());
+  models::Inspection inspection = run.inspection(request.batches, request.seed);
+  const models::InspectionOptions o = run.inspection_options(request.seed);
+  return {{{"checkpoint", request.path}, {"task", identity.task}, {"step", resumed.step()}, {"mu", o.mu}, {"nu", o.nu}},
+          std::move(inspection)};
+}
+
+std::vector<int64_t> first_batches(const std::vector<std::vector<int64_t>>& batches, int64_t count) {
+  TP_CHECK(count >= 1 && count <= int64_t(batches.size()), "--batches", "the run holds ", batches.size(),
+           " held-out batches, asked for ", count);
+  std::vector<int64_t> rows;
+  for (int64_t i = 0; i < count; ++i) rows.insert(rows.end(), batches[size_t(i)].begin(), batches[size_t(i)].end());
+  return rows;
+}
+
 void check_inspect_options(const InspectOptions& o) {
   make_table().check(o);
   TP_CHECK(!o.checkpoint.empty() || !o.log.empty(), "--checkpoint", "give a checkpoint to inspect (or --log FILE)");
@@ -99,18 +128,19 @@ void check_inspect_options(const InspectOptions& o) {
 }
 
 nlohmann::json inspect_checkpoint(const InspectOptions& o) {
-  nlohmann::json about;
-  const models::Inspection first = inspect_one(o.checkpoint, o, "--checkpoint", about);
+  const InspectedCheckpoint first = inspect_one(o.checkpoint, o, "--checkpoint");
   nlohmann::json document = {{"schema", kSchema}};
-  document.update(about);
-  document.update(models::to_json(first));
+  document.update(first.about);
+  document.update(models::to_json(first.inspection));
   if (!o.compare.empty()) {
-    nlohmann::json other;
-    const models::Inspection second = inspect_one(o.compare, o, "--compare", other);
-    TP_CHECK(second.attention == first.attention, "--compare", "'", o.compare, "' has '", second.attention,
-             "' attention but '", o.checkpoint, "' has '", first.attention, "'");
-    document["compare"] = {{"checkpoint", o.compare}, {"step", other["step"]},
-                           {"layers", models::to_json(models::compare_inspections(first, second))}};
+    const InspectedCheckpoint second = inspect_one(o.compare, o, "--compare");
+    TP_CHECK(second.about["task"] == first.about["task"], "--compare", "'", o.compare, "' is a ",
+             second.about["task"].get<std::string>(), " checkpoint but '", o.checkpoint, "' is a ",
+             first.about["task"].get<std::string>(), " one");
+    TP_CHECK(second.inspection.attention == first.inspection.attention, "--compare", "'", o.compare, "' has '",
+             second.inspection.attention, "' attention but '", o.checkpoint, "' has '", first.inspection.attention, "'");
+    document["compare"] = {{"checkpoint", o.compare}, {"step", second.about["step"]},
+                           {"layers", models::to_json(models::compare_inspections(first.inspection, second.inspection))}};
   }
   return document;
 }

@@ -26,6 +26,13 @@ std::string padded(const std::string& text, size_t width) {
   return text.size() >= width ? text + " " : text + std::string(width - text.size(), ' ');
 }
 
+// A layer's (or map's) short name: its index in its stack, after "d" in a decoder ("1", "d0").
+// Documents without "stack" (before decoders were inspected) are of an encoder.
+std::string layer_name(const json& layer) {
+  const bool decoder = layer.value("stack", std::string("encoder")) == "decoder";
+  return (decoder ? "d" : "") + std::to_string(layer.at("layer").get<int64_t>());
+}
+
 std::string head_name(const json& head) { return head.is_null() ? "all" : std::to_string(head.get<int64_t>()); }
 
 std::vector<std::string> loss_names(const json& document) {
@@ -108,7 +115,7 @@ std::string gradient_norms_svg(const json& document) {
   for (const json& layer : document.at("layers"))
     for (const json& g : layer.at("gradients")) {
       if (!g.at("head").is_null()) continue;
-      Group group{"L" + std::to_string(layer.at("layer").get<int64_t>()) + " " + g.at("target").get<std::string>(), {}};
+      Group group{"L" + layer_name(layer) + " " + g.at("target").get<std::string>(), {}};
       for (const std::string& l : losses) {
         const double n = g.at("norms").at(l).is_number() ? g.at("norms").at(l).get<double>() : 0.0;
         const double v = n > 0 ? std::log10(n) : std::nan("");
@@ -155,7 +162,7 @@ std::string cosines_svg(const json& document) {
   for (const json& layer : document.at("layers"))
     for (const json& g : layer.at("gradients"))
       if (g.at("head").is_null())
-        rows.push_back({"L" + std::to_string(layer.at("layer").get<int64_t>()) + " " + g.at("target").get<std::string>(),
+        rows.push_back({"L" + layer_name(layer) + " " + g.at("target").get<std::string>(),
                         g.at("cosines")});
   const double left = 110, top = 24, w = 110, h = 18;
   std::string s = svg_open("cosines", left + w * double(std::max<size_t>(1, pairs.size())) + 10,
@@ -182,10 +189,10 @@ std::string cluster_sizes_svg(const json& document) {
       const std::vector<int64_t> sizes = c.at("sizes").get<std::vector<int64_t>>();
       const int64_t largest = std::max<int64_t>(1, *std::max_element(sizes.begin(), sizes.end()));
       const double bar = std::max(4.0, std::min(24.0, 480.0 / double(sizes.size()))), height = 120, top = 22, left = 40;
-      const std::string title = "layer " + std::to_string(layer.at("layer").get<int64_t>()) + ", head " +
+      const std::string title = "layer " + layer_name(layer) + ", head " +
                                 head_name(c.at("head")) + ": words per cluster (largest share " +
                                 cell(c.at("largest_share")) + ", empty " + cell(c.at("empty")) + " per sample)";
-      std::string s = svg_open("cluster-sizes-" + std::to_string(layer.at("layer").get<int64_t>()),
+      std::string s = svg_open("cluster-sizes-" + layer_name(layer),
                                std::max(560.0, left + bar * double(sizes.size()) + 20), top + height + 30);
       s += text_at(4, 14, title);
       s += text_at(left - 4, top + 8, std::to_string(largest), "end", 10) + text_at(left - 4, top + height, "0", "end", 10);
@@ -210,7 +217,7 @@ std::string attention_map_svg(const json& map) {
   for (int k = 0; k < 3; ++k) {
     const std::vector<double> w = map.at(kinds[k]).get<std::vector<double>>();
     const double x0 = 10 + double(k) * (side + 30);
-    s += text_at(x0, 14, std::string(kinds[k]) + " (layer " + std::to_string(map.at("layer").get<int64_t>()) + ", head " +
+    s += text_at(x0, 14, std::string(kinds[k]) + " (layer " + layer_name(map) + ", head " +
                              std::to_string(map.at("head").get<int64_t>()) + ")");
     s += "<g class=\"map-" + std::string(kinds[k]) + "\">";
     for (int64_t i = 0; i < n; ++i)
@@ -394,7 +401,7 @@ std::string inspection_table(const json& d) {
   out << "\n";
   for (const json& layer : d.at("layers"))
     for (const json& g : layer.at("gradients")) {
-      out << padded(std::to_string(layer.at("layer").get<int64_t>()), 6) << padded(g.at("target"), 10)
+      out << padded(layer_name(layer), 6) << padded(g.at("target"), 10)
           << padded(head_name(g.at("head")), 5);
       for (const std::string& l : losses) out << padded(cell(g.at("norms").at(l)), 11);
       for (size_t a = 0; a < losses.size(); ++a)
@@ -407,7 +414,7 @@ std::string inspection_table(const json& d) {
       << padded("unclaimed", 10) << padded("|C^|", 9) << "sizes\n";
   for (const json& layer : d.at("layers"))
     for (const json& c : layer.at("clusters")) {
-      out << padded(std::to_string(layer.at("layer").get<int64_t>()), 6) << padded(head_name(c.at("head")), 5)
+      out << padded(layer_name(layer), 6) << padded(head_name(c.at("head")), 5)
           << padded(cell(c.at("empty")), 7) << padded(cell(c.at("largest_share")), 8)
           << padded(cell(c.at("entropy").at("mean")), 8) << padded(std::to_string(c.at("unclaimed").get<int64_t>()), 10)
           << padded(cell(c.at("centroid_norms").at("mean")), 9);
@@ -423,7 +430,7 @@ std::string inspection_table(const json& d) {
             << padded("L1 clustered", 13) << padded("L1 improved", 12) << "Prop. 2 holds\n";
         attention = true;
       }
-      out << padded(std::to_string(layer.at("layer").get<int64_t>()), 6) << padded(std::to_string(a.at("head").get<int64_t>()), 5)
+      out << padded(layer_name(layer), 6) << padded(std::to_string(a.at("head").get<int64_t>()), 5)
           << padded(cell(a.at("clustered_topk_mass")), 9) << padded(cell(a.at("full_topk_mass")), 10)
           << padded(cell(a.at("l1_clustered")), 13) << padded(cell(a.at("l1_improved")), 12)
           << cell(json(100 * a.at("proposition2").get<double>()), "%.1f") << "%\n";
@@ -433,7 +440,7 @@ std::string inspection_table(const json& d) {
     out << "\nagainst " << c.at("checkpoint").get<std::string>() << " (step " << c.at("step") << ")\n"
         << padded("layer", 6) << padded("churn", 8) << "centroid movement mean / max\n";
     for (const json& l : c.at("layers"))
-      out << padded(std::to_string(l.at("layer").get<int64_t>()), 6) << padded(cell(l.at("churn")), 8)
+      out << padded(layer_name(l), 6) << padded(cell(l.at("churn")), 8)
           << cell(l.at("centroid_movement").at("mean")) << " / " << cell(l.at("centroid_movement").at("max")) << "\n";
   }
   return out.str();

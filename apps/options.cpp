@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "core/caching_allocator.h"
+#include "train/run_state.h"
 
 namespace tapestry::app {
 
@@ -66,6 +67,19 @@ void restore_sampler(data::BatchSampler& sampler, const nlohmann::json& state) {
   // which each of this run's ranks skips its share (rounded down).
   const int64_t taken = state.at("position").get<int64_t>() * state.value("ranks", int64_t(1));
   sampler.restore({state.at("epoch").get<int64_t>(), taken / sampler.world_size()});
+}
+
+nlohmann::json recorded_settings(const std::string& path, const std::string& task, const char* flag) {
+  train::RunIdentity identity;
+  try {
+    identity = train::read_identity(path);
+  } catch (const Error& e) {
+    fail(flag, e.what());
+  }
+  TP_CHECK(identity.task == task, flag, "'", path, "' is a ", identity.task, " checkpoint, not a ", task, " one");
+  nlohmann::json settings = identity.training;
+  settings.update(identity.model);
+  return settings;
 }
 
 Attentions attentions(const std::string& train, const std::string& eval) {

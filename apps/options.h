@@ -238,6 +238,11 @@ void add_train_options(OptionTable<Options>& t, train::TrainOptions Options::*g)
         "whose model has no clustering refuse it");
 }
 
+// The settings checkpoint `path` records (its training settings under its model settings,
+// {flag without dashes: value}), for OptionTable::parsed / apply. Throws Error naming `flag` and the
+// path for a missing or unreadable file, and for a checkpoint of an app other than `task`.
+nlohmann::json recorded_settings(const std::string& path, const std::string& task, const char* flag);
+
 // The attention a model trains with and the one it is evaluated with.
 struct Attentions {
   attention::AttentionConfig train, eval;

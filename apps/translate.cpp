@@ -18,6 +18,7 @@
 #include "data/text_lines.h"
 #include "metrics/bleu.h"
 #include "metrics/chrf.h"
+#include "models/inspection.h"
 #include "models/translator.h"
 #include "ops/loss.h"
 #include "ops/shape.h"
@@ -259,10 +260,11 @@ std::vector<std::string> translate_sources(models::Translator& model, const Sent
   return out;
 }
 
-class TranslateRun : public train::Task {
+class TranslateRun : public InspectableTask {
  public:
   TranslateRun(const Prepared& p, const TranslateOptions& o, Generator& gen, Device device, const dist::World& world)
-      : p_(p),
+      : InspectableTask({o.mu, o.nu, train::derived_seed(o.train.seed, 4)}),
+        p_(p),
         o_(o),
         device_(device),
         model_(translator_options(o), gen),
@@ -311,10 +313,37 @@ class TranslateRun : public train::Task {
   nlohmann::json data_state() const override { return sampler_state(sampler_); }
   void load_data_state(const nlohmann::json& state) override { restore_sampler(sampler_, state); }
 
+  // Something to inspect in the encoder's self-attention or in the decoder's.
+  std::string cannot_inspect() const override {
+    const std::string encoder = models::nothing_to_inspect(model_.options().encoder_attention);
+    const std::string decoder = models::nothing_to_inspect(model_.options().decoder_attention);
+    return encoder.empty() || decoder.empty() ? "" : "encoder: " + encoder + "; decoder: " + decoder;
+  }
+
+  // The encoder and a neural-clustering decoder, with their training attentions.
+  models::Inspection inspection(int64_t batches, uint64_t seed) override {
+    const std::vector<int64_t> rows = first_batches(eval_batches_, batches);
+    return models::inspect(
+        model_,
+        [&](Generator& gen) {
+          const Forward f = forward(p_.eval, rows, gen);
+          models::InspectedPass pass;
+          pass.stacks.push_back({"encoder", model_.encoder, model_.options().encoder_attention, f.out.encoder_layers,
+                                 f.source_lengths});
+          if (model_.clustering_decoder)
+            pass.stacks.push_back({"decoder", model_.clustering_decoder, model_.options().decoder_attention,
+                                   f.out.decoder_layers, f.target_lengths});
+          pass.task_loss = cross_entropy(f.out.logits, f.target_out, SentencePiece::kPadId, o_.label_smoothing);
+          return pass;
+        },
+        inspection_options(seed));
+  }
+
  private:
   struct Forward {
     models::Translator::Output out;
     Tensor target_out;
+    Tensor source_lengths, target_lengths;  // (B) int64
     int64_t tokens = 0;  // target tokens
   };
 
@@ -324,8 +353,10 @@ class TranslateRun : public train::Task {
     Forward f;
     for (const int64_t r : rows) f.tokens += int64_t(c.target_out[size_t(r)].size());
     f.target_out = to(source.targets, device_);
-    f.out = model_.forward(to(source.tokens, device_), to(source.lengths, device_), to(target_in.tokens, device_),
-                           to(target_in.lengths, device_), gen);
+    f.source_lengths = to(source.lengths, device_);
+    f.target_lengths = to(target_in.lengths, device_);
+    f.out = model_.forward(to(source.tokens, device_), f.source_lengths, to(target_in.tokens, device_),
+                           f.target_lengths, gen);
     return f;
   }
 
@@ -428,6 +459,18 @@ train::Report run_translate(const TranslateOptions& o) {
   });
 }
 
+InspectedCheckpoint inspect_translate_checkpoint(const CheckpointRequest& request) {
+  TranslateOptions o;
+  table().apply(o, recorded_settings(request.path, kTask, request.flag));
+  o.train.resume = request.path;  // its SentencePiece model is beside it
+  o.train.progress = false;
+  check_translate_options(o);
+  const Prepared p = prepare(o, {});
+  Generator gen(o.train.seed);
+  TranslateRun run(p, o, gen, Device::cpu(), dist::World());
+  return inspect_restored(run, request, table().identity(kTask, o));
+}
+
 std::vector<std::string> translate_lines(const TranslateOptions& o, const std::vector<std::string>& lines) {
   check_translate_options(o);
   TP_CHECK(!o.train.resume.empty(), "--resume", "translating needs a checkpoint");
@@ -470,12 +513,7 @@ void add_translate(CommandLine& cli) {
   // The --resume checkpoint's settings, applied under the given flags.
   const auto recorded = [](const TranslateOptions& o) {
     TP_CHECK(!o.train.resume.empty(), "--resume", "this command needs the checkpoint to use");
-    const train::RunIdentity identity = train::read_identity(o.train.resume);
-    TP_CHECK(identity.task == kTask, "--resume", "'", o.train.resume, "' is a ", identity.task,
-             " checkpoint, not a translate one");
-    nlohmann::json settings = identity.training;
-    settings.update(identity.model);
-    return settings;
+    return recorded_settings(o.train.resume, kTask, "--resume");
   };
 
   TrainingApp<TranslateOptions> train_app;

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "apps/app.h"
+#include "apps/inspect.h"
 #include "models/translator.h"
 #include "train/trainer.h"
 
@@ -93,6 +94,10 @@ train::Report run_translate(const TranslateOptions& options);
 // Translates each of `lines` with the checkpoint options.train.resume (its SentencePiece model beside
 // it): one translation per line, in order (an empty line gives an empty translation).
 std::vector<std::string> translate_lines(const TranslateOptions& options, const std::vector<std::string>& lines);
+// `tapestry inspect` of a translate checkpoint (apps/inspect.h), on the CPU: the first held-out
+// batches of its recorded --eval-split, tokenized by the SentencePiece model beside it; the encoder
+// and a neural-clustering decoder.
+InspectedCheckpoint inspect_translate_checkpoint(const CheckpointRequest& request);
 
 void add_translate(CommandLine& cli);
 

@@ -76,7 +76,7 @@ Classifier::Output Classifier::forward(const Tensor& tokens, const Tensor& lengt
   const nn::EncoderOutput encoded = encoder->encode(positions->forward(x), real, gen);  // (B, N', D)
   const Tensor pooled = options_.pooling == Pooling::Cls ? select(encoded.output, 1, 0)  // (B, D)
                                                          : masked_mean(encoded.output, real);
-  return {output->forward(pooled), encoded.aux_loss};
+  return {output->forward(pooled), encoded.aux_loss, real, encoded.layers};
 }
 
 }  // namespace tapestry::models

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nn/encoder.h"
 #include "nn/layers.h"
@@ -55,6 +56,8 @@ class Classifier : public nn::Module {
   struct Output {
     Tensor logits;    // (B, K)
     Tensor aux_loss;  // the encoder's auxiliary loss (neural-clustering), else undefined
+    Tensor lengths;   // (B) int64, the encoder's real positions ([CLS] included), or undefined: no padding
+    std::vector<nn::EncoderLayerTrace> layers;  // each encoder layer's tensors (nn/encoder.h), for inspection
 
     // task_loss + the auxiliary loss: what training minimises.
     Tensor objective(const Tensor& task_loss) const { return nn::EncoderOutput{logits, aux_loss, {}}.objective(task_loss); }

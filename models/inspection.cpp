@@ -5,9 +5,12 @@
 #include <memory>
 
 #include "core/autograd.h"
+#include "core/creation.h"
 #include "core/error.h"
 #include "nn/attention/clustered.h"
 #include "nn/clusterformer.h"
+#include "nn/multihead_attention.h"
+#include "nn/transformer.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
 
@@ -73,75 +76,142 @@ ClusterReport neural_cluster_report(const nn::EncoderLayerTrace& t) {
   return r;
 }
 
-// Per head: the clustered rows against full attention's, over the real queries (no padding here).
-std::vector<AttentionReport> attention_reports(const attention::AttentionRows& rows, AttentionMap* map) {
-  const int64_t B = rows.full.size(0), H = rows.full.size(1), N = rows.full.size(2), S = rows.full.size(3);
+// Adds one sample's clustered rows against full attention's, per head, over its `length` real
+// queries to reports' sums (attention_reports divides them); fills `map` from head 0 when given.
+void add_attention_rows(const attention::AttentionRows& rows, int64_t length, std::vector<AttentionReport>& reports,
+                        AttentionMap* map) {
+  const int64_t H = rows.full.size(1), N = rows.full.size(2), S = rows.full.size(3);
   const std::vector<double> full = rows.full.to_vector<double>(), clustered = rows.clustered.to_vector<double>(),
                             improved = rows.improved.to_vector<double>();
   const std::vector<bool> in_top = rows.in_top.to_vector<bool>();
-  std::vector<AttentionReport> reports;
   for (int64_t h = 0; h < H; ++h) {
-    AttentionReport r;
-    r.head = h;
-    r.max_excess = -std::numeric_limits<double>::infinity();
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = 0; i < N; ++i) {
-        const size_t row = size_t(((b * H + h) * N + i) * S);
-        double l1c = 0, l1i = 0, mass_c = 0, mass_f = 0;
-        for (int64_t s = 0; s < S; ++s) {
-          l1c += std::abs(clustered[row + s] - full[row + s]);
-          l1i += std::abs(improved[row + s] - full[row + s]);
-          if (in_top[row + s]) mass_c += clustered[row + s], mass_f += full[row + s];
-        }
-        r.l1_clustered += l1c, r.l1_improved += l1i, r.clustered_topk_mass += mass_c, r.full_topk_mass += mass_f;
-        r.proposition2 += l1i <= l1c + 1e-5;
-        r.max_excess = std::max(r.max_excess, l1i - l1c);
+    AttentionReport& r = reports[size_t(h)];
+    for (int64_t i = 0; i < length; ++i) {
+      const size_t row = size_t((h * N + i) * S);
+      double l1c = 0, l1i = 0, mass_c = 0, mass_f = 0;
+      for (int64_t s = 0; s < S; ++s) {
+        l1c += std::abs(clustered[row + s] - full[row + s]);
+        l1i += std::abs(improved[row + s] - full[row + s]);
+        if (in_top[row + s]) mass_c += clustered[row + s], mass_f += full[row + s];
       }
-    const double queries = double(B * N);
+      r.l1_clustered += l1c, r.l1_improved += l1i, r.clustered_topk_mass += mass_c, r.full_topk_mass += mass_f;
+      r.proposition2 += l1i <= l1c + 1e-5;
+      r.max_excess = std::max(r.max_excess, l1i - l1c);
+    }
+  }
+  if (map) {  // head 0, its top-left corner
+    const int64_t n = std::min(length, kMapPositions);
+    map->size = n;
+    for (int64_t i = 0; i < n; ++i) {
+      const auto row = std::ptrdiff_t(i * S);
+      map->full.insert(map->full.end(), full.begin() + row, full.begin() + row + n);
+      map->clustered.insert(map->clustered.end(), clustered.begin() + row, clustered.begin() + row + n);
+      map->improved.insert(map->improved.end(), improved.begin() + row, improved.begin() + row + n);
+    }
+  }
+}
+
+// Per head: the clustered and improved-clustered rows against full attention's, over the real
+// queries; one sample at a time, so that memory holds one sample's N × N rows per head.
+std::vector<AttentionReport> attention_reports(const Tensor& q, const Tensor& k, const attention::QueryClusters& clusters,
+                                               const std::vector<int64_t>& lengths, int64_t topk, AttentionMap* map) {
+  const int64_t B = q.size(0), H = q.size(1);
+  std::vector<AttentionReport> reports(static_cast<size_t>(H));
+  for (int64_t h = 0; h < H; ++h) reports[size_t(h)].head = h, reports[size_t(h)].max_excess = -std::numeric_limits<double>::infinity();
+  double queries = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    const Tensor length = from_vector(std::vector<int64_t>{lengths[size_t(b)]}, {1}, q.device());
+    const attention::QueryClusters sample{slice(clusters.ids, 0, b, b + 1), clusters.count};
+    const attention::AttentionRows rows =
+        attention::attention_rows(slice(q, 0, b, b + 1), slice(k, 0, b, b + 1), sample, topk, {length, length});
+    add_attention_rows(rows, lengths[size_t(b)], reports, b == 0 ? map : nullptr);
+    queries += double(lengths[size_t(b)]);
+  }
+  for (AttentionReport& r : reports) {
     r.l1_clustered /= queries, r.l1_improved /= queries, r.proposition2 /= queries;
     r.clustered_topk_mass /= queries, r.full_topk_mass /= queries;
-    reports.push_back(r);
-  }
-  if (map) {  // head 0 of sample 0
-    map->head = map->sample = 0;
-    map->size = N;
-    map->full.assign(full.begin(), full.begin() + N * S);
-    map->clustered.assign(clustered.begin(), clustered.begin() + N * S);
-    map->improved.assign(improved.begin(), improved.begin() + N * S);
   }
   return reports;
 }
 
-void inspect_neural(nn::ClusterFormerEncoder& encoder, const SequenceTagger::Output& out, const Tensor& task,
-                    const InspectionOptions& o, Inspection& result) {
-  Tensor l1 = out.layers[0].clustering_loss, l2 = out.layers[0].sorting_loss;
-  for (size_t i = 1; i < out.layers.size(); ++i) l1 = l1 + out.layers[i].clustering_loss, l2 = l2 + out.layers[i].sorting_loss;
-  const std::vector<Tensor> losses = {task, l1 * o.mu, l2 * o.nu};
-  result.losses = {"task", "mu_l1", "nu_l2"};
-  for (const Tensor& l : losses) result.loss_values.push_back(l.item<double>());
+// Each sequence's real positions: lengths (B) read, or N for each when undefined.
+std::vector<int64_t> real_lengths(const Tensor& lengths, int64_t batch, int64_t positions) {
+  if (!lengths.defined()) return std::vector<int64_t>(size_t(batch), positions);
+  return to(to(lengths, Device::cpu()), DType::Int64).to_vector<int64_t>();
+}
 
-  std::vector<Tensor> targets;  // per layer: centroids, w_c, w_q, w_k, w_v, input
-  for (size_t i = 0; i < out.layers.size(); ++i) {
-    const nn::ClusterFormerEncoderLayer& layer = *(*encoder.layers)[i];
-    targets.insert(targets.end(), {out.layers[i].centroids, layer.w_c, layer.w_q, layer.w_k, layer.w_v, out.layers[i].input});
+// A neural-clustering layer's attention weights, from an encoder's or a decoder's layer.
+struct NeuralWeights {
+  Tensor w_c, w_q, w_k, w_v;
+  int64_t heads = 1;
+};
+
+std::vector<NeuralWeights> neural_weights(const InspectedStack& stack) {
+  std::vector<NeuralWeights> out;
+  const auto add = [&](const auto& layers) {
+    for (size_t i = 0; i < layers.size(); ++i)
+      out.push_back({layers[i]->w_c, layers[i]->w_q, layers[i]->w_k, layers[i]->w_v, layers[i]->options().heads});
+  };
+  if (auto encoder = std::dynamic_pointer_cast<nn::ClusterFormerEncoder>(stack.module)) add(*encoder->layers);
+  else if (auto decoder = std::dynamic_pointer_cast<nn::ClusterFormerDecoder>(stack.module)) add(*decoder->layers);
+  else fail(kOp, "the ", stack.name, " has neural-clustering attention but is not a ClusterFormer encoder or decoder");
+  TP_CHECK(out.size() == stack.layers.size(), kOp, "the ", stack.name, " has ", out.size(), " layers but the pass traced ",
+           stack.layers.size());
+  return out;
+}
+
+std::shared_ptr<nn::TransformerEncoder> transformer_of(const InspectedStack& stack) {
+  auto encoder = std::dynamic_pointer_cast<nn::TransformerEncoder>(stack.module);
+  TP_CHECK(encoder != nullptr, kOp, "the ", stack.name, " has '", stack.attention.to_string(),
+           "' attention but is not a Transformer encoder");
+  TP_CHECK(encoder->layers->size() == stack.layers.size(), kOp, "the ", stack.name, " has ", encoder->layers->size(),
+           " layers but the pass traced ", stack.layers.size());
+  return encoder;
+}
+
+bool is_neural(const InspectedStack& stack) { return stack.attention.type == AttentionType::NeuralClustering; }
+
+// The tensors whose gradients a stack's layers report, in order: per neural-clustering layer the
+// centroids, W_C, W_Q, W_K, W_V and the input; per clustered layer W_Q, W_K, W_V and the input.
+std::vector<Tensor> gradient_targets(const InspectedStack& stack) {
+  std::vector<Tensor> targets;
+  if (is_neural(stack)) {
+    const std::vector<NeuralWeights> w = neural_weights(stack);
+    for (size_t i = 0; i < stack.layers.size(); ++i)
+      targets.insert(targets.end(), {stack.layers[i].centroids, w[i].w_c, w[i].w_q, w[i].w_k, w[i].w_v,
+                                     stack.layers[i].input});
+  } else {
+    const auto encoder = transformer_of(stack);
+    for (size_t i = 0; i < stack.layers.size(); ++i) {
+      const nn::MultiheadAttention& attn = *(*encoder->layers)[i]->self_attn;
+      targets.insert(targets.end(), {attn.q_proj->weight, attn.k_proj->weight, attn.v_proj->weight, stack.layers[i].input});
+    }
   }
-  const std::vector<std::vector<Tensor>> grads = nn::separate_gradients(losses, targets);
-  const int64_t heads = (*encoder.layers)[0]->options().heads;
-  for (size_t i = 0; i < out.layers.size(); ++i) {
-    const nn::EncoderLayerTrace& t = out.layers[i];
+  return targets;
+}
+
+// The layers of a neural-clustering stack; grads[t] for its targets from `first` on.
+void inspect_neural(const InspectedStack& stack, const std::vector<std::vector<Tensor>>& grads, size_t first,
+                    Inspection& result) {
+  const std::vector<NeuralWeights> w = neural_weights(stack);
+  for (size_t i = 0; i < stack.layers.size(); ++i) {
+    const nn::EncoderLayerTrace& t = stack.layers[i];
+    const int64_t heads = w[i].heads;
     LayerInspection layer;
+    layer.stack = stack.name;
     layer.layer = int64_t(i);
     layer.l1 = t.clustering_loss.item<double>();
     layer.l2 = t.sorting_loss.item<double>();
-    const size_t first = 6 * i;
-    report_target(layer, "centroids", grads[first], heads, -1);
-    report_target(layer, "w_c", grads[first + 1], heads, -1);
-    report_target(layer, "w_q", grads[first + 2], heads, 1);  // (D, H·E): a head's columns
-    report_target(layer, "w_k", grads[first + 3], heads, 1);
-    report_target(layer, "w_v", grads[first + 4], heads, 1);
-    report_target(layer, "input", grads[first + 5], heads, -1);
+    const size_t at = first + 6 * i;
+    report_target(layer, "centroids", grads[at], heads, -1);
+    report_target(layer, "w_c", grads[at + 1], heads, -1);
+    report_target(layer, "w_q", grads[at + 2], heads, 1);  // (D, H·E): a head's columns
+    report_target(layer, "w_k", grads[at + 3], heads, 1);
+    report_target(layer, "w_v", grads[at + 4], heads, 1);
+    report_target(layer, "input", grads[at + 5], heads, -1);
     layer.clusters.push_back(neural_cluster_report(t));
     layer.assignment = t.assignment.to_vector<int64_t>();
+    layer.positions = t.assignment.size(1);
     layer.centroids = t.centroids.to_vector<double>();
     layer.clusters_count = t.u.size(1);
     layer.centroid_width = t.centroids.size(-1);
@@ -149,45 +219,46 @@ void inspect_neural(nn::ClusterFormerEncoder& encoder, const SequenceTagger::Out
   }
 }
 
-void inspect_clustered(nn::TransformerEncoder& encoder, const SequenceTagger::Output& out, const Tensor& task,
-                       const attention::AttentionConfig& config, const InspectionOptions& o, Inspection& result) {
-  result.losses = {"task"};
-  result.loss_values = {task.item<double>()};
-  std::vector<Tensor> targets;  // per layer: w_q, w_k, w_v, input
-  for (size_t i = 0; i < out.layers.size(); ++i) {
-    const nn::MultiheadAttention& attn = *(*encoder.layers)[i]->self_attn;
-    targets.insert(targets.end(), {attn.q_proj->weight, attn.k_proj->weight, attn.v_proj->weight, out.layers[i].input});
-  }
-  const std::vector<std::vector<Tensor>> grads = nn::separate_gradients({task}, targets);
+// The layers of a clustered or improved-clustered stack; grads[t] for its targets from `first` on.
+void inspect_clustered(const InspectedStack& stack, const std::vector<std::vector<Tensor>>& grads, size_t first,
+                       const InspectionOptions& o, Inspection& result) {
+  const auto encoder = transformer_of(stack);
+  const attention::AttentionConfig& config = stack.attention;
   Generator gen(o.hash_seed);
-  for (size_t i = 0; i < out.layers.size(); ++i) {
-    nn::MultiheadAttention& attn = *(*encoder.layers)[i]->self_attn;
+  for (size_t i = 0; i < stack.layers.size(); ++i) {
+    nn::MultiheadAttention& attn = *(*encoder->layers)[i]->self_attn;
     const int64_t heads = attn.options().heads;
     LayerInspection layer;
+    layer.stack = stack.name;
     layer.layer = int64_t(i);
-    report_target(layer, "w_q", grads[4 * i], heads, 0);  // (out, in): a head's rows
-    report_target(layer, "w_k", grads[4 * i + 1], heads, 0);
-    report_target(layer, "w_v", grads[4 * i + 2], heads, 0);
-    report_target(layer, "input", grads[4 * i + 3], heads, -1);
+    const size_t at = first + 4 * i;
+    report_target(layer, "w_q", grads[at], heads, 0);  // (out, in): a head's rows
+    report_target(layer, "w_k", grads[at + 1], heads, 0);
+    report_target(layer, "w_v", grads[at + 2], heads, 0);
+    report_target(layer, "input", grads[at + 3], heads, -1);
 
     NoGradGuard no_grad;
-    const Tensor y = out.layers[i].attention_input.detach();
+    const Tensor y = stack.layers[i].attention_input.detach();
     const Tensor q = attn.project_queries(y, Tensor());
     Tensor k = attn.project_keys_values(y, y, Tensor()).keys;
     if (attention::shares_qk(config)) k = attention::unit_keys(k);
     const attention::QueryClusters clusters =
-        attention::cluster_queries(q, Tensor(), {config.clusters, config.bits, config.iterations}, gen);
-    const std::vector<int64_t> ids = clusters.ids.to_vector<int64_t>();  // (B, H, N)
+        attention::cluster_queries(q, stack.lengths, {config.clusters, config.bits, config.iterations}, gen);
+    std::vector<int64_t> ids = clusters.ids.to_vector<int64_t>();  // (B, H, N)
     const int64_t B = q.size(0), N = q.size(2);
+    const std::vector<int64_t> lengths = real_lengths(stack.lengths, B, N);
     for (int64_t h = 0; h < heads; ++h) {
       std::vector<int64_t> head_ids;
       for (int64_t b = 0; b < B; ++b)
-        head_ids.insert(head_ids.end(), ids.begin() + (b * heads + h) * N, ids.begin() + (b * heads + h + 1) * N);
+        for (int64_t n = 0; n < N; ++n)  // padding joins no cluster
+          head_ids.push_back(n < lengths[size_t(b)] ? ids[size_t((b * heads + h) * N + n)] : clusters.count);
       layer.clusters.push_back(cluster_report(head_ids, B, N, clusters.count, h));
     }
     AttentionMap map;
     map.layer = int64_t(i);
-    layer.attention = attention_reports(attention::attention_rows(q, k, clusters, config.topk), &map);
+    layer.attention = attention_reports(q, k, clusters, lengths, config.topk, &map);
+    layer.positions = N;
+    map.stack = stack.name;
     result.maps.push_back(std::move(map));
     result.layers.push_back(std::move(layer));
   }
@@ -216,28 +287,59 @@ std::string nothing_to_inspect(const attention::AttentionConfig& config) {
   }
 }
 
-Inspection inspect_tagger(SequenceTagger& model, const Tensor& tokens,
-                          const std::function<Tensor(const Tensor& logits)>& task_loss, const InspectionOptions& o) {
-  const attention::AttentionConfig& config = model.options().attention;
-  const std::string why = nothing_to_inspect(config);
-  TP_CHECK(why.empty(), kOp, "nothing to inspect in a model with '", config.to_string(), "' attention: ", why);
-  TP_CHECK(tokens.defined() && tokens.dim() == 2 && tokens.dtype() == DType::Int64, kOp,
-           "tokens must be (B, N) int64, got ", tokens.defined() ? to_string(tokens.shape()) : "undefined");
+Inspection inspect(nn::Module& model, const std::function<InspectedPass(Generator& gen)>& forward,
+                   const InspectionOptions& o) {
   model.eval();
   for (Tensor& p : model.parameters()) p.zero_grad();
   Generator gen(o.hash_seed);
-  const SequenceTagger::Output out = model.forward(tokens, Tensor(), gen);
-  const Tensor task = task_loss(out.logits);
+  const InspectedPass pass = forward(gen);
+  std::vector<const InspectedStack*> stacks;
+  std::string why_not;
+  for (const InspectedStack& stack : pass.stacks) {
+    const std::string why = nothing_to_inspect(stack.attention);
+    if (why.empty()) stacks.push_back(&stack);
+    else why_not += (why_not.empty() ? "" : "; ") + stack.name + " '" + stack.attention.to_string() + "': " + why;
+  }
+  TP_CHECK(!stacks.empty(), kOp, "nothing to inspect in the model: ", why_not.empty() ? "it has no layers" : why_not);
+  TP_CHECK(pass.task_loss.defined() && pass.task_loss.dim() == 0, kOp, "the task loss must be 0-d");
+
   Inspection result;
-  result.attention = config.to_string();
-  result.sequences = tokens.size(0);
-  result.length = tokens.size(1);
-  if (auto neural = std::dynamic_pointer_cast<nn::ClusterFormerEncoder>(model.encoder)) {
-    inspect_neural(*neural, out, task, o, result);
-  } else {
-    auto transformer = std::dynamic_pointer_cast<nn::TransformerEncoder>(model.encoder);
-    TP_CHECK(transformer != nullptr, kOp, "the model's encoder is neither a ClusterFormer nor a Transformer");
-    inspect_clustered(*transformer, out, task, config, o, result);
+  for (const InspectedStack* stack : stacks) {
+    TP_CHECK(!stack->layers.empty(), kOp, "the ", stack->name, "'s pass traced no layer");
+    result.attention += (result.attention.empty() ? "" : "; ") +
+                        (pass.stacks.size() == 1 ? "" : stack->name + ": ") + stack->attention.to_string();
+  }
+  result.sequences = stacks[0]->layers[0].input.size(0);
+  result.length = stacks[0]->layers[0].input.size(1);
+
+  // The losses: the task's and, with a neural-clustering stack, µ·L1 and ν·L2 over its layers (eq. 17).
+  std::vector<Tensor> losses = {pass.task_loss};
+  result.losses = {"task"};
+  Tensor l1, l2;
+  for (const InspectedStack* stack : stacks)
+    if (is_neural(*stack))
+      for (const nn::EncoderLayerTrace& t : stack->layers) {
+        l1 = l1.defined() ? l1 + t.clustering_loss : t.clustering_loss;
+        l2 = l2.defined() ? l2 + t.sorting_loss : t.sorting_loss;
+      }
+  if (l1.defined()) {
+    losses.insert(losses.end(), {l1 * o.mu, l2 * o.nu});
+    result.losses.insert(result.losses.end(), {"mu_l1", "nu_l2"});
+  }
+  for (const Tensor& l : losses) result.loss_values.push_back(l.item<double>());
+
+  // One backward pass per loss over all the stacks' targets (the passes release the tape together).
+  std::vector<Tensor> targets;
+  std::vector<size_t> first;
+  for (const InspectedStack* stack : stacks) {
+    first.push_back(targets.size());
+    const std::vector<Tensor> t = gradient_targets(*stack);
+    targets.insert(targets.end(), t.begin(), t.end());
+  }
+  const std::vector<std::vector<Tensor>> grads = nn::separate_gradients(losses, targets);
+  for (size_t s = 0; s < stacks.size(); ++s) {
+    if (is_neural(*stacks[s])) inspect_neural(*stacks[s], grads, first[s], result);
+    else inspect_clustered(*stacks[s], grads, first[s], o, result);
   }
   for (Tensor& p : model.parameters()) p.zero_grad();
   return result;
@@ -249,6 +351,7 @@ std::vector<LayerChange> compare_inspections(const Inspection& before, const Ins
   std::vector<LayerChange> changes;
   for (size_t i = 0; i < before.layers.size(); ++i) {
     const LayerInspection &a = before.layers[i], &b = after.layers[i];
+    TP_CHECK(a.stack == b.stack, kOp, "layer ", i, " is in the ", a.stack, " of one model and the ", b.stack, " of the other");
     TP_CHECK(!a.assignment.empty() && !b.assignment.empty(), kOp,
              "churn and centroid movement need neural-clustering on both sides: clustered attention's cluster ids "
              "are not identities (its Hamming k-means starts afresh at every forward)");
@@ -259,7 +362,8 @@ std::vector<LayerChange> compare_inspections(const Inspection& before, const Ins
     std::vector<double> moved(a.centroids.size());
     for (size_t e = 0; e < moved.size(); ++e) moved[e] = b.centroids[e] - a.centroids[e];
     LayerChange c;
-    c.layer = int64_t(i);
+    c.stack = a.stack;
+    c.layer = a.layer;
     c.churn = metrics::churn(a.assignment, b.assignment, a.clusters_count);
     const int64_t d = a.centroid_width;
     c.centroid_movement = metrics::spread(metrics::row_norms(moved, int64_t(moved.size()) / d, d));
@@ -277,11 +381,12 @@ nlohmann::json to_json(const Inspection& in) {
   j["layers"] = nlohmann::json::array();
   for (const LayerInspection& layer : in.layers) {
     nlohmann::json L;
+    L["stack"] = layer.stack;
     L["layer"] = layer.layer;
     L["l1"] = number(layer.l1);
     L["l2"] = number(layer.l2);
     if (!layer.assignment.empty())  // the first sequence's words
-      L["assignment"] = std::vector<int64_t>(layer.assignment.begin(), layer.assignment.begin() + in.length);
+      L["assignment"] = std::vector<int64_t>(layer.assignment.begin(), layer.assignment.begin() + layer.positions);
     L["gradients"] = nlohmann::json::array();
     for (const GradientReport& g : layer.gradients) {
       nlohmann::json G = {{"target", g.target}, {"head", g.head < 0 ? nlohmann::json() : nlohmann::json(g.head)}};
@@ -317,7 +422,7 @@ nlohmann::json to_json(const Inspection& in) {
   }
   j["maps"] = nlohmann::json::array();
   for (const AttentionMap& m : in.maps)
-    j["maps"].push_back({{"layer", m.layer}, {"head", m.head}, {"sample", m.sample}, {"size", m.size},
+    j["maps"].push_back({{"stack", m.stack}, {"layer", m.layer}, {"head", m.head}, {"sample", m.sample}, {"size", m.size},
                          {"full", m.full}, {"clustered", m.clustered}, {"improved", m.improved}});
   return j;
 }
@@ -325,7 +430,7 @@ nlohmann::json to_json(const Inspection& in) {
 nlohmann::json to_json(const std::vector<LayerChange>& changes) {
   nlohmann::json j = nlohmann::json::array();
   for (const LayerChange& c : changes)
-    j.push_back({{"layer", c.layer}, {"churn", c.churn}, {"centroid_movement", summary(c.centroid_movement)}});
+    j.push_back({{"stack", c.stack}, {"layer", c.layer}, {"churn", c.churn}, {"centroid_movement", summary(c.centroid_movement)}});
   return j;
 }
 

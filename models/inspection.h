@@ -1,5 +1,6 @@
-// Gradient flow through the clustering of a SequenceTagger, and what its clustering does, on one
-// batch (`tapestry inspect`, docs/TUTORIAL-gradient-flow.md):
+// Gradient flow through the clustering of a model's layers, and what its clustering does, on one
+// batch (`tapestry inspect`, docs/TUTORIAL-gradient-flow.md). A model is inspected as its stacks of
+// layers (an encoder, and a translator's neural-clustering decoder) in one forward pass:
 //
 //   - gradients: the gradient each loss sends separately into each layer's tensors, by separate
 //     backward passes over one forward (nn/gradient_flow.h). Losses: the task loss and, for a
@@ -9,6 +10,7 @@
 //     in layer 0, the previous layer's Ĉ after), W_C, W_Q, W_K, W_V (whole and per head: the head's
 //     columns) and the layer's input; clustered types: W_Q, W_K, W_V (whole and per head: the head's
 //     rows of the projection) and the input.
+//   Padded positions (a stack's lengths) are left out of every figure below.
 //   - clusters: per sample, cluster sizes (summed over the batch for the histogram), empty clusters
 //     and the largest cluster's share (means over the samples); for neural-clustering also the
 //     normalised entropy of each word's column of U (the column rescaled to sum 1: 0 is a word
@@ -27,12 +29,15 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "metrics/cluster_stats.h"
-#include "models/sequence_tagger.h"
+#include "nn/attention/config.h"
+#include "nn/encoder.h"
 #include "nn/gradient_flow.h"
+#include "nn/module.h"
 
 namespace tapestry::models {
 
@@ -64,30 +69,36 @@ struct AttentionReport {
   double max_excess = 0;           // max over queries of l1_improved − l1_clustered (≤ 0 when it holds)
 };
 
-// One head's attention rows for one sample, N × N row-major.
+// One head's attention rows for one sample: the first `size` real queries over the first `size` keys
+// (size = min(the sample's length, kMapPositions)), row-major. The rows are over all the sample's
+// keys; the map shows their top-left corner.
+constexpr int64_t kMapPositions = 128;
 struct AttentionMap {
+  std::string stack = "encoder";
   int64_t layer = 0, head = 0, sample = 0, size = 0;
   std::vector<double> full, clustered, improved;
 };
 
 struct LayerInspection {
-  int64_t layer = 0;
+  std::string stack = "encoder";  // the stack the layer belongs to (InspectedStack::name)
+  int64_t layer = 0;              // its index in the stack
   double l1 = kNaN, l2 = kNaN;  // neural-clustering: this layer's unweighted L1 (eq. 6) and L2 (eq. 11)
   std::vector<GradientReport> gradients;
   std::vector<ClusterReport> clusters;
   std::vector<AttentionReport> attention;  // clustered types
   // For comparing two inspections of the same batch (compare_inspections), neural-clustering only:
   std::vector<int64_t> assignment;  // (B·N) each word's cluster; C for padding
+  int64_t positions = 0;            // N of this stack
   std::vector<double> centroids;    // the centroids the layer clustered with, rows of D
   int64_t clusters_count = 0;       // C
   int64_t centroid_width = 1;       // D
 };
 
 struct Inspection {
-  std::string attention;            // the config inspected
+  std::string attention;            // the config inspected ("encoder: …; decoder: …" for two stacks)
   std::vector<std::string> losses;  // "task", and "mu_l1", "nu_l2" for neural-clustering
   std::vector<double> loss_values;  // their values on the batch
-  int64_t sequences = 0, length = 0;
+  int64_t sequences = 0, length = 0;  // B, and N of the first stack
   std::vector<LayerInspection> layers;
   std::vector<AttentionMap> maps;   // clustered types: head 0 of sample 0 in every layer
 };
@@ -97,18 +108,38 @@ struct InspectionOptions {
   uint64_t hash_seed = 0;       // the clustered types' hashing draws from Generator(hash_seed)
 };
 
-// Whether inspect_tagger has something to show for this attention: clusters and, for
+// Whether inspect has something to show for a stack with this attention: clusters and, for
 // neural-clustering, clustering losses. "" when it has; otherwise why not.
 std::string nothing_to_inspect(const attention::AttentionConfig& config);
 
-// Inspects `model` on tokens (B, N) int64 (no padding), with task_loss(logits) the task's loss (0-d).
-// The model is put in eval mode (no dropout) and left there; its parameters' gradients are dropped.
-// Throws Error when nothing_to_inspect(model's attention) is not "".
-Inspection inspect_tagger(SequenceTagger& model, const Tensor& tokens,
-                          const std::function<Tensor(const Tensor& logits)>& task_loss, const InspectionOptions& options);
+// One stack of a model's layers, and what its layers made in the inspected forward pass.
+struct InspectedStack {
+  std::string name = "encoder";  // "encoder" or "decoder": how the report labels its layers
+  // Its module: an nn::TransformerEncoder (clustered types) or an nn::ClusterFormerEncoder or
+  // nn::ClusterFormerDecoder (neural-clustering).
+  std::shared_ptr<nn::Module> module;
+  attention::AttentionConfig attention;       // its self-attention
+  std::vector<nn::EncoderLayerTrace> layers;  // what each layer made (nn::EncoderOutput::layers)
+  Tensor lengths;                             // (B) int64, each sequence's real positions; undefined: no padding
+};
+
+// A model's forward pass over the inspected batch, recorded on the tape: its stacks, and the task
+// loss (0-d) computed from its output.
+struct InspectedPass {
+  std::vector<InspectedStack> stacks;
+  Tensor task_loss;
+};
+
+// Inspects the pass that forward(gen) records (gen: Generator(options.hash_seed)). `model`, the
+// module owning the stacks, is put in eval mode (no dropout) and left there; its parameters'
+// gradients are dropped. Stacks whose attention has nothing to inspect are left out; throws Error
+// when none is left, or when a stack's module is not of its attention's kind.
+Inspection inspect(nn::Module& model, const std::function<InspectedPass(Generator& gen)>& forward,
+                   const InspectionOptions& options);
 
 // How the clustering moved between two inspections of the same batch (two checkpoints of one run).
 struct LayerChange {
+  std::string stack = "encoder";
   int64_t layer = 0;
   double churn = 0;                    // the fraction of real words whose cluster differs
   metrics::Spread centroid_movement;  // ‖c_after − c_before‖ over the centroid rows

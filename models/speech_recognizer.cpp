@@ -37,7 +37,7 @@ SpeechRecognizer::Output SpeechRecognizer::forward(const Tensor& features, const
   for (int64_t& f : frames) f = positions_of(f);
   const Tensor sub_lengths = tapestry::to(from_vector(frames, {b}), lengths.device());
   const nn::EncoderOutput encoded = encoder->encode(positions->forward(input->forward(stacked)), sub_lengths, gen);
-  return {log_softmax(output->forward(encoded.output)), sub_lengths, encoded.aux_loss};
+  return {log_softmax(output->forward(encoded.output)), sub_lengths, encoded.aux_loss, encoded.layers};
 }
 
 }  // namespace tapestry::models

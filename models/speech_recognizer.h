@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "nn/encoder.h"
 #include "nn/layers.h"
@@ -37,6 +38,7 @@ class SpeechRecognizer : public nn::Module {
     Tensor log_probs;  // (B, N', K) log-probabilities per encoder position
     Tensor lengths;    // (B) int64: ⌈length / S⌉, the positions holding real frames
     Tensor aux_loss;   // the encoder's auxiliary loss (neural-clustering), else undefined
+    std::vector<nn::EncoderLayerTrace> layers;  // each encoder layer's tensors (nn/encoder.h), for inspection
 
     // task_loss + the auxiliary loss: what training minimises.
     Tensor objective(const Tensor& task_loss) const { return nn::EncoderOutput{log_probs, aux_loss, {}}.objective(task_loss); }

@@ -77,7 +77,8 @@ Translator::Output Translator::forward(const Tensor& source, const Tensor& sourc
   const nn::EncoderOutput hidden = decode(embed(target_in, 0), memory.output, target_lengths, source_lengths, gen);
   const Tensor& a = memory.aux_loss;
   const Tensor& b = hidden.aux_loss;
-  return {project(hidden.output), a.defined() && b.defined() ? a + b : a.defined() ? a : b};
+  return {project(hidden.output), a.defined() && b.defined() ? a + b : a.defined() ? a : b, memory.layers,
+          hidden.layers};
 }
 
 nn::EncoderOutput Translator::decode(const Tensor& x, const Tensor& memory, const Tensor& lengths,

@@ -51,6 +51,8 @@ class Translator : public nn::Module {
   struct Output {
     Tensor logits;    // (B, T, V)
     Tensor aux_loss;  // the neural-clustering encoder's and decoder's µ·L1 + ν·L2, else undefined
+    std::vector<nn::EncoderLayerTrace> encoder_layers;  // each encoder layer's tensors (nn/encoder.h), for inspection
+    std::vector<nn::EncoderLayerTrace> decoder_layers;  // a neural-clustering decoder's, else empty
     // task_loss + the auxiliary loss: what training minimises.
     Tensor objective(const Tensor& task_loss) const { return nn::EncoderOutput{logits, aux_loss, {}}.objective(task_loss); }
   };

@@ -290,3 +290,26 @@ TEST_CASE("asr command line: train, eval and transcribe; --json; bad flags") {
   CHECK(code == 1);
   CHECK(err.find("make data") != std::string::npos);
 }
+
+TEST_CASE("asr: --inspect-every logs the clustering; tapestry inspect reads the checkpoint") {
+  TempDir dir;
+  write_corpus(dir.file("corpus"));
+  app::AsrOptions o = tiny(dir.file("corpus"));
+  o.attention = "neural-clustering:clusters=2";
+  o.train.save = dir.file("a.ckpt");
+  o.train.log = dir.file("a.jsonl");
+  o.train.inspect_every = 2;
+  app::run_asr(o);
+  const std::vector<nlohmann::json> logged = log_records(dir.file("a.jsonl"), "inspect");
+  REQUIRE(logged.size() == 3);  // steps 0, 2 and 4
+  for (const nlohmann::json& record : logged) check_logged_inspection(record.at("inspect"), 1, 3);
+
+  const app::InspectedCheckpoint c = app::inspect_asr_checkpoint({dir.file("a.ckpt"), 1, 0, "--checkpoint"});
+  CHECK(c.about.at("task") == "asr");
+  CHECK(c.about.at("step") == 4);
+  REQUIRE(c.inspection.layers.size() == 1);
+  // The encoder positions of the held-out batch: ⌈frames / 4⌉ of each utterance, no padding.
+  CHECK(c.inspection.layers[0].clusters.at(0).total.words > 0);
+  check_error([&] { app::inspect_asr_checkpoint({dir.file("missing.ckpt"), 1, 0, "--checkpoint"}); },
+              {"--checkpoint", "missing.ckpt"});
+}

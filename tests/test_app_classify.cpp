@@ -318,3 +318,52 @@ TEST_CASE("classify sweep command line: the classify flags before sweep, its own
   CHECK(status("--grid nothing") == 2);
   CHECK(status("--clusters x") == 2);
 }
+
+TEST_CASE("classify: --inspect-every logs the clustering; tapestry inspect reads the checkpoint") {
+  TempDir dir;
+  write_corpus(dir.file("corpus"), {"rivers", "trade", "space"});
+  app::ClassifyOptions o = tiny(dir.file("corpus"));
+  o.layers = 2;
+  o.attention = "neural-clustering:clusters=3";
+  o.train.save = dir.file("nc.ckpt");
+  o.train.log = dir.file("nc.jsonl");
+  o.train.inspect_every = 3;
+  app::run_classify(o);
+  const std::vector<nlohmann::json> logged = log_records(dir.file("nc.jsonl"), "inspect");
+  REQUIRE(logged.size() == 3);  // steps 0, 3 and 6
+  for (const nlohmann::json& record : logged) check_logged_inspection(record.at("inspect"), 2, 3);
+
+  const app::InspectedCheckpoint nc = app::inspect_classify_checkpoint({dir.file("nc.ckpt"), 2, 0, "--checkpoint"});
+  CHECK(nc.about.at("task") == "classify");
+  CHECK(nc.about.at("step") == 6);
+  CHECK(nc.inspection.losses == std::vector<std::string>{"task", "mu_l1", "nu_l2"});
+  REQUIRE(nc.inspection.layers.size() == 2);
+  // Every real token of the two held-out batches is in one cluster; padding in none.
+  const int64_t words = nc.inspection.layers[0].clusters.at(0).total.words;
+  CHECK(words > 0);
+  CHECK(words < nc.inspection.sequences * nc.inspection.length + 1);
+
+  // Improved-clustered: per head, and Proposition 2 on the real queries of padded documents.
+  o.attention = "improved-clustered:clusters=2,topk=4";
+  o.train.save = dir.file("ic.ckpt");
+  o.train.log = "";
+  o.train.inspect_every = 0;
+  app::run_classify(o);
+  const app::InspectedCheckpoint ic = app::inspect_classify_checkpoint({dir.file("ic.ckpt"), 1, 0, "--checkpoint"});
+  REQUIRE(ic.inspection.layers.size() == 2);
+  for (const auto& a : ic.inspection.layers[0].attention) CHECK(a.proposition2 == 1.0);
+  CHECK(ic.inspection.maps.size() == 2);
+
+  // Full attention has nothing to inspect: the flag is refused before training.
+  o.attention = "full";
+  o.train.log = dir.file("full.jsonl");
+  o.train.inspect_every = 2;
+  check_error([&] { app::run_classify(o); }, {"--inspect-every", "nothing to inspect", "full attention"});
+  o.train.inspect_every = 0;
+  o.train.save = dir.file("full.ckpt");
+  app::run_classify(o);
+  check_error([&] { app::inspect_classify_checkpoint({dir.file("full.ckpt"), 1, 0, "--checkpoint"}); },
+              {"nothing to inspect", "full attention"});
+  check_error([&] { app::inspect_classify_checkpoint({dir.file("nc.ckpt"), 99, 0, "--checkpoint"}); },
+              {"--batches", "asked for 99"});
+}

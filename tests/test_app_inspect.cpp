@@ -179,7 +179,7 @@ TEST_CASE("tapestry inspect: bad input gets a clear message and the usual exit c
     app::run_reverse(r);
     const auto [code, out, err] = inspect(dir, "--checkpoint " + dir.file("reverse.ckpt"));
     CHECK(code == 1);
-    CHECK(err.find("is a reverse checkpoint, not a copy-task one") != std::string::npos);
+    CHECK(err.find("is a reverse checkpoint; tapestry inspect reads checkpoints of asr, classify, copy-task and translate") != std::string::npos);
   }
   {
     const auto [code, out, err] = inspect(dir, "--checkpoint " + dir.file("missing.ckpt"));

@@ -212,3 +212,39 @@ TEST_CASE("translate command line: --help, bad flags, missing checkpoint") {
   CHECK(code == 1);
   CHECK(err.find("make data") != std::string::npos);
 }
+
+TEST_CASE("translate: --inspect-every and tapestry inspect see the encoder's and the decoder's clustering") {
+  TempDir dir;
+  write_corpus(dir.file("corpus"));
+  app::TranslateOptions o = tiny(dir.file("corpus"));
+  o.encoder_attention = "improved-clustered:clusters=2,topk=3";
+  o.decoder_attention = "neural-clustering:clusters=2";
+  o.train.save = dir.file("t.ckpt");
+  o.train.log = dir.file("t.jsonl");
+  o.train.inspect_every = 2;
+  app::run_translate(o);
+  const std::vector<nlohmann::json> logged = log_records(dir.file("t.jsonl"), "inspect");
+  REQUIRE(logged.size() == 3);  // steps 0, 2 and 4
+  check_logged_inspection(logged[0].at("inspect"), 2, 3);
+  CHECK(logged[0].at("inspect").at("layers").at(1).at("stack") == "decoder");
+
+  // The binary: the checkpoint's app is read from the checkpoint.
+  const auto [code, out, err] =
+      run_shell(dir, std::string(TAPESTRY_CLI) + " inspect --checkpoint " + dir.file("t.ckpt") + " --json " + dir.file("t.json"));
+  INFO(err);
+  REQUIRE(code == 0);
+  CHECK(out.find("d0") != std::string::npos);  // the decoder's layer in the table
+  std::ifstream in(dir.file("t.json"));
+  const nlohmann::json d = nlohmann::json::parse(in);
+  CHECK(d.at("task") == "translate");
+  CHECK(d.at("attention").get<std::string>().find("decoder: neural-clustering") != std::string::npos);
+  REQUIRE(d.at("layers").size() == 2);
+  CHECK(d.at("layers").at(0).at("stack") == "encoder");
+  CHECK(d.at("layers").at(0).at("attention").size() == 2);  // per head
+  CHECK(d.at("maps").size() == 1);
+
+  // Full attention on both sides: nothing to inspect, said before training.
+  o.encoder_attention = "full";
+  o.decoder_attention = "full";
+  check_error([&] { app::run_translate(o); }, {"--inspect-every", "encoder:", "decoder:"});
+}

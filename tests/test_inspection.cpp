@@ -1,10 +1,14 @@
 // Gradient-flow inspection below the app: separate_gradients and compare_gradients (nn/gradient_flow.h),
 // the encoders' per-layer traces (nn/encoder.h), attention_rows (nn/attention/clustered.h), the cluster
-// statistics (metrics/cluster_stats.h) and inspect_tagger (models/inspection.h).
+// statistics (metrics/cluster_stats.h) and models::inspect (models/inspection.h) on a tagger, a
+// padded batch and a translator's two stacks.
 #include <cmath>
+#include <functional>
 
 #include "metrics/cluster_stats.h"
 #include "models/inspection.h"
+#include "models/sequence_tagger.h"
+#include "models/translator.h"
 #include "nn/attention/clustered.h"
 #include "nn/clusterformer.h"
 #include "nn/gradient_flow.h"
@@ -34,6 +38,20 @@ Tensor tokens_of(int64_t batch, int64_t length, uint64_t seed) {
   const std::vector<double> u = rand({batch * length}, gen, {DType::Float64}).to_vector<double>();
   for (size_t i = 0; i < t.size(); ++i) t[i] = int64_t(u[i] * 6);
   return from_vector<int64_t>(t, {batch, length});
+}
+
+// A tagger's one stack on tokens (B, N), lengths (B) or undefined; task(logits) the task loss.
+models::Inspection inspect_tagger(models::SequenceTagger& model, const Tensor& tokens,
+                                  const std::function<Tensor(const Tensor&)>& task, const models::InspectionOptions& o,
+                                  const Tensor& lengths = Tensor()) {
+  return models::inspect(
+      model,
+      [&](Generator& gen) {
+        const auto out = model.forward(tokens, lengths, gen);
+        return models::InspectedPass{{{"encoder", model.encoder, model.options().attention, out.layers, lengths}},
+                                     task(out.logits)};
+      },
+      o);
 }
 
 }  // namespace
@@ -159,7 +177,7 @@ TEST_CASE("inspect_tagger, neural-clustering: the losses' gradients add up to th
   model.to(DType::Float64);
   const Tensor tokens = tokens_of(3, 8, 1), target = tokens_of(3, 8, 2);
   const auto task = [&](const Tensor& logits) { return cross_entropy(logits, target); };
-  const models::Inspection in = models::inspect_tagger(model, tokens, task, {0.3, 0.7, 0});
+  const models::Inspection in = inspect_tagger(model, tokens, task, {0.3, 0.7, 0});
   REQUIRE(in.losses == std::vector<std::string>{"task", "mu_l1", "nu_l2"});
   REQUIRE(in.layers.size() == 2);
   const auto whole = [&](size_t layer, const std::string& target_name) {
@@ -206,7 +224,7 @@ TEST_CASE("inspect_tagger, improved-clustered: per-head figures, Proposition 2 o
   models::SequenceTagger model(tagger("improved-clustered:clusters=3,topk=3,bits=16,iterations=5"), gen);
   const Tensor tokens = tokens_of(4, 10, 3), target = tokens_of(4, 10, 4);
   const models::Inspection in =
-      models::inspect_tagger(model, tokens, [&](const Tensor& l) { return cross_entropy(l, target); }, {});
+      inspect_tagger(model, tokens, [&](const Tensor& l) { return cross_entropy(l, target); }, {});
   REQUIRE(in.losses == std::vector<std::string>{"task"});
   REQUIRE(in.layers.size() == 2);
   for (const models::LayerInspection& layer : in.layers) {
@@ -229,7 +247,114 @@ TEST_CASE("inspect_tagger refuses a model with nothing to inspect, and says why"
   Generator gen(4);
   models::SequenceTagger model(tagger("full"), gen);
   const Tensor tokens = tokens_of(2, 5, 1);
-  check_error([&] { models::inspect_tagger(model, tokens, [](const Tensor& l) { return sum(l); }, {}); },
+  check_error([&] { inspect_tagger(model, tokens, [](const Tensor& l) { return sum(l); }, {}); },
               {"nothing to inspect", "'full'", "no clusters and no clustering losses"});
   CHECK(models::nothing_to_inspect(AttentionConfig::parse("reformer")).find("not inspected") != std::string::npos);
+}
+
+TEST_CASE("inspect, improved-clustered with padding: padded positions join no cluster and change no figure") {
+  Generator gen(5);
+  models::SequenceTagger model(tagger("improved-clustered:clusters=3,topk=3,bits=16,iterations=5"), gen);
+  const int64_t B = 3, N = 10;
+  const std::vector<int64_t> real = {10, 6, 3};
+  const Tensor lengths = from_vector<int64_t>(real, {B});
+  std::vector<int64_t> tokens = tokens_of(B, N, 6).to_vector<int64_t>(), other = tokens;
+  std::vector<int64_t> target = tokens_of(B, N, 7).to_vector<int64_t>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t n = real[size_t(b)]; n < N; ++n) {
+      other[size_t(b * N + n)] = (tokens[size_t(b * N + n)] + 1) % 6;  // different padding
+      target[size_t(b * N + n)] = -100;                                 // ignored by the loss
+    }
+  const Tensor t = from_vector<int64_t>(target, {B, N});
+  const auto task = [&](const Tensor& logits) { return cross_entropy(logits, t); };
+  const models::Inspection a = inspect_tagger(model, from_vector<int64_t>(tokens, {B, N}), task, {}, lengths);
+  const models::Inspection b = inspect_tagger(model, from_vector<int64_t>(other, {B, N}), task, {}, lengths);
+  REQUIRE(a.layers.size() == 2);
+  CHECK(a.loss_values[0] == doctest::Approx(b.loss_values[0]).epsilon(1e-6));
+  for (size_t l = 0; l < a.layers.size(); ++l) {
+    for (const models::ClusterReport& c : a.layers[l].clusters) CHECK(c.total.words == 19);
+    for (size_t h = 0; h < a.layers[l].attention.size(); ++h) {
+      const models::AttentionReport &x = a.layers[l].attention[h], &y = b.layers[l].attention[h];
+      CHECK(x.proposition2 == 1.0);  // a padded query (a zero clustered row) would break it
+      CHECK(x.l1_clustered == doctest::Approx(y.l1_clustered).epsilon(1e-5));
+      CHECK(x.clustered_topk_mass == doctest::Approx(y.clustered_topk_mass).epsilon(1e-5));
+    }
+    for (size_t g = 0; g < a.layers[l].gradients.size(); ++g)
+      CHECK(a.layers[l].gradients[g].comparison.norms[0] ==
+            doctest::Approx(b.layers[l].gradients[g].comparison.norms[0]).epsilon(1e-5));
+  }
+  REQUIRE(a.maps.size() == 2);
+  CHECK(a.maps[0].size == 10);
+  CHECK(a.maps[0].full.size() == 100);
+}
+
+TEST_CASE("inspect, a translator: a clustered encoder and a neural-clustering decoder in one pass") {
+  Generator gen(8);
+  models::TranslatorOptions o;
+  o.vocabulary = 9;
+  o.encoder_layers = 1;
+  o.decoder_layers = 2;
+  o.heads = 2;
+  o.head_dim = 4;
+  o.ff = 8;
+  o.dropout = 0;
+  o.encoder_attention = AttentionConfig::parse("clustered:clusters=2,bits=16,iterations=3");
+  o.decoder_attention = AttentionConfig::parse("neural-clustering:clusters=2");
+  o.clustering = {0.5, 0.25};
+  models::Translator model(o, gen);
+  const Tensor source = from_vector<int64_t>({3, 4, 5, 6, 2, 7, 8, 2, 0, 0}, {2, 5});
+  const Tensor source_lengths = from_vector<int64_t>({5, 3}, {2});
+  const Tensor target_in = from_vector<int64_t>({1, 3, 4, 5, 1, 6, 0, 0}, {2, 4});
+  const Tensor target_lengths = from_vector<int64_t>({4, 2}, {2});
+  const Tensor target_out = from_vector<int64_t>({3, 4, 5, 2, 6, 2, 0, 0}, {2, 4});
+  const models::Inspection in = models::inspect(
+      model,
+      [&](Generator& g) {
+        const auto out = model.forward(source, source_lengths, target_in, target_lengths, g);
+        return models::InspectedPass{
+            {{"encoder", model.encoder, o.encoder_attention, out.encoder_layers, source_lengths},
+             {"decoder", model.clustering_decoder, o.decoder_attention, out.decoder_layers, target_lengths}},
+            cross_entropy(out.logits, target_out, 0)};
+      },
+      {0.5, 0.25, 0});
+  CHECK(in.attention == "encoder: " + o.encoder_attention.to_string() + "; decoder: " + o.decoder_attention.to_string());
+  REQUIRE(in.losses == std::vector<std::string>{"task", "mu_l1", "nu_l2"});
+  REQUIRE(in.layers.size() == 3);
+  CHECK(in.layers[0].stack == "encoder");
+  CHECK(in.layers[1].stack == "decoder");
+  CHECK(in.layers[2].layer == 1);
+  // The encoder: per head, its 5 + 3 real queries; the decoder: its 4 + 2 real words.
+  CHECK(in.layers[0].clusters.at(0).total.words == 8);
+  CHECK(in.layers[1].clusters.at(0).total.words == 6);
+  // The decoder's first centroids get no gradient from the task (the assignment is piecewise
+  // constant), one from µ·L1.
+  const auto& centroids = in.layers[1].gradients.at(0);
+  REQUIRE(centroids.target == "centroids");
+  CHECK(centroids.comparison.norms[0] == 0);
+  CHECK(centroids.comparison.norms[1] > 0);
+  REQUIRE(in.maps.size() == 1);
+  CHECK(in.maps[0].stack == "encoder");
+  CHECK(in.maps[0].size == 5);
+  const nlohmann::json j = models::to_json(in);
+  CHECK(j.at("layers").at(1).at("stack") == "decoder");
+  CHECK(j.at("layers").at(1).at("assignment").size() == 4);
+}
+
+TEST_CASE("inspect refuses a pass whose stack is not of its attention's kind, or traced no layer") {
+  Generator gen(9);
+  models::SequenceTagger model(tagger("clustered:clusters=2"), gen);
+  const Tensor tokens = tokens_of(2, 5, 1);
+  const auto pass_as = [&](const std::string& attention, bool traced) {
+    return [&, attention, traced](Generator& g) {
+      const auto out = model.forward(tokens, Tensor(), g);
+      return models::InspectedPass{
+          {{"encoder", model.encoder, AttentionConfig::parse(attention),
+            traced ? out.layers : std::vector<nn::EncoderLayerTrace>(), Tensor()}},
+          sum(out.logits)};
+    };
+  };
+  check_error([&] { models::inspect(model, pass_as("neural-clustering:clusters=2", true), {}); },
+              {"inspect", "encoder", "not a ClusterFormer encoder or decoder"});
+  check_error([&] { models::inspect(model, pass_as("clustered:clusters=2", false), {}); },
+              {"inspect", "traced no layer"});
 }

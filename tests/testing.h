@@ -15,6 +15,8 @@
 #include <tuple>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "data/datasets.h"
 #include "tapestry.h"
 
@@ -116,6 +118,29 @@ inline std::tuple<int, std::string, std::string> run_shell(const TempDir& dir, c
   o << out.rdbuf();
   e << err.rdbuf();
   return {WEXITSTATUS(status), o.str(), e.str()};
+}
+
+// The records of a JSON-lines training log (--log) whose "event" is `event`, in order.
+inline std::vector<nlohmann::json> log_records(const std::string& path, const std::string& event) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json record = nlohmann::json::parse(line);
+    if (record.value("event", std::string()) == event) records.push_back(std::move(record));
+  }
+  return records;
+}
+
+// Checks what `tapestry inspect` needs of a logged inspection (the schema of docs/INSPECT.md in
+// brief): the losses, `layers` layers each with gradients, clusters, and no attention maps.
+inline void check_logged_inspection(const nlohmann::json& inspection, size_t layers, size_t losses) {
+  CHECK(inspection.at("losses").size() == losses);
+  REQUIRE(inspection.at("layers").size() == layers);
+  for (const nlohmann::json& layer : inspection.at("layers")) {
+    CHECK_FALSE(layer.at("gradients").empty());
+    CHECK_FALSE(layer.at("clusters").empty());
+  }
+  CHECK_FALSE(inspection.contains("maps"));
 }
 
 }  // namespace tapestry::testing
