@@ -116,47 +116,10 @@ std::vector<data::SentencePair> read_split(const TranslateOptions& o, const std:
   return data::read_parallel_text(stem + o.source_lang, stem + o.target_lang);
 }
 
-// A sentence pair as the model reads it.
-struct EncodedPair {
-  std::vector<int64_t> source;      // pieces + eos
-  std::vector<int64_t> target_in;   // bos + pieces
-  std::vector<int64_t> target_out;  // pieces + eos
-};
-
-EncodedPair encode_pair(const SentencePiece& sp, const data::SentencePair& pair) {
-  EncodedPair e;
-  e.source = sp.encode(pair.source);
-  e.source.push_back(SentencePiece::kEosId);
-  const std::vector<int64_t> target = sp.encode(pair.target);
-  e.target_in.push_back(SentencePiece::kBosId);
-  e.target_in.insert(e.target_in.end(), target.begin(), target.end());
-  e.target_out = target;
-  e.target_out.push_back(SentencePiece::kEosId);
-  return e;
-}
-
-// Each column of a set of pairs, as the batch builders take them.
-struct Columns {
-  std::vector<std::vector<int64_t>> source, target_in, target_out;
-  std::vector<std::string> references;  // the raw target text
-  std::vector<int64_t> lengths;         // max(source, target) tokens: what batches are budgeted by
-
-  void add(EncodedPair e, std::string reference) {
-    lengths.push_back(int64_t(std::max(e.source.size(), e.target_out.size())));
-    source.push_back(std::move(e.source));
-    target_in.push_back(std::move(e.target_in));
-    target_out.push_back(std::move(e.target_out));
-    references.push_back(std::move(reference));
-  }
-  int64_t size() const { return int64_t(source.size()); }
-};
-
 // What every run works on: the SentencePiece model and the encoded training and evaluation pairs.
 struct Prepared {
   std::unique_ptr<SentencePiece> sp;
-  Columns train, eval;
-  int64_t empty_pairs = 0, long_pairs = 0;
-  int64_t train_tokens = 0;  // target tokens of an epoch
+  data::EncodedPairs train, eval;
 };
 
 SentencePiece load_sentencepiece(const TranslateOptions& o) {
@@ -178,43 +141,34 @@ Prepared prepare(const TranslateOptions& o, const std::vector<std::string>& spm_
   if (o.eval_sentences > 0 && int64_t(eval.size()) > o.eval_sentences) eval.resize(size_t(o.eval_sentences));
 
   Prepared p;
-  std::vector<const data::SentencePair*> usable;
-  for (const data::SentencePair& pair : train) {
-    if (pair.source.empty() || pair.target.empty()) ++p.empty_pairs;
-    else usable.push_back(&pair);
-  }
-  TP_CHECK(!usable.empty(), "--data", "the training split of '", o.data, "' has no pair with both sides non-empty");
   if (!o.train.resume.empty()) {
     p.sp = std::make_unique<SentencePiece>(load_sentencepiece(o));
-  } else {
+  } else {  // on both sides of the pairs that will be trained on
     std::vector<std::string> text;
-    for (const data::SentencePair* pair : usable) text.push_back(pair->source), text.push_back(pair->target);
+    for (const data::SentencePair& pair : train)
+      if (!pair.source.empty() && !pair.target.empty()) text.push_back(pair.source), text.push_back(pair.target);
+    TP_CHECK(!text.empty(), "--data", "the training split of '", o.data, "' has no pair with both sides non-empty");
     data::SentencePieceOptions spm;
     spm.vocab_size = o.vocab_size;
     try {
       p.sp = std::make_unique<SentencePiece>(SentencePiece::train_sentences(text, spm));
     } catch (const Error& e) {
       fail("--vocab-size", "SentencePiece could not train ", o.vocab_size, " pieces on the training split (",
-           usable.size(), " pairs); a smaller --vocab-size may fit: ", e.what());
+           text.size() / 2, " pairs); a smaller --vocab-size may fit: ", e.what());
     }
   }
   for (const std::string& path : spm_paths) p.sp->save(path);
 
-  for (const data::SentencePair* pair : usable) {
-    EncodedPair e = encode_pair(*p.sp, *pair);
-    if (int64_t(e.source.size()) > o.max_length + 1 || int64_t(e.target_out.size()) > o.max_length + 1) {
-      ++p.long_pairs;
-      continue;
-    }
-    p.train_tokens += int64_t(e.target_out.size());
-    p.train.add(std::move(e), pair->target);
-  }
+  p.train = data::encode_pairs(*p.sp, train, data::Filter::Training, o.max_length);
+  TP_CHECK(p.train.empty < int64_t(train.size()), "--data", "the training split of '", o.data,
+           "' has no pair with both sides non-empty");
   TP_CHECK(p.train.size() > 0, "--max-length", "every training pair is longer than ", o.max_length, " pieces");
-  for (const data::SentencePair& pair : eval) p.eval.add(encode_pair(*p.sp, pair), pair.target);
-  if (p.empty_pairs > 0) std::fprintf(stderr, "translate: left out %lld training pair(s) with an empty side\n", (long long)p.empty_pairs);
-  if (p.long_pairs > 0)
+  p.eval = data::encode_pairs(*p.sp, eval, data::Filter::None);
+  if (p.train.empty > 0)
+    std::fprintf(stderr, "translate: left out %lld training pair(s) with an empty side\n", (long long)p.train.empty);
+  if (p.train.too_long > 0)
     std::fprintf(stderr, "translate: left out %lld training pair(s) longer than --max-length %lld pieces\n",
-                 (long long)p.long_pairs, (long long)o.max_length);
+                 (long long)p.train.too_long, (long long)o.max_length);
   if (o.train.progress)
     std::fprintf(stderr, "translate: %lld training pairs, %lld %s pairs, %lld pieces, prepared in %.1f s\n",
                  (long long)p.train.size(), (long long)p.eval.size(), o.eval_split.c_str(),
@@ -347,7 +301,7 @@ class TranslateRun : public InspectableTask {
     int64_t tokens = 0;  // target tokens
   };
 
-  Forward forward(const Columns& c, const std::vector<int64_t>& rows, Generator& gen) {
+  Forward forward(const data::EncodedPairs& c, const std::vector<int64_t>& rows, Generator& gen) {
     const data::Batch source = data::make_batch(c.source, c.target_out, rows);
     const data::Batch target_in = data::make_batch(c.target_in, rows);
     Forward f;
@@ -451,8 +405,8 @@ train::Report run_translate(const TranslateOptions& o) {
                      {"eval_split", o.eval_split},
                      {"beam", o.beam},
                      {"pairs", {{"train", p.train.size()}, {o.eval_split, p.eval.size()}}},
-                     {"empty_pairs", p.empty_pairs},
-                     {"long_pairs", p.long_pairs}};
+                     {"empty_pairs", p.train.empty},
+                     {"long_pairs", p.train.too_long}};
   train::Trainer trainer(spec, o.train);
   return trainer.run([&](Generator& gen, Device device) {
     return std::make_unique<TranslateRun>(p, o, gen, device, trainer.world());

@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "data/parallel_text.h"
 #include "data/sentencepiece.h"
 
 using namespace tapestry;
@@ -197,4 +198,40 @@ TEST_CASE("data: SentencePiece failures become errors that name the file") {
   check_error([&] { data::parse_subword_model("wordpiece"); }, {"parse_subword_model", "wordpiece"});
   CHECK(data::parse_subword_model("bpe") == SubwordModel::Bpe);
   CHECK(data::parse_subword_model("unigram") == SubwordModel::Unigram);
+}
+
+TEST_CASE("data: encode_pairs gives eos, bos and the references; training leaves out empty and long pairs") {
+  const std::vector<std::string> lines = sentences(200, 11);
+  const SentencePiece sp = SentencePiece::train_sentences(lines, small(SubwordModel::Unigram));
+  std::vector<data::SentencePair> pairs = {{lines[0], lines[1]}, {"", lines[2]}, {lines[3], ""},
+                                           {lines[4] + " " + lines[5] + " " + lines[6], lines[7]}};
+  const std::vector<int64_t> source = sp.encode(lines[0]), target = sp.encode(lines[1]);
+  const int64_t max_length = int64_t(std::max(source.size(), target.size()));
+  REQUIRE(int64_t(sp.encode(pairs[3].source).size()) > max_length);
+
+  const data::EncodedPairs train = data::encode_pairs(sp, pairs, data::Filter::Training, max_length);
+  REQUIRE(train.size() == 1);
+  CHECK(train.empty == 2);
+  CHECK(train.too_long == 1);
+  std::vector<int64_t> expected = source;
+  expected.push_back(SentencePiece::kEosId);
+  CHECK(train.source[0] == expected);
+  expected = {SentencePiece::kBosId};
+  expected.insert(expected.end(), target.begin(), target.end());
+  CHECK(train.target_in[0] == expected);
+  expected = target;
+  expected.push_back(SentencePiece::kEosId);
+  CHECK(train.target_out[0] == expected);
+  CHECK(train.references[0] == lines[1]);
+  CHECK(train.lengths[0] == max_length + 1);
+
+  // Evaluation keeps every pair: an empty reference still counts in BLEU.
+  const data::EncodedPairs eval = data::encode_pairs(sp, pairs, data::Filter::None);
+  REQUIRE(eval.size() == 4);
+  CHECK(eval.source[1] == std::vector<int64_t>{SentencePiece::kEosId});
+  CHECK(eval.target_out[2] == std::vector<int64_t>{SentencePiece::kEosId});
+  CHECK(eval.references[2].empty());
+  CHECK(eval.empty == 0);
+  check_error([&] { data::encode_pairs(sp, pairs, data::Filter::Training, 0); },
+              {"encode_pairs", "max_length must be >= 1"});
 }
