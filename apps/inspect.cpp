@@ -12,6 +12,7 @@
 #include "apps/copy_task.h"
 #include "apps/inspect_report.h"
 #include "apps/options.h"
+#include "apps/reverse.h"
 #include "apps/translate.h"
 #include "models/inspection.h"
 
@@ -42,6 +43,7 @@ const std::map<std::string, Inspector>& inspectors() {
   static const std::map<std::string, Inspector> apps = {{"asr", inspect_asr_checkpoint},
                                                         {"classify", inspect_classify_checkpoint},
                                                         {"copy-task", inspect_copy_task_checkpoint},
+                                                        {"reverse", inspect_reverse_checkpoint},
                                                         {"translate", inspect_translate_checkpoint}};
   return apps;
 }
@@ -57,7 +59,7 @@ InspectedCheckpoint inspect_one(const std::string& path, const InspectOptions& o
   }
   const auto app = inspectors().find(identity.task);
   TP_CHECK(app != inspectors().end(), flag, "'", path, "' is a ", identity.task,
-           " checkpoint; tapestry inspect reads checkpoints of asr, classify, copy-task and translate");
+           " checkpoint; tapestry inspect reads checkpoints of asr, classify, copy-task, reverse and translate");
   try {
     return app->second({path, o.batches, o.seed, flag});
   } catch (const Error& e) {

@@ -1,8 +1,9 @@
 // `tapestry inspect`: how gradients flow through the clustering of a trained model, and what the
 // clustering does (models/inspection.h computes it; apps/inspect_report.h draws it). Reads a
-// checkpoint of copy-task, classify, translate or asr whose model has clustered, improved-clustered
-// or neural-clustering attention (a translator: in its encoder or its decoder) and inspects it on
-// the run's own held-out data, which the app that wrote it prepares as its evaluations do:
+// checkpoint of copy-task, reverse, classify, translate or asr whose model has clustered,
+// improved-clustered or neural-clustering attention (a translator: in its encoder or its decoder)
+// and inspects it on the run's own held-out data, which the app that wrote it prepares as its
+// evaluations do:
 //
 //   tapestry inspect --checkpoint run.ckpt [--batches N] [--compare later.ckpt] [--json F] [--html F]
 //   tapestry inspect --log run.jsonl --html report.html      (figures logged with --inspect-every)

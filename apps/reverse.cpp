@@ -7,6 +7,7 @@
 #include "apps/options.h"
 #include "ops/creation.h"
 #include "metrics/accuracy.h"
+#include "models/inspection.h"
 #include "models/sequence_tagger.h"
 #include "ops/index.h"
 #include "ops/loss.h"
@@ -40,10 +41,16 @@ const OptionTable<ReverseOptions>& table() {
   return t;
 }
 
-class ReverseRun : public train::Task {
+class ReverseRun : public InspectableTask {
  public:
+  // A neural-clustering model trains with the default µ, ν of eq. 17 (nn::ClusteringLossWeights).
   ReverseRun(const ReverseOptions& o, const Attentions& a, Generator& gen, Device device)
-      : o_(o), a_(a), device_(device), model_(tagger(o, a), gen) {
+      : InspectableTask({nn::ClusteringLossWeights().mu, nn::ClusteringLossWeights().nu,
+                         train::derived_seed(o.train.seed, 3)}),
+        o_(o),
+        a_(a),
+        device_(device),
+        model_(tagger(o, a), gen) {
     model_.to(device);
     std::vector<int64_t> backwards(size_t(o.length));
     for (int64_t i = 0; i < o.length; ++i) backwards[size_t(i)] = o.length - 1 - i;
@@ -80,6 +87,23 @@ class ReverseRun : public train::Task {
     return {{{"token_accuracy", tokens.value()}, {"sequence_accuracy", double(whole) / double(sequences)},
              {"loss", loss / double(held_out_.size())}},
             double(tokens.total())};
+  }
+
+  std::string cannot_inspect() const override { return models::nothing_to_inspect(a_.train); }
+
+  models::Inspection inspection(int64_t batches, uint64_t seed) override {
+    TP_CHECK(batches >= 1 && batches <= int64_t(held_out_.size()), "--batches", "the run holds ", held_out_.size(),
+             " held-out batches, asked for ", batches);
+    const Tensor input = concat(std::vector<Tensor>(held_out_.begin(), held_out_.begin() + batches), 0);
+    const Tensor target = index_select(input, 1, backwards_);
+    return models::inspect(
+        model_,
+        [&](Generator& gen) {
+          const auto out = model_.forward(input, Tensor(), gen);
+          return models::InspectedPass{{{"encoder", model_.encoder, a_.train, out.layers, Tensor()}},
+                                       cross_entropy(out.logits, target)};
+        },
+        inspection_options(seed));
   }
 
  private:
@@ -127,6 +151,16 @@ train::Report run_reverse(const ReverseOptions& o) {
   spec.log_fields = {{"attention", a.train.to_string()}, {"eval_attention", a.eval.to_string()}};
   train::Trainer trainer(spec, o.train);
   return trainer.run([&](Generator& gen, Device device) { return std::make_unique<ReverseRun>(o, a, gen, device); });
+}
+
+InspectedCheckpoint inspect_reverse_checkpoint(const CheckpointRequest& request) {
+  ReverseOptions o;
+  table().apply(o, recorded_settings(request.path, kTask, request.flag));
+  table().check(o);
+  o.eval_batches = std::max(o.eval_batches, request.batches);
+  Generator gen(o.train.seed);
+  ReverseRun run(o, attentions(o.attention, o.eval_attention), gen, Device::cpu());
+  return inspect_restored(run, request, table().identity(kTask, o));
 }
 
 void add_reverse(CommandLine& cli) {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "apps/app.h"
+#include "apps/inspect.h"
 #include "train/trainer.h"
 
 namespace tapestry::app {
@@ -33,6 +34,9 @@ struct ReverseOptions {
 
 void check_reverse_options(const ReverseOptions& options);
 train::Report run_reverse(const ReverseOptions& options);
+// `tapestry inspect` of a reverse checkpoint (apps/inspect.h), on the CPU: the run's first held-out
+// batches, drawn as its evaluations draw them.
+InspectedCheckpoint inspect_reverse_checkpoint(const CheckpointRequest& request);
 void add_reverse(CommandLine& cli);
 
 }  // namespace tapestry::app

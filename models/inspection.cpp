@@ -117,7 +117,10 @@ std::vector<AttentionReport> attention_reports(const Tensor& q, const Tensor& k,
                                                const std::vector<int64_t>& lengths, int64_t topk, AttentionMap* map) {
   const int64_t B = q.size(0), H = q.size(1);
   std::vector<AttentionReport> reports(static_cast<size_t>(H));
-  for (int64_t h = 0; h < H; ++h) reports[size_t(h)].head = h, reports[size_t(h)].max_excess = -std::numeric_limits<double>::infinity();
+  for (int64_t h = 0; h < H; ++h) {
+    reports[size_t(h)].head = h;
+    reports[size_t(h)].max_excess = -std::numeric_limits<double>::infinity();
+  }
   double queries = 0;
   for (int64_t b = 0; b < B; ++b) {
     const Tensor length = from_vector(std::vector<int64_t>{lengths[size_t(b)]}, {1}, q.device());
@@ -351,7 +354,8 @@ std::vector<LayerChange> compare_inspections(const Inspection& before, const Ins
   std::vector<LayerChange> changes;
   for (size_t i = 0; i < before.layers.size(); ++i) {
     const LayerInspection &a = before.layers[i], &b = after.layers[i];
-    TP_CHECK(a.stack == b.stack, kOp, "layer ", i, " is in the ", a.stack, " of one model and the ", b.stack, " of the other");
+    TP_CHECK(a.stack == b.stack, kOp, "layer ", i, " is in the ", a.stack, " of one model and the ", b.stack,
+             " of the other");
     TP_CHECK(!a.assignment.empty() && !b.assignment.empty(), kOp,
              "churn and centroid movement need neural-clustering on both sides: clustered attention's cluster ids "
              "are not identities (its Hamming k-means starts afresh at every forward)");
@@ -430,7 +434,10 @@ nlohmann::json to_json(const Inspection& in) {
 nlohmann::json to_json(const std::vector<LayerChange>& changes) {
   nlohmann::json j = nlohmann::json::array();
   for (const LayerChange& c : changes)
-    j.push_back({{"stack", c.stack}, {"layer", c.layer}, {"churn", c.churn}, {"centroid_movement", summary(c.centroid_movement)}});
+    j.push_back({{"stack", c.stack},
+                 {"layer", c.layer},
+                 {"churn", c.churn},
+                 {"centroid_movement", summary(c.centroid_movement)}});
   return j;
 }
 

@@ -171,15 +171,26 @@ TEST_CASE("tapestry inspect: bad input gets a clear message and the usual exit c
     CHECK(err.find("nothing to inspect") != std::string::npos);
     CHECK(err.find("full attention has no clusters and no clustering losses") != std::string::npos);
   }
-  {  // a checkpoint of another app
+  {  // reverse, the smallest app, is inspected as copy-task is; its --batches are its held-out batches
     app::ReverseOptions r;
     r.length = 4, r.layers = 1, r.heads = 1, r.head_dim = 4, r.ff = 8, r.batch = 2, r.eval_batches = 1;
     r.attention = "clustered:clusters=2";
     r.train.steps = 1, r.train.eval_every = 0, r.train.progress = false, r.train.save = dir.file("reverse.ckpt");
     app::run_reverse(r);
-    const auto [code, out, err] = inspect(dir, "--checkpoint " + dir.file("reverse.ckpt"));
+    const auto [code, out, err] = inspect(dir, "--checkpoint " + dir.file("reverse.ckpt") + " --batches 3");
+    INFO(err);
+    CHECK(code == 0);
+    CHECK(out.find("(reverse, step 1), clustered:clusters=2") != std::string::npos);
+    CHECK(out.find("6 sequences of 4") != std::string::npos);
+  }
+  {  // a checkpoint of an app whose model is not inspected
+    Checkpoint c;
+    c.metadata = {{"task", "cluster"}, {"model", json::object()}, {"training", json::object()}};
+    save_checkpoint(dir.file("cluster.ckpt"), c);
+    const auto [code, out, err] = inspect(dir, "--checkpoint " + dir.file("cluster.ckpt"));
     CHECK(code == 1);
-    CHECK(err.find("is a reverse checkpoint; tapestry inspect reads checkpoints of asr, classify, copy-task and translate") != std::string::npos);
+    CHECK(err.find("is a cluster checkpoint; tapestry inspect reads checkpoints of asr, classify, copy-task, reverse and "
+                   "translate") != std::string::npos);
   }
   {
     const auto [code, out, err] = inspect(dir, "--checkpoint " + dir.file("missing.ckpt"));
@@ -252,11 +263,11 @@ TEST_CASE("--inspect-every logs the inspection during training without changing 
     CHECK(code == 1);
     CHECK(err.find("holds no inspection") != std::string::npos);
   }
-  {  // an app without clustering refuses the flag; so does a run without a log
+  {  // a model without clustering refuses the flag; so does a run without a log
     const auto [code, out, err] =
         run_shell(dir, std::string(TAPESTRY_CLI) + " reverse --steps 1 --inspect-every 1 --log " + dir.file("r.jsonl"));
     CHECK(code == 1);
-    CHECK(err.find("--inspect-every: nothing to inspect") != std::string::npos);
+    CHECK(err.find("--inspect-every: nothing to inspect: full attention") != std::string::npos);
     const auto [code2, out2, err2] = run_shell(dir, std::string(TAPESTRY_CLI) + " copy-task --steps 1 --inspect-every 1");
     CHECK(code2 == 2);
     CHECK(err2.find("--inspect-every: needs --log FILE") != std::string::npos);

@@ -114,8 +114,8 @@ class Task {
   // "inspect" (models/inspection.h: to_json). The inspection must not draw from the training
   // generator, so that inspecting never changes training.
   virtual std::string cannot_inspect() const {
-    return "this app's model has no clustering to inspect (the models of copy-task, classify, translate and asr "
-           "with clustered, improved-clustered or neural-clustering attention have)";
+    return "this app's model has no clustering to inspect (the models of copy-task, reverse, classify, translate "
+           "and asr with clustered, improved-clustered or neural-clustering attention have)";
   }
   virtual nlohmann::json inspect() { return nullptr; }
 };
