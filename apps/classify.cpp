@@ -581,7 +581,6 @@ nlohmann::json run_classify_sweep(const ClassifyOptions& base, const SweepOption
   const Corpus corpus = read_reported_corpus(base);
   const Prepared p = prepare(base, corpus, fixed_split(corpus, base), {});
   const Device device = train::resolve_device(base.train.device);
-  Allocator& allocator = context(device).allocator();
   nlohmann::json rows = nlohmann::json::array();
   const auto run = [&](const std::string& grid, const std::string& attention, double mu, double nu, uint64_t seed) {
     ClassifyOptions o = base;
@@ -590,8 +589,6 @@ nlohmann::json run_classify_sweep(const ClassifyOptions& base, const SweepOption
     o.mu = mu;
     o.nu = nu;
     o.train.seed = seed;
-    allocator.empty_cache();
-    allocator.reset_peak();
     const train::Report r = run_prepared(o, p, std::chrono::steady_clock::now());
     rows.push_back({{"grid", grid},
                     {"attention", r.fields.at("attention")},
@@ -602,7 +599,7 @@ nlohmann::json run_classify_sweep(const ClassifyOptions& base, const SweepOption
                     {"macro_f1", r.metric("macro_f1")},
                     {"seconds", r.seconds},
                     {"seconds_per_epoch", double(p.train_tokens) / std::max(r.items_per_second, 1e-9)},
-                    {"peak_bytes", allocator.stats().peak}});
+                    {"peak_bytes", r.peak_bytes}});
   };
   if (s.grid != "table5") {
     run("table4", "full", base.mu, base.nu, base.train.seed);

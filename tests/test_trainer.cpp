@@ -120,6 +120,28 @@ TEST_CASE("trainer: trains, evaluates every N steps and at the end, logs and rep
   CHECK(final_record.contains("points_per_second"));
   CHECK(final_record["note"] == "a line");
   CHECK(r.metrics_text().find("double loss") != std::string::npos);
+  CHECK(final_record["peak_bytes"] == r.peak_bytes);
+}
+
+TEST_CASE("trainer: the report's peak memory is the most the run held on the device at once") {
+  // A step that also holds `scratch` floats while its loss is alive: the peak must cover them, and a
+  // run without them must peak lower (the line model itself needs a few hundred bytes).
+  constexpr int64_t scratch = 1 << 18;  // 1 MiB
+  struct ScratchTask : LineTask {
+    using LineTask::LineTask;
+    train::Step step(Generator& gen) override {
+      const Tensor held = zeros({scratch});
+      return LineTask::step(gen);
+    }
+  };
+  const train::TrainOptions o = options();
+  const train::Report plain = train::Trainer(spec(), o).run(line_task());
+  const train::Report held = train::Trainer(spec(), o).run(
+      [](Generator& gen, Device) { return std::make_unique<ScratchTask>(gen); });
+  CHECK(plain.peak_bytes > 0);
+  CHECK(plain.peak_bytes < scratch * 4);
+  CHECK(held.peak_bytes >= scratch * 4);
+  CHECK(held.to_json()["peak_bytes"] == held.peak_bytes);
 }
 
 TEST_CASE("trainer: a resumed run continues exactly, with the trainer's and the task's state") {

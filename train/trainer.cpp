@@ -9,6 +9,7 @@
 
 #include "core/autograd.h"
 #include "core/creation.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "dist/reducer.h"
 #include "optim/clip.h"
@@ -121,6 +122,7 @@ nlohmann::json Report::to_json() const {
   j["stopped_early"] = stopped_early;
   j["seconds"] = seconds;
   j[unit + "_per_second"] = items_per_second;
+  j["peak_bytes"] = peak_bytes;
   j["device"] = device;
   j["seed"] = seed;
   j["parameters"] = parameters;
@@ -199,6 +201,8 @@ Report Trainer::train(const TaskFactory& make_task) {
   // Several ranks on one machine take one GPU each, unless --device names one.
   if (device.is_cuda() && world.size() > 1 && o.device.find(':') == std::string::npos)
     device = Device::cuda(world.local_rank() % cuda::device_count());
+  Allocator& allocator = context(device).allocator();
+  allocator.reset_peak();
   MetricsLog log(world.is_root() ? o.log : "");
   std::optional<ResumedRun> resumed;
   if (!o.resume.empty())
@@ -358,6 +362,7 @@ Report Trainer::train(const TaskFactory& make_task) {
   report.best = best.value;
   report.best_step = best.step;
   report.seconds = since(start);
+  report.peak_bytes = allocator.stats().peak;
   nlohmann::json final_record = report.to_json();
   final_record["event"] = "final";
   log.write(final_record);

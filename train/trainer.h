@@ -149,6 +149,9 @@ struct Report {
   double seconds = 0;           // wall time of this run
   std::string unit = "tokens";
   double items_per_second = 0;  // training items (evaluated ones with eval_only) per second
+  // The device allocator's most bytes in use during the run: parameters, optimizer state, activations
+  // and gradients, and whatever the app already held on the device when the run began.
+  int64_t peak_bytes = 0;
   std::string device;
   uint64_t seed = 0;
   int64_t parameters = 0;
@@ -156,7 +159,7 @@ struct Report {
   int rank = 0;  // this process's rank (data parallelism, not in the JSON): only rank 0 shows the report
 
   // {<fields>, "task", "steps", <metrics>, "train_loss", "best_<metric>", "best_step", "stopped_early", "seconds",
-  //  "<unit>_per_second", "device", "seed", "parameters", "eval_only"}
+  //  "<unit>_per_second", "peak_bytes", "device", "seed", "parameters", "eval_only"}
   nlohmann::json to_json() const;
   // The last evaluation's value of `name`; Error when absent.
   double metric(const std::string& name) const { return train::metric(metrics, name); }
