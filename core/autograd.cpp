@@ -1,5 +1,6 @@
 #include "core/autograd.h"
 
+#include <algorithm>
 #include <cmath>
 #include <unordered_map>
 
@@ -85,9 +86,10 @@ void Tape::clear() { entries_.clear(); }
 // so one pass from the newest entry to the oldest finds them all.
 void Tape::prune() {
   for (size_t i = entries_.size(); i-- > 0;) {
-    if (entries_[i]->dead()) entries_[i].reset();
+    if (entries_[i] && entries_[i]->dead()) entries_[i].reset();
   }
   compact();
+  next_prune_ = std::max<size_t>(1024, 2 * entries_.size());
 }
 
 void Tape::compact() {
@@ -126,10 +128,7 @@ void record(const char* op, const std::vector<Tensor>& inputs, const std::vector
 
   Tape& tape = Tape::current();
   tape.entries_.push_back(std::move(entry));
-  if (tape.entries_.size() >= tape.next_prune_) {
-    tape.prune();
-    tape.next_prune_ = std::max<size_t>(1024, 2 * tape.entries_.size());
-  }
+  if (tape.entries_.size() >= tape.next_prune_) tape.prune();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -318,7 +317,11 @@ void backward(const Tensor& root, const Tensor& seed, Retain retain) {
     throw;
   }
   sink.clear_pending();
-  tape.compact();
+  // The forward pass's branches that did not reach the root (a value computed for a mask, a loss
+  // left out of the objective) are unreachable once their tensors are gone: drop them with their
+  // saved tensors now rather than when the tape next grows, or every training step would leave
+  // its own behind until a thousand entries had gathered.
+  tape.prune();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@
 /// entry with the op's name, its inputs' autograd state, weak references to its outputs, and a
 /// backward closure. backward() walks the tape from the newest entry to the oldest, calling each
 /// closure whose outputs received a gradient; closures accumulate into their inputs' gradients, so
-/// fan-out sums. An entry whose outputs nobody can reach any more is pruned as the tape grows.
+/// fan-out sums. An entry whose outputs nobody can reach any more is pruned after each backward()
+/// and as the tape grows.
 #pragma once
 
 #include <functional>

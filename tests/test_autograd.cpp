@@ -218,6 +218,23 @@ TEST_CASE("entries nobody can reach are pruned as the tape grows") {
   check_close(x.grad(), full({4}, std::exp(1.0), {DType::Float64}));
 }
 
+TEST_CASE("a backward also drops the branches that did not reach the root, once nobody holds them") {
+  // A training step computes values it does not differentiate (a column's max to test for NaN);
+  // their entries and saved tensors must go with the step, not gather over a thousand steps.
+  Tape& tape = Tape::current();
+  tape.clear();
+  Tensor x = ones({4}, {DType::Float64});
+  x.set_requires_grad(true);
+  const Tensor held = exp(x) * 3.0;  // not reached, but its tensor is alive: it stays
+  for (int step = 0; step < 3; ++step) {
+    const Tensor loss = sum(x * x);
+    { const Tensor unreached = max(exp(x)); }
+    loss.backward();
+    CHECK(tape.size() == 2);  // held's exp and mul
+  }
+  check_close(x.grad(), full({4}, 6.0, {DType::Float64}));
+}
+
 TEST_CASE("backward checks its arguments") {
   check_error([] { ones({2}).backward(); }, {"backward", "does not require grad"});
   Tensor x = ones({2}, {DType::Float64});

@@ -621,3 +621,21 @@ TEST_CASE("neural clustering attention: bad input") {
   // a good call passes
   CHECK_NOTHROW(call(p.x, p.centroids, p.w, H, lengths_of({7, 0}))());
 }
+
+TEST_CASE("neural clustering attention: a training step holds no memory after it ends") {
+  // Forward and backward again and again, as training does: once the step's tensors are gone, the
+  // device holds what it held before (the inputs and their gradients), however many steps ran.
+  const Sizes s{3, 9, 4, 20, 2, 2, 2};
+  const Problem p = make_problem(s, 91);
+  for (Tensor t : p.inputs()) t.set_requires_grad(true);
+  const Tensor lengths = from_vector<int64_t>({9, 5, 7}, {3});
+  Allocator& allocator = context(Device::cpu()).allocator();
+  const auto step = [&] {
+    const NeuralClusteringResult r = neural_clustering_attention(p.x, p.centroids, p.w, s.H, lengths, Causal::No);
+    (sum(r.output) + r.clustering_loss + r.sorting_loss).backward();
+  };
+  step();
+  const int64_t after_first = allocator.stats().in_use;
+  for (int i = 0; i < 10; ++i) step();
+  CHECK(allocator.stats().in_use == after_first);
+}
