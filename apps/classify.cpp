@@ -91,25 +91,17 @@ const OptionTable<ClassifyOptions>& table() {
 
 // ---- data ----
 
-struct Corpus {
-  data::ClassifiedDocuments documents;
-  std::string root;  // the folder document paths are taken relative to, for the split's hash
-};
+using Corpus = data::ClassifiedDocuments;
 
 Corpus read_corpus(const ClassifyOptions& o) {
   const bool two_way = o.data == "spam-assassin-2way";
-  if (o.data == "brown") {
-    const std::string root = data::dataset_directory("brown");
-    return {data::read_class_list(root + "/labels.tsv"), root};
-  }
+  if (o.data == "brown") return data::read_class_list(data::dataset_directory("brown") + "/labels.tsv");
   if (o.data == "spam-assassin" || two_way) {
-    const std::string root = data::dataset_directory("spam-assassin");
-    Corpus corpus{data::read_class_folders(root), root};
+    Corpus corpus = data::read_class_folders(data::dataset_directory("spam-assassin"));
     if (two_way) {
-      const std::vector<std::string> groups = corpus.documents.classes;
-      corpus.documents.classes = {"ham", "spam"};
-      for (data::Document& d : corpus.documents.documents)
-        d.label = groups[size_t(d.label)].rfind("spam", 0) == 0 ? 1 : 0;
+      const std::vector<std::string> groups = corpus.classes;
+      corpus.classes = {"ham", "spam"};
+      for (data::Document& d : corpus.documents) d.label = groups[size_t(d.label)].rfind("spam", 0) == 0 ? 1 : 0;
     }
     return corpus;
   }
@@ -118,50 +110,23 @@ Corpus read_corpus(const ClassifyOptions& o) {
   TP_CHECK(fs::exists(status), "--data", "'", o.data,
            "' is neither brown, spam-assassin, spam-assassin-2way nor an existing folder or list file");
   const bool folders = o.layout == "folders" || (o.layout == "auto" && fs::is_directory(status));
-  if (folders) return {data::read_class_folders(o.data), o.data};
-  return {data::read_class_list(o.data), fs::path(o.data).parent_path().string()};
-}
-
-// A document's path relative to the corpus root: what the split and the SentencePiece sample hash,
-// so that neither depends on where the corpus lies.
-std::string relative_key(const Corpus& corpus, const data::Document& document) {
-  const fs::path relative = fs::path(document.path).lexically_relative(corpus.root.empty() ? "." : corpus.root);
-  return relative.empty() ? fs::path(document.path).generic_string() : relative.generic_string();
+  return folders ? data::read_class_folders(o.data) : data::read_class_list(o.data);
 }
 
 // Each class's documents in the order of their keys' hashes, --max-per-class of each (data/split.h).
 std::vector<std::vector<int64_t>> hash_order(const Corpus& corpus, const ClassifyOptions& o) {
-  std::vector<std::string> keys;
   std::vector<int64_t> labels;
-  for (const data::Document& d : corpus.documents.documents) {
-    keys.push_back(relative_key(corpus, d));
-    labels.push_back(d.label);
-  }
-  return data::hash_order(keys, labels, int64_t(corpus.documents.classes.size()), o.max_per_class);
+  for (const data::Document& d : corpus.documents) labels.push_back(d.label);
+  return data::hash_order(data::document_keys(corpus), labels, int64_t(corpus.classes.size()), o.max_per_class);
 }
 
 data::SentencePiece train_sentencepiece(const Corpus& corpus, const data::Split& split, const ClassifyOptions& o) {
-  // The training documents in hash order (classes mixed) until the byte budget is spent, line by
-  // line (SentencePiece's trainer reads sentences, and skips one longer than 4192 bytes).
-  std::vector<std::pair<uint64_t, int64_t>> order;
-  for (const int64_t i : split.train)
-    order.push_back({data::fnv1a(relative_key(corpus, corpus.documents.documents[size_t(i)])), i});
-  std::sort(order.begin(), order.end());
-  std::vector<std::string> lines;
-  int64_t written = 0;
-  for (const auto& [hash, i] : order) {
-    const std::string& text = corpus.documents.documents[size_t(i)].text;
-    if (written > 0 && written + int64_t(text.size()) > kSentencePieceTextBytes) break;
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-    written += int64_t(text.size()) + 1;
-  }
   data::SentencePieceOptions spm;
   spm.vocab_size = o.vocab_size;
   // E-mails carry stray bytes and rare symbols: the rarest characters become <unk>.
   spm.character_coverage = 0.9995;
   try {
-    return data::SentencePiece::train_sentences(lines, spm);
+    return data::SentencePiece::train_sentences(data::sample_lines(corpus, split.train, kSentencePieceTextBytes), spm);
   } catch (const Error& e) {
     fail("--vocab-size", "SentencePiece could not train ", o.vocab_size, " pieces on the training split (",
          split.train.size(), " documents); a smaller --vocab-size may fit: ", e.what());
@@ -186,7 +151,7 @@ struct Prepared {
 // Reads the corpus, reporting what the folder reader skipped.
 Corpus read_reported_corpus(const ClassifyOptions& o) {
   Corpus corpus = read_corpus(o);
-  for (const std::string& s : corpus.documents.skipped)
+  for (const std::string& s : corpus.skipped)
     if (s.find(": hidden") == std::string::npos) std::fprintf(stderr, "classify: skipped %s\n", s.c_str());
   return corpus;
 }
@@ -196,8 +161,8 @@ Corpus read_reported_corpus(const ClassifyOptions& o) {
 Prepared prepare(const ClassifyOptions& o, const Corpus& corpus, const data::Split& split,
                  const std::vector<std::string>& spm_paths) {
   Prepared p;
-  p.classes = corpus.documents.classes;
-  p.skipped_entries = int64_t(corpus.documents.skipped.size());
+  p.classes = corpus.classes;
+  p.skipped_entries = int64_t(corpus.skipped.size());
   TP_CHECK(!split.train.empty(), "--data", "'", o.data, "' leaves no training document");
 
   const auto start = std::chrono::steady_clock::now();
@@ -206,30 +171,14 @@ Prepared prepare(const ClassifyOptions& o, const Corpus& corpus, const data::Spl
   for (const std::string& path : spm_paths) sp.save(path);
   p.vocabulary = sp.vocab_size();
 
-  const auto& docs = corpus.documents.documents;
-  p.tokens.resize(docs.size());
-  p.labels.resize(docs.size());
-  std::vector<std::string> empty;
-  const auto keep = [&](const std::vector<int64_t>& from, std::vector<int64_t>& to) {
-    for (const int64_t i : from) {
-      std::vector<int64_t> ids = sp.encode(docs[size_t(i)].text);
-      if (ids.empty()) {
-        empty.push_back(docs[size_t(i)].path);
-        continue;
-      }
-      if (int64_t(ids.size()) > o.max_length) ids.resize(size_t(o.max_length));
-      p.tokens[size_t(i)] = std::move(ids);
-      p.labels[size_t(i)] = docs[size_t(i)].label;
-      to.push_back(i);
-    }
-  };
-  keep(split.train, p.split.train);
-  keep(split.valid, p.split.valid);
-  keep(split.test, p.split.test);
-  p.empty_documents = int64_t(empty.size());
-  if (!empty.empty())
-    std::fprintf(stderr, "classify: left out %zu document(s) with no tokens, e.g. %s\n", empty.size(),
-                 empty.front().c_str());
+  data::EncodedDocuments encoded = data::encode_documents(sp, corpus, split, o.max_length);
+  p.tokens = std::move(encoded.tokens);
+  p.split = std::move(encoded.split);
+  for (const data::Document& d : corpus.documents) p.labels.push_back(d.label);
+  p.empty_documents = int64_t(encoded.empty.size());
+  if (!encoded.empty.empty())
+    std::fprintf(stderr, "classify: left out %zu document(s) with no tokens, e.g. %s\n", encoded.empty.size(),
+                 encoded.empty.front().c_str());
   TP_CHECK(!p.split.train.empty(), "--data", "'", o.data, "' has no training document with a token");
   TP_CHECK(!p.eval(o.eval_split).empty(), "--eval-split", "the ", o.eval_split, " split of '", o.data,
            "' is empty (raise --", o.eval_split, "-fraction, or use more documents)");

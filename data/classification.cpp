@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <sstream>
 #include <system_error>
+#include <utility>
 
 #include "core/error.h"
 #include "data/text_lines.h"
@@ -43,6 +45,7 @@ ClassifiedDocuments read_class_folders(const std::string& root) {
   TP_CHECK(fs::exists(root, ec), kReader, root, ": no such folder");
   TP_CHECK(fs::is_directory(root, ec), kReader, root, ": not a folder (expected one sub-folder per class)");
   ClassifiedDocuments result;
+  result.root = root;
   std::vector<fs::path> class_folders;
   for (const auto& entry : sorted_entries(root)) {
     if (hidden(entry.path())) {
@@ -104,6 +107,7 @@ ClassifiedDocuments read_class_list(const std::string& list_path, std::vector<st
 
   ClassifiedDocuments result;
   result.classes = std::move(classes);
+  result.root = fs::path(list_path).parent_path().string();
   for (const Entry& entry : entries) {
     const auto found = std::lower_bound(result.classes.begin(), result.classes.end(), entry.label);
     TP_CHECK(found != result.classes.end() && *found == entry.label, kReader, list_path, ", line ", entry.line,
@@ -113,6 +117,65 @@ ClassifiedDocuments read_class_list(const std::string& list_path, std::vector<st
     result.documents.push_back({path, read_document(path, where), found - result.classes.begin()});
   }
   return result;
+}
+
+std::vector<std::string> document_keys(const ClassifiedDocuments& corpus) {
+  const fs::path root = corpus.root.empty() ? fs::path(".") : fs::path(corpus.root);
+  std::vector<std::string> keys;
+  keys.reserve(corpus.documents.size());
+  for (const Document& d : corpus.documents) {
+    const fs::path relative = fs::path(d.path).lexically_relative(root);
+    keys.push_back(relative.empty() ? fs::path(d.path).generic_string() : relative.generic_string());
+  }
+  return keys;
+}
+
+std::vector<std::string> sample_lines(const ClassifiedDocuments& corpus, const std::vector<int64_t>& indices,
+                                      int64_t max_bytes) {
+  const std::vector<std::string> keys = document_keys(corpus);
+  std::vector<std::pair<uint64_t, int64_t>> order;
+  for (const int64_t i : indices) {
+    TP_CHECK(i >= 0 && i < int64_t(keys.size()), "sample_lines", "document ", i, " is outside the corpus of ",
+             keys.size());
+    order.push_back({fnv1a(keys[size_t(i)]), i});
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<std::string> lines;
+  int64_t written = 0;
+  for (const auto& [hash, i] : order) {
+    const std::string& text = corpus.documents[size_t(i)].text;
+    if (written > 0 && written + int64_t(text.size()) > max_bytes) break;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    written += int64_t(text.size()) + 1;
+  }
+  return lines;
+}
+
+EncodedDocuments encode_documents(const SentencePiece& sp, const ClassifiedDocuments& corpus, const Split& split,
+                                  int64_t max_length) {
+  TP_CHECK(max_length >= 1, "encode_documents", "max_length must be at least 1, got ", max_length);
+  EncodedDocuments encoded;
+  encoded.tokens.resize(corpus.documents.size());
+  const auto encode = [&](const std::vector<int64_t>& from, std::vector<int64_t>& to) {
+    for (const int64_t i : from) {
+      TP_CHECK(i >= 0 && i < int64_t(corpus.documents.size()), "encode_documents", "document ", i,
+               " is outside the corpus of ", corpus.documents.size());
+      const Document& d = corpus.documents[size_t(i)];
+      std::vector<int64_t> ids = sp.encode(d.text);
+      if (ids.empty()) {
+        encoded.empty.push_back(d.path);
+        continue;
+      }
+      if (int64_t(ids.size()) > max_length) ids.resize(size_t(max_length));
+      encoded.tokens[size_t(i)] = std::move(ids);
+      to.push_back(i);
+    }
+  };
+  encode(split.train, encoded.split.train);
+  encode(split.valid, encoded.split.valid);
+  encode(split.test, encoded.split.test);
+  return encoded;
 }
 
 }  // namespace tapestry::data

@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "data/sentencepiece.h"
+#include "data/split.h"
+
 namespace tapestry::data {
 
 inline constexpr uint64_t kMaxDocumentBytes = uint64_t{64} << 20;  // 64 MiB
@@ -26,6 +29,7 @@ struct ClassifiedDocuments {
   std::vector<std::string> classes;    // sorted
   std::vector<Document> documents;     // folder layout: by class, then by file name; list: list order
   std::vector<std::string> skipped;    // "<path>: <why>" for each entry left out (folder layout only)
+  std::string root;                    // the folder the documents' keys are relative to (document_keys)
 };
 
 // The folder-per-class layout. Classes are the sub-folders of `root`, sorted by name; every regular
@@ -42,5 +46,27 @@ ClassifiedDocuments read_class_folders(const std::string& root);
 // label, or a path that is missing, unreadable, too large or holds a NUL byte; and when the list
 // has no entries.
 ClassifiedDocuments read_class_list(const std::string& list_path, std::vector<std::string> classes = {});
+
+// Each document's path relative to the corpus root, with '/' separators: the key a split hashes
+// (data/split.h), so that no split depends on where the corpus lies.
+std::vector<std::string> document_keys(const ClassifiedDocuments& corpus);
+
+// The text a tokenizer trains on: the documents `indices` (a training split) in the order of their
+// keys' hashes, classes mixed, whole documents while `max_bytes` lasts (the first one always), as
+// lines (SentencePiece's trainer reads sentences).
+std::vector<std::string> sample_lines(const ClassifiedDocuments& corpus, const std::vector<int64_t>& indices,
+                                      int64_t max_bytes);
+
+// The documents of a split as pieces, for a classifier.
+struct EncodedDocuments {
+  std::vector<std::vector<int64_t>> tokens;  // per document of the corpus: its first max_length pieces
+                                             // (empty for a document outside the split or of no piece)
+  Split split;                               // the split given, without the documents of no piece
+  std::vector<std::string> empty;            // the paths of those, left out
+};
+
+// Throws Error naming encode_documents for max_length < 1 or an index outside the corpus.
+EncodedDocuments encode_documents(const SentencePiece& sp, const ClassifiedDocuments& corpus, const Split& split,
+                                  int64_t max_length);
 
 }  // namespace tapestry::data

@@ -192,6 +192,9 @@ TEST_CASE("readers: class folders: sorted classes, one document per file, skippe
   CHECK(data.skipped[0] == dir.file("corpus/README") + ": a file outside the class folders");
   CHECK(data.skipped[1] == dir.file("corpus/ham/.hidden") + ": hidden");
   CHECK(data.skipped[2] == dir.file("corpus/ham/nested") + ": a folder inside a class folder");
+  // The keys a split hashes do not depend on where the corpus lies.
+  CHECK(data.root == dir.file("corpus"));
+  CHECK(document_keys(data) == std::vector<std::string>{"ham/a.eml", "latin1/x.eml", "spam/1.eml", "spam/2.eml"});
 }
 
 TEST_CASE("readers: class folders refuse a missing root, no classes, an empty class, binary and huge files") {
@@ -231,6 +234,7 @@ TEST_CASE("readers: list file: paths relative to the list, classes from the labe
   CHECK(data.documents[1].text == "Assembly session brought much good\n");
   CHECK(data.documents[2].text == "absolute");
   CHECK(data.skipped.empty());
+  CHECK(document_keys(data) == std::vector<std::string>{"texts/ca01.txt", "texts/cb01.txt", "abs.txt"});
 
   const ClassifiedDocuments given = read_class_list(dir.file("labels.tsv"), {"reviews", "news", "editorial"});
   CHECK(given.classes == std::vector<std::string>{"editorial", "news", "reviews"});

@@ -1,7 +1,9 @@
 #include "tests/testing.h"
 
+#include <algorithm>
 #include <fstream>
 
+#include "data/classification.h"
 #include "data/parallel_text.h"
 #include "data/sentencepiece.h"
 
@@ -234,4 +236,62 @@ TEST_CASE("data: encode_pairs gives eos, bos and the references; training leaves
   CHECK(eval.empty == 0);
   check_error([&] { data::encode_pairs(sp, pairs, data::Filter::Training, 0); },
               {"encode_pairs", "max_length must be >= 1"});
+}
+
+TEST_CASE("data: encode_documents cuts each document of a split and leaves out the ones of no piece") {
+  const std::vector<std::string> lines = sentences(200, 12);
+  const SentencePiece sp = SentencePiece::train_sentences(lines, small(SubwordModel::Unigram));
+  data::ClassifiedDocuments corpus;
+  corpus.classes = {"a", "b"};
+  corpus.root = "/corpus";
+  corpus.documents = {{"/corpus/a/1", lines[0] + "\n" + lines[1], 0},
+                      {"/corpus/a/2", "", 0},
+                      {"/corpus/b/1", lines[2], 1},
+                      {"/corpus/b/2", lines[3], 1}};
+  data::Split split;
+  split.train = {0, 1};
+  split.test = {2};  // document 3 is in no split
+  const int64_t max_length = 4;
+  REQUIRE(int64_t(sp.encode(corpus.documents[0].text).size()) > max_length);
+
+  const data::EncodedDocuments encoded = data::encode_documents(sp, corpus, split, max_length);
+  REQUIRE(encoded.tokens.size() == 4);
+  std::vector<int64_t> first = sp.encode(corpus.documents[0].text);
+  first.resize(size_t(max_length));
+  CHECK(encoded.tokens[0] == first);
+  CHECK(encoded.tokens[1].empty());
+  CHECK(encoded.tokens[3].empty());
+  CHECK(encoded.split.train == std::vector<int64_t>{0});
+  CHECK(encoded.split.valid.empty());
+  CHECK(encoded.split.test == std::vector<int64_t>{2});
+  CHECK(encoded.empty == std::vector<std::string>{"/corpus/a/2"});
+
+  check_error([&] { data::encode_documents(sp, corpus, split, 0); }, {"encode_documents", "max_length", "got 0"});
+  split.valid = {4};
+  check_error([&] { data::encode_documents(sp, corpus, split, max_length); },
+              {"encode_documents", "document 4 is outside the corpus of 4"});
+}
+
+TEST_CASE("data: sample_lines takes whole training documents in hash order while the budget lasts") {
+  data::ClassifiedDocuments corpus;
+  corpus.classes = {"a"};
+  corpus.root = "/corpus";
+  for (int i = 0; i < 6; ++i)
+    corpus.documents.push_back({"/corpus/a/" + std::to_string(i), "first " + std::to_string(i) + "\nsecond", 0});
+  const std::vector<std::string> keys = data::document_keys(corpus);
+  const std::vector<int64_t> train = {0, 2, 3, 5};
+  std::vector<std::pair<uint64_t, int64_t>> order;
+  for (const int64_t i : train) order.push_back({data::fnv1a(keys[size_t(i)]), i});
+  std::sort(order.begin(), order.end());
+
+  const std::vector<std::string> all = data::sample_lines(corpus, train, 1 << 20);
+  REQUIRE(all.size() == 8);  // two lines per document
+  for (size_t j = 0; j < order.size(); ++j) {
+    CHECK(all[2 * j] == "first " + std::to_string(order[j].second));
+    CHECK(all[2 * j + 1] == "second");
+  }
+  // Each document is 14 bytes and a newline: 31 bytes hold two, and a budget below one still takes one.
+  CHECK(data::sample_lines(corpus, train, 31).size() == 4);
+  CHECK(data::sample_lines(corpus, train, 1) == std::vector<std::string>{all[0], all[1]});
+  check_error([&] { data::sample_lines(corpus, {6}, 100); }, {"sample_lines", "document 6 is outside the corpus"});
 }
