@@ -73,11 +73,13 @@ TEST_CASE("classify: learns SpamAssassin ham / spam from a few hundred real e-ma
   CHECK(r.metric("accuracy") >= majority + 0.25);
   CHECK(r.metric("macro_f1") >= 0.7);
   CHECK(r.best_metric == "accuracy");
+  CHECK(r.to_json()["peak_bytes"].get<int64_t>() > 0);  // the model's parameters at least
 
   o.baseline = "bow";
   const train::Report floor = app::run_classify(o);
   CHECK(floor.fields.at("model") == "bow");
   CHECK(floor.metric("accuracy") >= majority + 0.2);
+  CHECK(floor.to_json()["peak_bytes"].is_null());  // its counts are host vectors: nothing measured
 }
 
 TEST_CASE("classify: the naive Bayes floor beats the majority class on Brown's 15 genres") {

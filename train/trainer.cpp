@@ -122,7 +122,9 @@ nlohmann::json Report::to_json() const {
   j["stopped_early"] = stopped_early;
   j["seconds"] = seconds;
   j[unit + "_per_second"] = items_per_second;
-  j["peak_bytes"] = peak_bytes;
+  // null where nothing was held through the device allocator: the naive-Bayes floor keeps its
+  // counts in host vectors, and 0 would read as a measurement.
+  j["peak_bytes"] = peak_bytes > 0 ? nlohmann::json(peak_bytes) : nlohmann::json(nullptr);
   j["device"] = device;
   j["seed"] = seed;
   j["parameters"] = parameters;
