@@ -8,7 +8,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <vector>
 
 #include "apps/options.h"
