@@ -124,7 +124,7 @@ TEST_CASE("trainer: trains, evaluates every N steps and at the end, logs and rep
 }
 
 TEST_CASE("trainer: the report's peak memory is the most the run held on the device at once") {
-  // A step that also holds `scratch` floats while its loss is alive: the peak must cover them, and a
+  // A step that also holds `scratch` floats while it computes its loss: the peak must cover them, and a
   // run without them must peak lower (the line model itself needs a few hundred bytes).
   constexpr int64_t scratch = 1 << 18;  // 1 MiB
   struct ScratchTask : LineTask {

@@ -106,7 +106,8 @@ NeuralClustering cluster_words(const Tensor& x, const Tensor& centroids, const T
   // A column of U that holds a NaN has no maximum (a NaN word makes all of its sample's U NaN, a NaN
   // centroid its row), and argmax would point at the first NaN, silently a cluster: such a word gets
   // no cluster, −1, and NaN in L1 (and a NaN output row in the attention), so the NaN is seen.
-  const Tensor column_max = max(u, {1});                                                        // (B, N)
+  // Only tested for NaN, never differentiated: detached, so the tape does not save U for it.
+  const Tensor column_max = max(u.detach(), {1});                                               // (B, N)
   const Tensor no_cluster = logical_and(keep, ne(column_max, column_max));                      // (B, N) bool
   const Tensor assignment = where(keep, where(no_cluster, full({}, -1.0, {DType::Int64, device}), argmax(u, 1)),
                                   full({}, double(C), {DType::Int64, device}));                 // (B, N)
