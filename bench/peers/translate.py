@@ -61,12 +61,20 @@ class Translator(torch.nn.Module):
     def embed(self, tokens):
         return self.embedding(tokens) * self.scale + self.positions[: tokens.shape[1]]
 
-    def forward(self, source, target_in):
+    def encode(self, source, source_padding=None):
+        """The encoder's output; source_padding (B, S) bool is True at padding."""
+        return self.encoder(self.embed(source), src_key_padding_mask=source_padding)
+
+    def decode(self, target_in, memory, source_padding=None, target_padding=None):
+        """Next-token logits at every target position (causal self-attention)."""
         t = target_in.shape[1]
-        causal = torch.triu(torch.full((t, t), float("-inf"), device=source.device), diagonal=1)
-        memory = self.encoder(self.embed(source))
-        hidden = self.decoder(self.embed(target_in), memory, tgt_mask=causal)
+        causal = torch.triu(torch.ones(t, t, dtype=torch.bool, device=target_in.device), diagonal=1)  # True: masked
+        hidden = self.decoder(self.embed(target_in), memory, tgt_mask=causal, tgt_key_padding_mask=target_padding,
+                              memory_key_padding_mask=source_padding)
         return self.output(hidden) if self.output is not None else F.linear(hidden, self.embedding.weight)
+
+    def forward(self, source, target_in, source_padding=None, target_padding=None):
+        return self.decode(target_in, self.encode(source, source_padding), source_padding, target_padding)
 
 
 def measure(c, device):
