@@ -44,6 +44,10 @@ PAD, BOS, EOS = 0, 2, 3
 
 def read_settings(path):
     """The run's recorded settings: {flag without dashes: value}, model and training together."""
+    if not os.path.isfile(path):
+        raise SystemExit(f"translate_train: --like: no checkpoint '{path}'")
+    if not os.path.isfile(path + ".spm"):
+        raise SystemExit(f"translate_train: --like: '{path}' has no SentencePiece model beside it ('{path}.spm')")
     with open(path, "rb") as f:
         head = f.read(20)
         if len(head) < 20 or head[:8] != b"TAPESTRY":
@@ -64,6 +68,9 @@ def keyed(text):
 
 def read_pairs(data, split, source_lang, target_lang):
     stem = os.path.join(data, split + ".")
+    for suffix in (source_lang, target_lang):
+        if not os.path.isfile(stem + suffix):
+            raise SystemExit(f"translate_train: no file '{stem}{suffix}' (--data, or `make data`)")
     with open(stem + source_lang, encoding="utf-8") as f:
         sources = f.read().split("\n")
     with open(stem + target_lang, encoding="utf-8") as f:
@@ -141,6 +148,8 @@ def main():
     parser.add_argument("--lenpen", type=float, default=1.0, help="the beam search's length penalty exponent")
     parser.add_argument("--max-ratio", type=float, default=1.5,
                         help="translations have at most ceil(ratio x source pieces) + 10 pieces")
+    parser.add_argument("--seconds", type=float, default=0,
+                        help="stop training after this many seconds, then score (0: train every step)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the result to this file")
     args = parser.parse_args()
@@ -196,8 +205,12 @@ def main():
           f"{steps} steps on {device}", file=sys.stderr)
 
     model.train()
-    tokens, start, batches, epoch = 0, time.time(), [], 0
+    tokens, start, batches, epoch, trained = 0, time.time(), [], 0, 0
     for step in range(1, steps + 1):
+        if args.seconds and time.time() - start > args.seconds:
+            print(f"translate_train: stopped at step {trained} of {steps} after --seconds {args.seconds:g}",
+                  file=sys.stderr)
+            break
         if not batches:
             batches = epoch_batches(lengths, s["max-tokens"], rng)
             epoch += 1
@@ -214,6 +227,7 @@ def main():
             torch.nn.utils.clip_grad_norm_(model.parameters(), s["clip"])
         optimizer.step()
         tokens += sum(len(r[2]) for r in rows)
+        trained = step
         if step % 100 == 0 or step == steps:
             print(f"translate_train: step {step}/{steps}, epoch {epoch}, loss {loss.item():.4f}, "
                   f"{time.time() - start:.0f} s", file=sys.stderr, flush=True)
@@ -224,7 +238,7 @@ def main():
     model.eval()
     references = [target for _, target in evaluation]
     result = {"framework": "pytorch", "version": torch.__version__, "device": str(device), "like": args.like,
-              "split": args.split, "sentences": len(evaluation), "steps": steps, "parameters": parameters,
+              "split": args.split, "sentences": len(evaluation), "steps": trained, "parameters": parameters,
               "train_seconds": seconds, "target_tokens_per_second": tokens / seconds, "final_train_loss": loss.item()}
     for label, beam in (("greedy", 1), ("beam", args.beam)):
         start = time.time()
