@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# scripts/gpu-bundle and scripts/gpu-validate on a machine without a GPU (GPU_DEVICE=cpu): the
+# bundle unpacks and its programs find their libraries, the parity suite's step runs, and the
+# `classify` learning step's five runs (four attentions and naive Bayes, tiny settings here) each
+# write their JSON result; bad steps and archives are refused. GPU sessions are short: a script
+# that breaks when an app's flags change should fail here, not there.
+#
+# Usage: tests/gpu/dry_run.sh BUILD_DIR   (a CUDA build: it bundles tapestry_cuda_tests too)
+set -Eeuo pipefail
+trap 'echo "gpu dry run: failed (line $LINENO): $BASH_COMMAND" >&2' ERR
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$1
+data=${TAPESTRY_DATA:-$HOME/.cache/tapestry/data}
+if [ ! -d "$data/spam-assassin" ]; then
+  [ -n "${CI:-}" ] && { echo "gpu dry run: spam-assassin is not prepared (make data)" >&2; exit 1; }
+  echo "gpu dry run: skipped, spam-assassin is not prepared (make data)"
+  exit 77
+fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/tapestry-gpu-dry-run.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+XZ_OPT=-0 "$root/scripts/gpu-bundle" "$build" "$work/bundle.tar.xz" spam-assassin
+GPU_DEVICE=cpu GPU_CLASSIFY_FLAGS="--preset smoke --max-length 64 --max-per-class 10 --steps 2 --eval-every 0 --threads 1" \
+  "$root/scripts/gpu-validate" "$work/bundle.tar.xz" "$work/out" parity classify
+summary=$work/out/summary.txt
+grep -qx 'parity: passed (exit 0, [0-9]* s)' "$summary"
+grep -qx 'classify: passed (exit 0, [0-9]* s)' "$summary"
+for run in full clustered improved-clustered neural-clustering bow; do
+  grep -q '"accuracy":' "$work/out/results/classify-spam-$run.json"
+done
+tar -tzf "$work/out/results.tgz" results/summary.txt > /dev/null
+
+status=0
+"$root/scripts/gpu-validate" "$work/bundle.tar.xz" "$work/bad" no-such-step 2> "$work/err" || status=$?
+[ $status -eq 2 ] && grep -q "unknown step 'no-such-step'" "$work/err"
+status=0
+"$root/scripts/gpu-validate" "$work/missing.tar.xz" "$work/bad" parity 2> "$work/err" || status=$?
+[ $status -eq 1 ] && grep -q 'cannot unpack' "$work/err"
+status=0
+"$root/scripts/gpu-bundle" "$build" "$work/x.tar.xz" no-such-set 2> "$work/err" || status=$?
+[ $status -eq 1 ] && grep -q "no prepared data set 'no-such-set'" "$work/err"
+echo "gpu dry run: passed"
