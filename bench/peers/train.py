@@ -17,7 +17,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from common import failure_status, settings, sinusoids, time_runs
+from common import failure_status, independent_layers, settings, sinusoids, time_runs
 
 VOCABULARY, SEPARATOR, MASK, SYMBOLS = 12, 0, 11, 10
 D_MODEL, HEADS, D_FF, LAYERS, DROPOUT, LR = 192, 6, 768, 4, 0.1, 1e-3
@@ -43,7 +43,7 @@ class CopyModel(torch.nn.Module):
         self.embedding = torch.nn.Embedding(VOCABULARY, D_MODEL)
         self.register_buffer("positions", sinusoids(length, D_MODEL))
         layer = torch.nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, dropout=DROPOUT, batch_first=True)
-        self.encoder = torch.nn.TransformerEncoder(layer, LAYERS)
+        self.encoder = independent_layers(torch.nn.TransformerEncoder(layer, LAYERS))
         self.head = torch.nn.Linear(D_MODEL, VOCABULARY)
 
     def loss(self, source, target):

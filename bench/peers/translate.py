@@ -25,7 +25,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from common import failure_status, sinusoids, time_runs
+from common import failure_status, independent_layers, sinusoids, time_runs
 
 FIRST_PIECE = 4  # ids 0-3: padding, unknown, bos, eos
 
@@ -41,20 +41,6 @@ def no_attention_dropout(stack):
         for name in ("self_attn", "multihead_attn"):
             if hasattr(layer, name):
                 getattr(layer, name).dropout = 0.0
-    return stack
-
-
-def independent_layers(stack):
-    """torch.nn.TransformerEncoder / Decoder deep-copy one layer, so every layer starts with the same
-    weights; Tapestry draws each layer's own. Redraw them (each module's own initialisation), so that
-    both start alike: with cloned layers the model's first loss on de-en was 7.68 against Tapestry's
-    11.45 (docs/RESULTS.md)."""
-    for layer in stack.layers:
-        for module in layer.modules():
-            if isinstance(module, torch.nn.MultiheadAttention):
-                module._reset_parameters()
-            elif module is not layer and hasattr(module, "reset_parameters"):
-                module.reset_parameters()
     return stack
 
 
