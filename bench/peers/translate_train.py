@@ -3,7 +3,7 @@
 Translator, full attention), the same data and subwords, the same batching rule, loss, optimizer,
 schedule and number of steps, then greedy and beam search on the evaluation split, scored with
 sacreBLEU (the definition Tapestry's metrics/bleu reproduces). For docs/RESULTS.md's side-by-side
-BLEU of issue-sized runs; `tapestry bench translate` and translate.py compare step times alone.
+BLEU of full-size runs; `tapestry bench translate` and translate.py compare step times alone.
 
 Every setting is read from the run itself: --like CKPT takes a checkpoint that `tapestry translate
 train --save CKPT` wrote (its JSON header holds the run's model and training settings, its

@@ -2,7 +2,7 @@
 # scripts/gpu-bundle and scripts/gpu-validate on a machine without a GPU (GPU_DEVICE=cpu): the
 # bundle unpacks and its programs find their libraries, the parity suite's step runs, and the
 # `classify` learning step's five runs (four attentions and naive Bayes, tiny settings here) each
-# write their JSON result; bad steps and archives are refused. GPU sessions are short: a script
+# write their JSON result; bad steps and archives are refused. Time on a GPU is scarce: a script
 # that breaks when an app's flags change should fail here, not there.
 #
 # Usage: tests/gpu/dry_run.sh BUILD_DIR   (a CUDA build: it bundles tapestry_cuda_tests too)
