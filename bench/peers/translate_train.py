@@ -15,11 +15,13 @@ batches of pairs sorted by length, max(source, target) tokens, packed while rows
 target tokens (padding ignored); Adam with the run's lr, betas, eps and weight decay; the
 inverse-sqrt schedule lr · min(s / W, √(W / s)); gradient clipping at --clip when set; searches with
 at most ceil(max_ratio · source pieces) + 10 tokens, beam scores log p / T^lenpen (T counting eos).
-What differs: the random draws (initial weights, dropout, the shuffles), which no two frameworks share.
+What differs: the random draws (initial weights, dropout, the shuffles), which no two frameworks
+share, and the attention projections' initialisation (PyTorch's Xavier-uniform q, k, v with zero
+biases; Tapestry's as nn.Linear's; docs/RESULTS.md measures what that changes at the start).
 
-The run's checkpoint records neither its search settings nor its number of steps: --beam, --lenpen
-and --max-ratio default to `tapestry translate`'s, and the steps to the step the checkpoint was saved
-at (the last, for a run's --save).
+The run's checkpoint records neither its search settings nor its number of steps: --lenpen and
+--max-ratio default to `tapestry translate`'s, --beam (default 5) is the beam scored beside greedy
+search, and the steps default to the step the checkpoint was saved at (the last, for a run's --save).
 
 Usage: translate_train.py --like CKPT [--data DIR] [--device cuda] [--split test] [--steps N] --json OUT
 Prints progress to stderr and one JSON object (also written to --json): BLEU greedy and beam, the
