@@ -46,9 +46,9 @@ def status_or(row, value):
     return value if row.get("status") == "ok" else row.get("status", "?")
 
 
-def same_device(a, b):
+def canonical_device(device):
     """PyTorch's "cuda" is Tapestry's "cuda:0"."""
-    return (a if ":" in a or a == "cpu" else a + ":0") == (b if ":" in b or b == "cpu" else b + ":0")
+    return "cuda:0" if device == "cuda" else device
 
 
 def describe(doc, peer):
@@ -58,7 +58,7 @@ def describe(doc, peer):
         text += f"; PyTorch {peer['version']} on {peer['device']}, {peer['threads']} thread(s)"
         # CPU threads set the speed on the CPU only; on a GPU they merely launch the kernels.
         threads_differ = doc["device"] == "cpu" and peer["threads"] != doc["threads"]
-        if not same_device(peer["device"], doc["device"]) or threads_differ:
+        if canonical_device(peer["device"]) != canonical_device(doc["device"]) or threads_differ:
             text += "  ** settings differ: ratios are not like for like **"
     return text
 

@@ -22,6 +22,8 @@ biases; Tapestry's as nn.Linear's; docs/RESULTS.md measures what that changes at
 The run's checkpoint records neither its search settings nor its number of steps: --lenpen and
 --max-ratio default to `tapestry translate`'s, --beam (default 5) is the beam scored beside greedy
 search, and the steps default to the step the checkpoint was saved at (the last, for a run's --save).
+Searches run one sentence at a time and re-run the decoder on the prefix (no key/value cache): the
+peer's decoding time is not a figure to compare with Tapestry's.
 
 Usage: translate_train.py --like CKPT [--data DIR] [--device cuda] [--split test] [--steps N] --json OUT
 Prints progress to stderr and one JSON object (also written to --json): BLEU greedy and beam, the
