@@ -1,7 +1,9 @@
 #include "core/caching_allocator.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 
 #include "core/error.h"
@@ -51,18 +53,20 @@ void* CachingAllocator::allocate(std::size_t nbytes) {
     ptr = fit->second;
     cached_.erase(fit);
   } else {
+    trim_cache_for(size);
     ptr = source_->allocate(size);
     if (!ptr && !cached_.empty()) {
       release_cached();
       ptr = source_->allocate(size);
     }
-    if (!ptr) out_of_memory("cached blocks were released and the request retried");
+    if (!ptr) out_of_memory("no cached block is left to give back");
     stats_.reserved += static_cast<int64_t>(size);
     ++stats_.allocations;
   }
   in_use_.emplace(ptr, block);
   stats_.in_use += static_cast<int64_t>(block);
-  if (stats_.in_use > stats_.peak) stats_.peak = stats_.in_use;
+  stats_.peak = std::max(stats_.peak, stats_.in_use);
+  high_water_ = std::max(high_water_, stats_.in_use);
   return ptr;
 }
 
@@ -94,6 +98,19 @@ void CachingAllocator::reset_peak() {
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
   release_cached();
+}
+
+void CachingAllocator::trim_cache_for(std::size_t nbytes) {
+  const int64_t need = stats_.in_use + static_cast<int64_t>(nbytes);
+  const int64_t limit = std::max(high_water_, need);
+  if (cached_.empty() || stats_.reserved + static_cast<int64_t>(nbytes) <= limit) return;
+  source_->synchronize();
+  while (!cached_.empty() && stats_.reserved + static_cast<int64_t>(nbytes) > limit) {
+    const auto largest = std::prev(cached_.end());
+    source_->release(largest->second, largest->first);
+    stats_.reserved -= static_cast<int64_t>(largest->first);
+    cached_.erase(largest);
+  }
 }
 
 void CachingAllocator::release_cached() {

@@ -1,5 +1,6 @@
 // The caching allocator's policy (core/caching_allocator.h) over a fake memory source: binning,
-// reuse, best fit, statistics, empty_cache, the out-of-memory retry and its error, scratch buffers.
+// reuse, best fit, the cache's bound, statistics, empty_cache, the out-of-memory retry and its error,
+// scratch buffers.
 // The same class runs over cudaMalloc on a GPU (tests/cuda/test_cuda_context.cpp).
 #include <cstdlib>
 #include <limits>
@@ -100,9 +101,17 @@ TEST_CASE("caching allocator: a freed block is reused by the next request of its
   alloc->deallocate(e, 4 * kMiB + kMiB / 2);
 }
 
+// Raises the allocator's high water to `bytes` and gives the block back to the source, so that the
+// cache's bound (reserved within the high water) stays out of a test about something else.
+void raise_high_water(CachingAllocator& alloc, std::size_t bytes) {
+  alloc.deallocate(alloc.allocate(bytes), bytes);
+  alloc.empty_cache();
+}
+
 TEST_CASE("caching allocator: best fit among cached blocks, at most 1/8 larger") {
   Ledger ledger;
   auto alloc = make_allocator(ledger);
+  raise_high_water(*alloc, kMiB);
   void* b4608 = alloc->allocate(4608);
   void* b4096 = alloc->allocate(4096);
   void* b8192 = alloc->allocate(8192);
@@ -167,38 +176,94 @@ TEST_CASE("caching allocator: empty_cache returns cached blocks only, after sync
   CHECK(ledger.live == 0);
 }
 
+TEST_CASE("caching allocator: the cache keeps reserved within the most ever in use") {
+  Ledger ledger;
+  auto alloc = make_allocator(ledger);
+  // A loop whose one large block changes size every step (N × N scores under length buckets): each
+  // step's block replaces the last one's instead of joining it.
+  for (std::size_t n = 1; n <= 20; ++n) {
+    void* p = alloc->allocate(2 * n * kMiB);
+    alloc->deallocate(p, 2 * n * kMiB);
+    CHECK(alloc->stats().reserved == static_cast<int64_t>(2 * n * kMiB));
+  }
+  CHECK(ledger.allocations == 20);
+  CHECK(ledger.releases == 19);
+  CHECK(ledger.live == 40 * kMiB);
+  // Smaller sizes reuse the cached block while it is within 1/8 of them, then replace it.
+  void* near = alloc->allocate(36 * kMiB);
+  CHECK(ledger.allocations == 20);
+  alloc->deallocate(near, 36 * kMiB);
+  void* smaller = alloc->allocate(30 * kMiB);
+  CHECK(ledger.allocations == 21);
+  CHECK(ledger.live == 30 * kMiB);
+  alloc->deallocate(smaller, 30 * kMiB);
+
+  // A loop whose sizes repeat keeps every block: no allocation or release after its first step.
+  const std::size_t sizes[] = {kMiB / 2, 3 * kMiB, 5 * kMiB, 12 * kMiB};
+  void* held[4];
+  for (int step = 0; step < 5; ++step) {
+    for (int i = 0; i < 4; ++i) held[i] = alloc->allocate(sizes[i]);
+    for (int i = 0; i < 4; ++i) alloc->deallocate(held[i], sizes[i]);
+    if (step == 0) ledger.allocations = ledger.releases = 0;
+  }
+  CHECK(ledger.allocations == 0);
+  CHECK(ledger.releases == 0);
+  CHECK(alloc->stats().reserved <= static_cast<int64_t>(40 * kMiB));
+}
+
+TEST_CASE("caching allocator: the bound gives back the largest cached blocks first, after synchronising") {
+  Ledger ledger;
+  auto alloc = make_allocator(ledger);
+  raise_high_water(*alloc, 12 * kMiB);
+  void* small = alloc->allocate(1000);
+  void* large = alloc->allocate(8 * kMiB);
+  alloc->deallocate(small, 1000);
+  alloc->deallocate(large, 8 * kMiB);
+  const int releases = ledger.releases, synchronizations = ledger.synchronizations;
+  void* fresh = alloc->allocate(10 * kMiB);  // 8 MiB + 1 KiB + 10 MiB cached and new > 12 MiB
+  CHECK(ledger.releases == releases + 1);   // the 8 MiB block only
+  CHECK(ledger.synchronizations == synchronizations + 1);
+  CHECK(alloc->stats().reserved == static_cast<int64_t>(10 * kMiB + 1024));
+  CHECK(alloc->allocate(1000) == small);    // still cached
+  alloc->deallocate(small, 1000);
+  alloc->deallocate(fresh, 10 * kMiB);
+}
+
 TEST_CASE("caching allocator: out of memory empties the cache and retries once") {
   Ledger ledger;
   auto alloc = make_allocator(ledger, 10 * kMiB);
-  void* a = alloc->allocate(4 * kMiB);
-  void* b = alloc->allocate(4 * kMiB);
-  alloc->deallocate(b, 4 * kMiB);                 // 4 MiB cached
-  void* c = alloc->allocate(6 * kMiB);           // 4 + 4 + 6 > 10: release the cache, retry
+  raise_high_water(*alloc, 10 * kMiB);
+  void* a = alloc->allocate(2 * kMiB);
+  void* b = alloc->allocate(2 * kMiB);
+  alloc->deallocate(b, 2 * kMiB);  // 2 MiB cached; 4 MiB reserved, within the high water
+  ledger.capacity = 6 * kMiB;      // another program took memory from the device
+  void* c = alloc->allocate(4 * kMiB);  // 4 + 4 > 6: release the cache, retry
   CHECK(c != nullptr);
   CHECK(ledger.failures == 1);
-  CHECK(ledger.synchronizations == 1);
-  CHECK(ledger.live == 10 * kMiB);
-  CHECK(alloc->stats().reserved == static_cast<int64_t>(10 * kMiB));
-  CHECK(alloc->stats().allocations == 3);
-  alloc->deallocate(a, 4 * kMiB);
-  alloc->deallocate(c, 6 * kMiB);
+  CHECK(ledger.synchronizations == 2);  // raise_high_water's empty_cache, then the retry's
+  CHECK(ledger.live == 6 * kMiB);
+  CHECK(alloc->stats().reserved == static_cast<int64_t>(6 * kMiB));
+  alloc->deallocate(a, 2 * kMiB);
+  alloc->deallocate(c, 4 * kMiB);
 }
 
 TEST_CASE("caching allocator: out of memory after the retry throws, naming the request and the pool") {
   Ledger ledger;
-  auto alloc = make_allocator(ledger, 10 * kMiB);
+  auto alloc = make_allocator(ledger, 12 * kMiB);
+  raise_high_water(*alloc, 12 * kMiB);
   void* a = alloc->allocate(8 * kMiB);
   void* b = alloc->allocate(kMiB);
-  alloc->deallocate(b, kMiB);  // 1 MiB cached
-  check_error([&] { alloc->allocate(4 * kMiB); },
-              {"allocate", "out of memory on fake:0", "4194304 bytes", "4.00 MiB", "8.00 MiB in use",
-               "8.00 MiB reserved", "retried"});
+  alloc->deallocate(b, kMiB);  // 1 MiB cached; 9 + 2 MiB is within the high water
+  ledger.capacity = 9 * kMiB;  // another program took memory from the device
+  check_error([&] { alloc->allocate(2 * kMiB); },
+              {"allocate", "out of memory on fake:0", "2097152 bytes", "2.00 MiB", "8.00 MiB in use",
+               "8.00 MiB reserved", "no cached block is left"});
   CHECK(ledger.failures == 2);  // the first try and the retry
   const MemoryStats s = alloc->stats();
   CHECK(s.in_use == static_cast<int64_t>(8 * kMiB));
   CHECK(static_cast<std::size_t>(s.reserved) == ledger.live);  // nothing leaked
   // With nothing cached there is nothing to retry with.
-  check_error([&] { alloc->allocate(4 * kMiB); }, {"out of memory"});
+  check_error([&] { alloc->allocate(2 * kMiB); }, {"out of memory"});
   CHECK(ledger.failures == 3);
   // A request no device could hold never reaches the source.
   check_error([&] { alloc->allocate(std::numeric_limits<std::size_t>::max()); }, {"out of memory", "larger than any device"});
