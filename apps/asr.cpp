@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <vector>
 
@@ -17,7 +16,7 @@
 #include "data/batch.h"
 #include "data/datasets.h"
 #include "data/features.h"
-#include "data/text_lines.h"
+#include "data/speech.h"
 #include "metrics/edit_distance.h"
 #include "models/inspection.h"
 #include "models/speech_recognizer.h"
@@ -93,22 +92,6 @@ std::string split_list(const AsrOptions& o, const std::string& split) {
   return data_folder(o) + "/" + split + ".tsv";
 }
 
-// phonemes.txt: one symbol a line, no blanks inside, each once.
-std::vector<std::string> read_inventory(const std::string& path) {
-  const std::vector<std::string> lines = data::read_lines(kTask, path, data::Utf8::Check);
-  std::vector<std::string> symbols;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    const std::string& s = lines[i];
-    TP_CHECK(!s.empty() && s.find_first_of(" \t\r") == std::string::npos, kTask, path, ", line ", i + 1,
-             ": a phoneme is one non-empty symbol without blanks, got '", s, "'");
-    TP_CHECK(std::find(symbols.begin(), symbols.end(), s) == symbols.end(), kTask, path, ", line ", i + 1,
-             ": phoneme '", s, "' is listed twice");
-    symbols.push_back(s);
-  }
-  TP_CHECK(!symbols.empty(), kTask, path, ": no phonemes");
-  return symbols;
-}
-
 data::FilterbankOptions filterbank(const AsrOptions& o) {
   data::FilterbankOptions f;
   f.sample_rate = kAsrSampleRate;
@@ -117,62 +100,14 @@ data::FilterbankOptions filterbank(const AsrOptions& o) {
   return f;
 }
 
-// The (frames × mel_bins) features of one file's samples; Error naming `where` when it is shorter
-// than one window.
-std::vector<float> features_of(const std::vector<float>& samples, const AsrOptions& o, const std::string& where) {
-  const data::FilterbankOptions f = filterbank(o);
-  const auto window = int64_t(f.window_ms * double(f.sample_rate) / 1000.0 + 0.5);
-  TP_CHECK(int64_t(samples.size()) >= window, kTask, where, ": ", samples.size(),
-           " samples, shorter than one ", f.window_ms, " ms window (", window, " samples)");
-  return data::log_mel_filterbank(samples, f).to_vector<float>();
-}
-
-// What CTC needs of an utterance: a position per label, and one more between equal neighbours.
-int64_t ctc_positions_needed(const std::vector<int64_t>& labels) {
-  int64_t needed = int64_t(labels.size());
-  for (size_t i = 1; i < labels.size(); ++i) needed += labels[i] == labels[i - 1];
-  return needed;
-}
-
-struct Utterances {
-  std::vector<std::vector<float>> features;  // frames × mel_bins each
-  std::vector<int64_t> frames;
-  std::vector<std::vector<int64_t>> labels;  // class ids (1 + inventory index)
-  int64_t infeasible = 0;                    // left out: too short for their labels
-  int64_t size() const { return int64_t(frames.size()); }
-};
+using Utterances = data::LabelledUtterances;
 
 Utterances read_split(const std::string& list, const std::vector<std::string>& inventory, const AsrOptions& o,
                       int64_t limit) {
-  std::map<std::string, int64_t> ids;
-  for (size_t i = 0; i < inventory.size(); ++i) ids[inventory[i]] = int64_t(i) + 1;
-  Utterances u;
-  std::string first_infeasible;
-  const int64_t stack = o.stack;
-  for (data::Utterance& utterance : data::read_audio_list(list, {data::MultiChannel::Refuse, kAsrSampleRate}, limit)) {
-    const std::string where = list + ", line " + std::to_string(utterance.line);
-    std::vector<int64_t> labels;
-    for (const std::string& symbol : metrics::words(utterance.transcript)) {
-      const auto id = ids.find(symbol);
-      TP_CHECK(id != ids.end(), kTask, where, ", field 2: phoneme '", symbol,
-               "' is not in the inventory (phonemes.txt of --data)");
-      labels.push_back(id->second);
-    }
-    std::vector<float> features = features_of(utterance.samples, o, where + " (" + utterance.path + ")");
-    utterance.samples = {};
-    const int64_t frames = int64_t(features.size()) / o.mel_bins;
-    if ((frames + stack - 1) / stack < ctc_positions_needed(labels)) {
-      if (u.infeasible++ == 0) first_infeasible = utterance.path;
-      continue;
-    }
-    u.features.push_back(std::move(features));
-    u.frames.push_back(frames);
-    u.labels.push_back(std::move(labels));
-  }
+  Utterances u = data::read_labelled_utterances(list, inventory, {filterbank(o), o.stack, limit});
   if (u.infeasible > 0)
     std::fprintf(stderr, "asr: left out %lld utterance(s) of %s too short for their phonemes (CTC), e.g. %s\n",
-                 (long long)u.infeasible, list.c_str(), first_infeasible.c_str());
-  TP_CHECK(u.size() > 0, kTask, list, ": no utterance long enough for its phonemes");
+                 (long long)u.infeasible, list.c_str(), u.first_infeasible.c_str());
   return u;
 }
 
@@ -184,7 +119,7 @@ struct Prepared {
 Prepared prepare(const AsrOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   Prepared p;
-  p.inventory = read_inventory(data_folder(o) + "/phonemes.txt");
+  p.inventory = data::read_symbol_inventory(data_folder(o) + "/phonemes.txt");
   if (!o.train.eval_only) p.train = read_split(split_list(o, "train"), p.inventory, o, o.max_train);
   // The training split as evaluated: the utterances trained on, unless --max-eval says otherwise.
   const int64_t eval_limit = o.eval_split == "train" && o.max_eval == 0 ? o.max_train : o.max_eval;
@@ -448,7 +383,7 @@ std::vector<std::vector<std::string>> transcribe(const std::string& model_path, 
   std::vector<std::vector<std::string>> out;
   for (const std::string& file : files) {
     const data::Audio audio = data::read_audio(file, {data::MultiChannel::Refuse, kAsrSampleRate});
-    const std::vector<float> features = features_of(audio.samples, o, file);
+    const std::vector<float> features = data::filterbank_features(audio.samples, filterbank(o), file);
     const int64_t frames = int64_t(features.size()) / o.mel_bins;
     const auto result = model.forward(from_vector(features, {1, frames, o.mel_bins}), from_vector<int64_t>({frames}, {1}),
                                       gen);

@@ -12,6 +12,7 @@
 #include "data/datasets.h"
 #include "data/idx.h"
 #include "data/parallel_text.h"
+#include "data/speech.h"
 #include "data/text_lines.h"
 #include "testing.h"
 
@@ -324,6 +325,78 @@ TEST_CASE("readers: audio refuses missing, empty, non-WAV files, another rate, a
   check_error([&] { read_audio_list(list); }, {list, "line 1", "not valid UTF-8"});
   write(list, "");
   check_error([&] { read_audio_list(list); }, {list, "no entries"});
+}
+
+// ---- speech: an inventory and labelled utterances ------------------------------------------------
+
+TEST_CASE("readers: speech: an inventory, utterances as features with class ids, and CTC's need") {
+  TempDir dir;
+  write(dir.file("phonemes.txt"), "a\nb\nsh\n");
+  const std::vector<std::string> inventory = read_symbol_inventory(dir.file("phonemes.txt"));
+  CHECK(inventory == std::vector<std::string>{"a", "b", "sh"});
+
+  CHECK(ctc_positions_needed({}) == 0);
+  CHECK(ctc_positions_needed({1, 2, 3}) == 3);
+  CHECK(ctc_positions_needed({1, 1, 2, 2, 2}) == 5 + 3);
+
+  // 0.1 s at 16 kHz: 1 + (1600 - 400) / 160 = 8 frames; with stack 4, 2 positions.
+  write_wav(dir.file("wav/long.wav"), 1600, 1);
+  write_wav(dir.file("wav/short.wav"), 400, 1);  // one frame, one position
+  write(dir.file("list.tsv"), "wav/long.wav\tsh a a\nwav/short.wav\tb\nwav/short.wav\ta b\nwav/long.wav\tb\n");
+  SpeechListOptions options;
+  options.filterbank.mel_bins = 8;
+  options.stack = 1;
+  LabelledUtterances u = read_labelled_utterances(dir.file("list.tsv"), inventory, options);
+  REQUIRE(u.size() == 3);  // "a b" needs 2 positions, the short file has 1
+  CHECK(u.infeasible == 1);
+  CHECK(u.first_infeasible == dir.file("wav/short.wav"));
+  CHECK(u.frames == std::vector<int64_t>{8, 1, 8});
+  CHECK(u.labels == std::vector<std::vector<int64_t>>{{3, 1, 1}, {2}, {2}});
+  CHECK(u.features[0].size() == 8 * 8);
+  CHECK(u.features[0] == log_mel_filterbank(read_audio(dir.file("wav/long.wav")).samples, options.filterbank)
+                             .to_vector<float>());
+
+  options.stack = 4;  // 2 positions: "sh a a" needs 4, "b" fits; the short files fit "b" only
+  u = read_labelled_utterances(dir.file("list.tsv"), inventory, options);
+  CHECK(u.size() == 2);
+  CHECK(u.infeasible == 2);
+  CHECK(u.first_infeasible == dir.file("wav/long.wav"));
+  options.limit = 1;
+  check_error([&] { read_labelled_utterances(dir.file("list.tsv"), inventory, options); },
+              {"speech: ", dir.file("list.tsv"), "no utterance long enough", "1 too short"});
+}
+
+TEST_CASE("readers: speech refuses bad inventories, unknown symbols and files shorter than a window") {
+  TempDir dir;
+  const std::string path = dir.file("phonemes.txt");
+  write(path, "a\nb\na\n");
+  check_error([&] { read_symbol_inventory(path); }, {"speech: ", path, "line 3", "'a' is listed twice"});
+  write(path, "a\nb c\n");
+  check_error([&] { read_symbol_inventory(path); }, {path, "line 2", "no blanks", "'b c'"});
+  write(path, "a\n\nb\n");
+  check_error([&] { read_symbol_inventory(path); }, {path, "line 2", "non-empty"});
+  write(path, "");
+  check_error([&] { read_symbol_inventory(path); }, {path});
+  write(path, "a\xFF\n");
+  check_error([&] { read_symbol_inventory(path); }, {path, "UTF-8"});
+  check_error([&] { read_symbol_inventory(dir.file("missing.txt")); }, {dir.file("missing.txt")});
+
+  const std::vector<std::string> inventory = {"a", "b"};
+  write_wav(dir.file("ok.wav"), 1600, 1);
+  write_wav(dir.file("click.wav"), 399, 1);
+  const std::string list = dir.file("list.tsv");
+  SpeechListOptions options;
+  write(list, "ok.wav\ta b\nok.wav\ta x b\n");
+  check_error([&] { read_labelled_utterances(list, inventory, options); },
+              {"speech: ", list, "line 2", "field 2", "symbol 'x'", "not in the inventory"});
+  write(list, "click.wav\ta\n");
+  check_error([&] { read_labelled_utterances(list, inventory, options); },
+              {list, "line 1", dir.file("click.wav"), "399 samples", "shorter than one 25 ms window (400 samples)"});
+  write_wav(dir.file("phone.wav"), 1600, 1, 8000);
+  write(list, "phone.wav\ta\n");
+  check_error([&] { read_labelled_utterances(list, inventory, options); }, {list, "line 1", "8000 Hz"});
+  options.stack = 0;
+  check_error([&] { read_labelled_utterances(list, inventory, options); }, {"speech", "stack", "got 0"});
 }
 
 // ---- IDX ---------------------------------------------------------------------------------------------
