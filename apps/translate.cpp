@@ -519,6 +519,7 @@ void add_translate(CommandLine& cli) {
         };
       },
       group);
+  add_translate_score(cli, group);
 }
 
 }  // namespace tapestry::app

@@ -4,6 +4,7 @@
 //   tapestry translate train [flags]               train (a preset's values under the given flags)
 //   tapestry translate eval --resume CKPT [flags]  BLEU and loss of a checkpoint on --eval-split
 //   tapestry translate run --resume CKPT [--beam]  translate the lines of stdin to stdout
+//   tapestry translate score --hypotheses H --references R   BLEU and chrF of any translations
 //
 // eval and run read the checkpoint's model settings, so its flags need not be repeated.
 //
@@ -33,6 +34,8 @@
 // neural-clustering decoder (--decoder-attention neural-clustering:clusters=C, appendix B) has no
 // cache and always re-runs the prefix; its µ·L1 + ν·L2 join the encoder's in the training loss.
 #pragma once
+
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
@@ -99,6 +102,15 @@ std::vector<std::string> translate_lines(const TranslateOptions& options, const 
 // and a neural-clustering decoder.
 InspectedCheckpoint inspect_translate_checkpoint(const CheckpointRequest& request);
 
+// BLEU (metrics/bleu.h: sacreBLEU's default) and chrF of the lines of the file `hypotheses` against
+// those of `references`, read as a pair of parallel files (data/parallel_text.h: both exist, the
+// same number of lines, UTF-8; errors name the file): {hypotheses, references, sentences, bleu, bp,
+// ratio, hyp_len, ref_len, precisions, chrf, signature (sacreBLEU's line)}.
+nlohmann::json score_translations(const std::string& hypotheses, const std::string& references);
+
+// Registers `tapestry translate train | eval | run | score`.
 void add_translate(CommandLine& cli);
+// `tapestry translate score` (apps/translate_score.cpp), under `group`.
+void add_translate_score(CommandLine& cli, CLI::App* group);
 
 }  // namespace tapestry::app

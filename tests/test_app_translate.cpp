@@ -3,6 +3,7 @@
 // from it, and bad data, checkpoints and flags give clear errors. The test on the prepared data set
 // skips with one line when `make data` has not run, and fails when CI is set.
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,8 @@
 
 #include "apps/translate.h"
 #include "data/datasets.h"
+#include "metrics/bleu.h"
+#include "metrics/chrf.h"
 #include "tests/testing.h"
 
 using namespace tapestry;
@@ -211,6 +214,58 @@ TEST_CASE("translate command line: --help, bad flags, missing checkpoint") {
   std::tie(code, out, err) = run_shell(dir, "TAPESTRY_DATA=" + dir.file("nowhere") + " " + cli + "train --steps 1");
   CHECK(code == 1);
   CHECK(err.find("make data") != std::string::npos);
+}
+
+TEST_CASE("translate score: any system's translations, scored as translate eval scores them; bad files refused") {
+  TempDir dir;
+  const std::vector<std::string> hypotheses = {"The cat sat on a mat.", "There is a dog here", ""};
+  const std::vector<std::string> references = {"The cat sat on the mat.", "There is a dog here.", "Hello."};
+  write(dir.file("hyp.en"), hypotheses[0] + "\n" + hypotheses[1] + "\n" + hypotheses[2] + "\n");
+  write(dir.file("ref.en"), references[0] + "\r\n" + references[1] + "\r\n" + references[2] + "\r\n");
+  const nlohmann::json s = app::score_translations(dir.file("hyp.en"), dir.file("ref.en"));
+  const metrics::BleuScore bleu = metrics::corpus_bleu(hypotheses, references);
+  metrics::ChrF chrf;
+  for (size_t i = 0; i < hypotheses.size(); ++i) chrf.add(hypotheses[i], references[i]);
+  CHECK(s["sentences"] == 3);
+  CHECK(s["bleu"].get<double>() == bleu.score);
+  CHECK((bleu.score > 0 && bleu.score < 100));
+  CHECK(s["bp"].get<double>() == bleu.bp);
+  CHECK(s["hyp_len"] == bleu.sys_len);
+  CHECK(s["chrf"].get<double>() == chrf.score());
+  CHECK(s["signature"] == bleu.to_string());
+  CHECK(app::score_translations(dir.file("ref.en"), dir.file("ref.en"))["bleu"].get<double>() == doctest::Approx(100));
+
+  const std::string cli = std::string(TAPESTRY_CLI) + " translate score ";
+  const auto args = [&](const std::string& hyp) {
+    return "--hypotheses " + dir.file(hyp) + " --references " + dir.file("ref.en");
+  };
+  auto [code, out, err] = run_shell(dir, cli + args("hyp.en"));
+  INFO(err);
+  CHECK(code == 0);
+  char chrf_line[32];
+  std::snprintf(chrf_line, sizeof chrf_line, "chrF2 = %.2f\n", chrf.score());
+  CHECK(out == bleu.to_string() + "\n" + chrf_line);
+  std::tie(code, out, err) = run_shell(dir, cli + args("hyp.en") + " --json");
+  CHECK(code == 0);
+  CHECK(nlohmann::json::parse(out)["bleu"].get<double>() == bleu.score);
+
+  write(dir.file("short.en"), "The cat sat on a mat.\n");
+  std::tie(code, out, err) = run_shell(dir, cli + args("short.en"));
+  CHECK(code == 1);
+  CHECK(err.find("ref.en has 3 lines but") != std::string::npos);
+  CHECK(err.find("short.en has 1") != std::string::npos);
+  std::tie(code, out, err) = run_shell(dir, cli + args("missing.en"));
+  CHECK(code == 1);
+  CHECK(err.find("missing.en") != std::string::npos);
+  write(dir.file("bad.en"), "The cat\nsat \xFF\nhere\n");
+  std::tie(code, out, err) = run_shell(dir, cli + args("bad.en"));
+  CHECK(code == 1);
+  CHECK(err.find("bad.en") != std::string::npos);
+  CHECK(err.find("line 2") != std::string::npos);
+  std::tie(code, out, err) = run_shell(dir, cli + "--hypotheses " + dir.file("hyp.en"));
+  CHECK(code == 2);
+  CHECK(err.find("--references") != std::string::npos);
+  CHECK(out.empty());
 }
 
 TEST_CASE("translate: --inspect-every and tapestry inspect see the encoder's and the decoder's clustering") {

@@ -25,9 +25,12 @@ search, and the steps default to the step the checkpoint was saved at (the last,
 Searches run one sentence at a time and re-run the decoder on the prefix (no key/value cache): the
 peer's decoding time is not a figure to compare with Tapestry's.
 
-Usage: translate_train.py --like CKPT [--data DIR] [--device cuda] [--split test] [--steps N] --json OUT
+Usage: translate_train.py --like CKPT [--data DIR] [--device cuda] [--split test] [--steps N]
+                          [--hypotheses PREFIX] --json OUT
 Prints progress to stderr and one JSON object (also written to --json): BLEU greedy and beam, the
-training time, target tokens per second, parameters.
+training time, target tokens per second, parameters. Without sacreBLEU, --hypotheses PREFIX writes
+the translations instead (BLEU null), and `tapestry translate score --hypotheses PREFIX.greedy.txt
+--references DATA/test.en` scores them with Tapestry's implementation of the same definition.
 """
 import argparse
 import json
@@ -156,10 +159,19 @@ def main():
                         help="stop training after this many seconds, then score (0: train every step)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the result to this file")
+    parser.add_argument("--hypotheses",
+                        help="write the translations to PREFIX.greedy.txt and PREFIX.beam<N>.txt (one a line), "
+                             "which `tapestry translate score` scores where sacreBLEU is not installed")
     args = parser.parse_args()
 
-    import sacrebleu
     import sentencepiece
+    try:
+        import sacrebleu
+    except ImportError:
+        if not args.hypotheses:
+            raise SystemExit("translate_train: sacreBLEU is not installed: give --hypotheses PREFIX to write the "
+                             "translations, then score them with `tapestry translate score`")
+        sacrebleu = None
 
     s = read_settings(args.like)
     data = args.data or os.path.join(os.environ.get("TAPESTRY_DATA", os.path.expanduser("~/.cache/tapestry/data")),
@@ -248,9 +260,14 @@ def main():
         start = time.time()
         hypotheses = [sp.decode(search(model, x + [EOS], math.ceil(args.max_ratio * len(x)) + 10, beam,
                                        args.lenpen, device)) for x in sources]
-        result[f"bleu_{label}"] = sacrebleu.corpus_bleu(hypotheses, [references]).score
-        result[f"beam_{label}"] = beam
         result[f"decode_seconds_{label}"] = time.time() - start
+        result[f"bleu_{label}"] = sacrebleu.corpus_bleu(hypotheses, [references]).score if sacrebleu else None
+        result[f"beam_{label}"] = beam
+        if args.hypotheses:
+            path = f"{args.hypotheses}.{'greedy' if beam == 1 else f'beam{beam}'}.txt"
+            with open(path, "w", encoding="utf-8") as f:
+                f.writelines(h + "\n" for h in hypotheses)
+            result[f"hypotheses_{label}"] = path
     print(json.dumps(result), flush=True)
     if args.json:
         with open(args.json, "w") as f:
