@@ -1,6 +1,7 @@
 // libFuzzer target: the data readers on arbitrary files. The first byte picks the reader, the rest
 // is the file: parallel text (split at the first 0xFF byte into source and target), a class list
-// (whose paths may name the two documents in the work folder), an IDX file, a WAV file.
+// (whose paths may name the two documents in the work folder), an IDX file, a WAV file, a symbol
+// inventory.
 // Seeds: tests/fuzz/corpus/readers/.
 #include <algorithm>
 
@@ -8,6 +9,7 @@
 #include "data/classification.h"
 #include "data/idx.h"
 #include "data/parallel_text.h"
+#include "data/speech.h"
 #include "tests/fuzz/fuzz_input.h"
 
 using namespace tapestry;
@@ -17,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t* body = data + 1;
   const size_t n = size - 1;
   fuzz::refusing([&] {
-    switch (data[0] % 5) {
+    switch (data[0] % 6) {
       case 0: {
         const size_t cut = static_cast<size_t>(std::find(body, body + n, uint8_t{0xFF}) - body);
         const std::string source = fuzz::write_file("source.txt", body, cut);
@@ -42,8 +44,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 3:
         (void)data::read_audio(fuzz::write_file("input.wav", body, n));
         break;
-      default:
+      case 4:
         (void)data::read_audio(fuzz::write_file("input.wav", body, n), {data::MultiChannel::Average, 0});
+        break;
+      default:
+        (void)data::read_symbol_inventory(fuzz::write_file("phonemes.txt", body, n));
         break;
     }
   });
