@@ -1,6 +1,7 @@
-// Reading text files for the data readers: whole files with a size limit, and files as lines, with
-// the checks the readers share. Every error is a tapestry::Error that starts with the reader's name
-// and names the file (and the line and byte where there is one).
+/// @file
+/// Reading text files for the data readers: whole files with a size limit, and files as lines, with
+/// the checks the readers share. Every error is a tapestry::Error that starts with the reader's name
+/// and names the file (and the line and byte where there is one).
 #pragma once
 
 #include <cstdint>
@@ -10,25 +11,29 @@
 
 namespace tapestry::data {
 
-enum class Utf8 { Check, Unchecked };
+/// Whether read_lines checks that every line is valid UTF-8.
+enum class Utf8 {
+  Check,     ///< throw Error for a line that is not valid UTF-8
+  Unchecked  ///< no UTF-8 check (a NUL byte is still refused)
+};
 
-// The bytes of the file at `path`. Throws Error("<reader>: <where>: ...") when it does not exist, is
-// a folder, cannot be read, or is larger than max_bytes; `where` is the path unless given (a list
-// file's reader names the list, the line and the field that gave the path).
+/// The bytes of the file at `path`. Throws `Error("<reader>: <where>: ...")` when it does not exist, is
+/// a folder, cannot be read, or is larger than max_bytes; `where` is the path unless given (a list
+/// file's reader names the list, the line and the field that gave the path).
 std::string read_file(const std::string& reader, const std::string& path, uint64_t max_bytes,
                       const std::string& where = "");
 
-// The lines of the file at `path`: '\n' ends a line and a '\r' before it is dropped (CRLF files), a
-// last line without '\n' counts, a UTF-8 byte-order mark at the start is dropped. Besides
-// read_file's errors, throws when a line holds a NUL byte or, with Utf8::Check, is not valid UTF-8
-// (naming the line and the byte).
+/// The lines of the file at `path`: ``'\n'`` ends a line and a ``'\r'`` before it is dropped (CRLF
+/// files), a last line without ``'\n'`` counts, a UTF-8 byte-order mark at the start is dropped.
+/// Besides read_file's errors, throws when a line holds a NUL byte or, with Utf8::Check, is not
+/// valid UTF-8 (naming the line and the byte).
 std::vector<std::string> read_lines(const std::string& reader, const std::string& path, Utf8 utf8);
 
-// The offset of the first byte that does not start a valid UTF-8 sequence (overlong forms,
-// surrogates and code points above U+10FFFF are invalid), or std::string_view::npos.
+/// The offset of the first byte that does not start a valid UTF-8 sequence (overlong forms,
+/// surrogates and code points above U+10FFFF are invalid), or std::string_view::npos.
 size_t invalid_utf8_offset(std::string_view text);
 
-// A path read from a list file: as it is when absolute, else relative to the list file's folder.
+/// A path read from a list file: as it is when absolute, else relative to the list file's folder.
 std::string resolve_listed_path(const std::string& list_path, const std::string& listed);
 
 }  // namespace tapestry::data

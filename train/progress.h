@@ -1,4 +1,5 @@
-// What a training run shows and records: a progress line on stderr and a JSON-lines metrics log.
+/// @file
+/// What a training run shows and records: a progress line on stderr and a JSON-lines metrics log.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -12,18 +13,19 @@
 
 namespace tapestry::train {
 
-// Progress of a loop of `total` steps, on stderr. On a terminal one line is redrawn in place
-// (step, the given metrics, throughput, ETA); otherwise a plain line is printed every
-// `interval` seconds and at the end, so logs stay readable.
+/// Progress of a loop of `total` steps, on stderr. On a terminal one line is redrawn in place
+/// (step, the given metrics, throughput, ETA); otherwise a plain line is printed every
+/// `interval` seconds and at the end, so logs stay readable.
 class Progress {
  public:
-  // `unit` names what update()'s items count, for the rate ("tok" gives "tok/s").
+  /// `unit` names what update()'s items count, for the rate ("tok" gives "tok/s").
   Progress(std::string label, int64_t total, std::string unit = "tok", double interval_seconds = 10.0);
-  // Reports step `step` (1-based) with metrics such as {"loss", 0.5}; `items` is what the step
-  // processed (tokens), for the rate.
+  /// Reports step `step` (1-based) with metrics such as {"loss", 0.5}; `items` is what the step
+  /// processed (tokens), for the rate.
   void update(int64_t step, const std::vector<std::pair<std::string, double>>& metrics, double items = 0);
-  // Ends the line (on a terminal).
+  /// Ends the line (on a terminal).
   void finish();
+  /// Seconds since construction.
   double seconds() const;
 
  private:
@@ -36,10 +38,13 @@ class Progress {
   bool printed_ = false;
 };
 
-// One JSON object per line, flushed at once; a no-op without a path.
+/// One JSON object per line, flushed at once; a no-op without a path.
 class MetricsLog {
  public:
+  /// Appends to the file at `path` (nothing when `path` is empty); throws Error naming --log when it
+  /// cannot be opened.
   explicit MetricsLog(const std::string& path);
+  /// Writes `record` as one line and flushes it (nothing without a path).
   void write(const nlohmann::json& record);
 
  private:
