@@ -1,10 +1,11 @@
-// A document classifier: token embedding + sinusoidal positions, an encoder chosen by its attention
-// config (nn/encoder.h; neural-clustering gives the ClusterFormer, whose clustering losses µ·L1 + ν·L2
-// are the auxiliary loss), one vector per document (the mean over its real tokens, or a [CLS]
-// token's output), and a linear map to the classes. `tapestry classify` trains it.
-//
-// Shape letters: B documents, N positions (the longest document in the batch), D = heads · head_dim
-// model width, V vocabulary, K classes.
+/// @file
+/// A document classifier: token embedding + sinusoidal positions, an encoder chosen by its attention
+/// config (nn/encoder.h; neural-clustering gives the ClusterFormer, whose clustering losses µ·L1 + ν·L2
+/// are the auxiliary loss), one vector per document (the mean over its real tokens, or a [CLS]
+/// token's output), and a linear map to the classes. `tapestry classify` trains it.
+///
+/// Shape letters: B documents, N positions (the longest document in the batch), D = heads · head_dim
+/// model width, V vocabulary, K classes.
 #pragma once
 
 #include <memory>
@@ -17,63 +18,66 @@
 
 namespace tapestry::models {
 
-// How a document's token outputs become one vector.
+/// How a document's token outputs become one vector.
 enum class Pooling {
-  Mean,  // the mean of the encoder's outputs over the document's real tokens (padding excluded)
-  Cls,   // the output at a learned [CLS] token put before the document (its id is V, an extra row)
+  Mean,  ///< the mean of the encoder's outputs over the document's real tokens (padding excluded)
+  Cls,   ///< the output at a learned [CLS] token put before the document (its id is V, an extra row)
 };
 
-// "mean" or "cls"; throws Error naming the text otherwise.
+/// "mean" or "cls"; throws Error naming the text otherwise.
 Pooling parse_pooling(const std::string& name);
-std::string to_string(Pooling pooling);
+std::string to_string(Pooling pooling);  ///< "mean" or "cls" (what parse_pooling reads)
 
+/// The sizes and settings of a Classifier.
 struct ClassifierOptions {
-  int64_t vocabulary = 0;  // V: input tokens are 0..V-1
-  int64_t classes = 0;     // K
-  int64_t layers = 2;
-  int64_t heads = 4;       // H
-  int64_t head_dim = 16;   // E; the model width is D = H·E
-  int64_t ff = 128;        // feed-forward width
-  double dropout = 0.0;
-  Pooling pooling = Pooling::Mean;
-  attention::AttentionConfig attention;  // self-attention of every layer
-  nn::ClusteringLossWeights clustering;  // µ, ν for a neural-clustering encoder (eq. 17)
+  int64_t vocabulary = 0;  ///< V: input tokens are 0..V-1
+  int64_t classes = 0;     ///< K
+  int64_t layers = 2;      ///< encoder layers
+  int64_t heads = 4;       ///< H
+  int64_t head_dim = 16;   ///< E; the model width is D = H·E
+  int64_t ff = 128;        ///< feed-forward width
+  double dropout = 0.0;    ///< the encoder layers' dropout (nn::TransformerLayerOptions::dropout)
+  Pooling pooling = Pooling::Mean;  ///< how a document's outputs become one vector
+  attention::AttentionConfig attention;  ///< self-attention of every layer
+  nn::ClusteringLossWeights clustering;  ///< µ, ν for a neural-clustering encoder (eq. 17)
 };
 
-// y[b] = Σ_{n < lengths[b]} x[b, n] / lengths[b]: x (B, N, D) floating, lengths (B) int64 with
-// 1 ≤ lengths[b] ≤ N (undefined: every position counts) → (B, D). Positions at or after a row's
-// length contribute nothing, whatever they hold (even NaN), and receive a zero gradient:
-//   dx[b, n] = dy[b] / lengths[b] for n < lengths[b], else 0.
-// Throws Error naming the shapes for a length outside [1, N].
+/// y[b] = Σ_{n < lengths[b]} x[b, n] / lengths[b]: x (B, N, D) floating, lengths (B) int64 with
+/// 1 ≤ lengths[b] ≤ N (undefined: every position counts) → (B, D). Positions at or after a row's
+/// length contribute nothing, whatever they hold (even NaN), and receive a zero gradient:
+///   dx[b, n] = dy[b] / lengths[b] for n < lengths[b], else 0.
+/// Throws Error naming the shapes for a length outside [1, N].
 Tensor masked_mean(const Tensor& x, const Tensor& lengths);
 
+/// The document classifier of this file: tokens (B, N) → logits (B, K).
 class Classifier : public nn::Module {
  public:
-  // Parameters, drawn from gen in this order: "embedding" (V + 1, D: the last row is [CLS], unused
-  // with mean pooling), "encoder.*", "output" (K, D).
+  /// Parameters, drawn from gen in this order: "embedding" (V + 1, D: the last row is [CLS], unused
+  /// with mean pooling), "encoder.*", "output" (K, D).
   Classifier(const ClassifierOptions& options, Generator& gen);
 
+  /// What forward returns.
   struct Output {
-    Tensor logits;    // (B, K)
-    Tensor aux_loss;  // the encoder's auxiliary loss (neural-clustering), else undefined
-    Tensor lengths;   // (B) int64, the encoder's real positions ([CLS] included), or undefined: no padding
-    std::vector<nn::EncoderLayerTrace> layers;  // each encoder layer's tensors (nn/encoder.h), for inspection
+    Tensor logits;    ///< (B, K)
+    Tensor aux_loss;  ///< the encoder's auxiliary loss (neural-clustering), else undefined
+    Tensor lengths;   ///< (B) int64, the encoder's real positions ([CLS] included), or undefined: no padding
+    std::vector<nn::EncoderLayerTrace> layers;  ///< each encoder layer's tensors (nn/encoder.h), for inspection
 
-    // task_loss + the auxiliary loss: what training minimises.
+    /// task_loss + the auxiliary loss: what training minimises.
     Tensor objective(const Tensor& task_loss) const { return nn::EncoderOutput{logits, aux_loss, {}}.objective(task_loss); }
   };
-  // tokens (B, N) int64 in [0, V); lengths (B) int64 in [1, N] marks padding (undefined: none). A
-  // document's logits do not depend on the padding after it.
+  /// tokens (B, N) int64 in [0, V); lengths (B) int64 in [1, N] marks padding (undefined: none). A
+  /// document's logits do not depend on the padding after it.
   Output forward(const Tensor& tokens, const Tensor& lengths, Generator& gen);
 
-  // Every layer's self-attention (nn::Encoder::set_attention).
+  /// Every layer's self-attention (nn::Encoder::set_attention).
   void set_attention(const attention::AttentionConfig& config) { encoder->set_attention(config); }
-  const ClassifierOptions& options() const { return options_; }
+  const ClassifierOptions& options() const { return options_; }  ///< its settings
 
-  std::shared_ptr<nn::Embedding> embedding;
-  std::shared_ptr<nn::SinusoidalPositionalEncoding> positions;
-  std::shared_ptr<nn::Encoder> encoder;
-  std::shared_ptr<nn::Linear> output;
+  std::shared_ptr<nn::Embedding> embedding;  ///< (V + 1, D): the token table, row V the [CLS] token
+  std::shared_ptr<nn::SinusoidalPositionalEncoding> positions;  ///< added to the embedded tokens
+  std::shared_ptr<nn::Encoder> encoder;  ///< the layers (nn::make_encoder)
+  std::shared_ptr<nn::Linear> output;  ///< D → K, on the pooled vector
 
  private:
   ClassifierOptions options_;

@@ -1,10 +1,11 @@
-// A CTC speech recogniser after the clustered-attention paper's speech experiments (§4.1): log-mel
-// features, 4× shorter in time by frame stacking, a Transformer (or ClusterFormer) encoder chosen
-// by its attention config (nn/encoder.h) with sinusoidal positions, and a linear map to the labels
-// (phonemes and the CTC blank), log-softmaxed.
-//
-// Shape letters: B batch, N frames, F features per frame, S = stack, N' = ⌈N / S⌉ encoder
-// positions, D = heads · head_dim model width, K labels (the blank included).
+/// @file
+/// A CTC speech recogniser after the clustered-attention paper's speech experiments (§4.1): log-mel
+/// features, 4× shorter in time by frame stacking, a Transformer (or ClusterFormer) encoder chosen
+/// by its attention config (nn/encoder.h) with sinusoidal positions, and a linear map to the labels
+/// (phonemes and the CTC blank), log-softmaxed.
+///
+/// Shape letters: B batch, N frames, F features per frame, S = stack, N' = ⌈N / S⌉ encoder
+/// positions, D = heads · head_dim model width, K labels (the blank included).
 #pragma once
 
 #include <memory>
@@ -15,51 +16,54 @@
 
 namespace tapestry::models {
 
+/// The sizes and settings of a SpeechRecognizer.
 struct SpeechRecognizerOptions {
-  int64_t features = 40;  // F: e.g. mel bins
-  int64_t stack = 4;      // S: frames stacked into one encoder position
-  int64_t labels = 0;     // K: the CTC classes, the blank included
-  int64_t layers = 4;
-  int64_t heads = 4;      // H
-  int64_t head_dim = 32;  // E; the model width is D = H·E
-  int64_t ff = 512;       // feed-forward width
-  double dropout = 0.1;
-  attention::AttentionConfig attention;  // self-attention of every layer
-  nn::ClusteringLossWeights clustering;  // µ, ν for a neural-clustering encoder (eq. 17)
+  int64_t features = 40;  ///< F: e.g. mel bins
+  int64_t stack = 4;      ///< S: frames stacked into one encoder position
+  int64_t labels = 0;     ///< K: the CTC classes, the blank included
+  int64_t layers = 4;     ///< encoder layers
+  int64_t heads = 4;      ///< H
+  int64_t head_dim = 32;  ///< E; the model width is D = H·E
+  int64_t ff = 512;       ///< feed-forward width
+  double dropout = 0.1;   ///< the encoder layers' dropout (nn::TransformerLayerOptions::dropout)
+  attention::AttentionConfig attention;  ///< self-attention of every layer
+  nn::ClusteringLossWeights clustering;  ///< µ, ν for a neural-clustering encoder (eq. 17)
 };
 
+/// The CTC speech recogniser of this file: features (B, N, F) → log-probabilities (B, N', K).
 class SpeechRecognizer : public nn::Module {
  public:
-  // Parameters, drawn from gen in this order: "input" (D, S·F), "encoder.*", "output" (K, D).
-  // Throws Error naming SpeechRecognizer for sizes below 1 (labels below 2: a blank and one label).
+  /// Parameters, drawn from gen in this order: "input" (D, S·F), "encoder.*", "output" (K, D).
+  /// Throws Error naming SpeechRecognizer for sizes below 1 (labels below 2: a blank and one label).
   SpeechRecognizer(const SpeechRecognizerOptions& options, Generator& gen);
 
+  /// What forward returns.
   struct Output {
-    Tensor log_probs;  // (B, N', K) log-probabilities per encoder position
-    Tensor lengths;    // (B) int64: ⌈length / S⌉, the positions holding real frames
-    Tensor aux_loss;   // the encoder's auxiliary loss (neural-clustering), else undefined
-    std::vector<nn::EncoderLayerTrace> layers;  // each encoder layer's tensors (nn/encoder.h), for inspection
+    Tensor log_probs;  ///< (B, N', K) log-probabilities per encoder position
+    Tensor lengths;    ///< (B) int64: ⌈length / S⌉, the positions holding real frames
+    Tensor aux_loss;   ///< the encoder's auxiliary loss (neural-clustering), else undefined
+    std::vector<nn::EncoderLayerTrace> layers;  ///< each encoder layer's tensors (nn/encoder.h), for inspection
 
-    // task_loss + the auxiliary loss: what training minimises.
+    /// task_loss + the auxiliary loss: what training minimises.
     Tensor objective(const Tensor& task_loss) const { return nn::EncoderOutput{log_probs, aux_loss, {}}.objective(task_loss); }
   };
-  // features (B, N, F) float32, zero after each row's length; lengths (B) int64 in frames.
-  // Frames n·S … n·S + S − 1 are concatenated into position n (the last one zero-padded), mapped
-  // to D by "input", and the sinusoidal positions added; positions at or after a row's ⌈length / S⌉
-  // are masked in attention.
+  /// features (B, N, F) float32, zero after each row's length; lengths (B) int64 in frames.
+  /// Frames n·S … n·S + S − 1 are concatenated into position n (the last one zero-padded), mapped
+  /// to D by "input", and the sinusoidal positions added; positions at or after a row's ⌈length / S⌉
+  /// are masked in attention.
   Output forward(const Tensor& features, const Tensor& lengths, Generator& gen);
 
-  // The encoder positions of an utterance of `frames` frames: ⌈frames / S⌉.
+  /// The encoder positions of an utterance of `frames` frames: ⌈frames / S⌉.
   int64_t positions_of(int64_t frames) const { return (frames + options_.stack - 1) / options_.stack; }
 
-  // Every layer's self-attention (nn::Encoder::set_attention).
+  /// Every layer's self-attention (nn::Encoder::set_attention).
   void set_attention(const attention::AttentionConfig& config) { encoder->set_attention(config); }
-  const SpeechRecognizerOptions& options() const { return options_; }
+  const SpeechRecognizerOptions& options() const { return options_; }  ///< its settings
 
-  std::shared_ptr<nn::Linear> input;
-  std::shared_ptr<nn::SinusoidalPositionalEncoding> positions;
-  std::shared_ptr<nn::Encoder> encoder;
-  std::shared_ptr<nn::Linear> output;
+  std::shared_ptr<nn::Linear> input;  ///< S·F → D, on each position's stacked frames
+  std::shared_ptr<nn::SinusoidalPositionalEncoding> positions;  ///< added to the output of `input`
+  std::shared_ptr<nn::Encoder> encoder;  ///< the layers (nn::make_encoder)
+  std::shared_ptr<nn::Linear> output;  ///< D → K, before the log-softmax
 
  private:
   SpeechRecognizerOptions options_;

@@ -1,4 +1,5 @@
-// Dropout (Srivastava et al., 2014) with a counter-based mask that CPU and CUDA draw alike.
+/// @file
+/// Dropout (Srivastava et al., 2014) with a counter-based mask that CPU and CUDA draw alike.
 #pragma once
 
 #include "core/random.h"
@@ -6,18 +7,18 @@
 
 namespace tapestry {
 
-// Training or inference behaviour of the layers that differ between the two.
+/// Training or inference behaviour of the layers that differ between the two.
 enum class Mode { Train, Eval };
 
-// Eval: returns x itself and draws nothing from `gen`.
-// Train: y = x ⊙ keep / (1 − p). Each element is decided by a 16-bit draw, eight per Philox block:
-// the draw reserves ⌈x.numel() / 8⌉ counters of `gen` (whatever p is) and, with `first` the first
-// of them, element i of x (row-major) is kept iff
-//   uniform_bits16(philox_block(first + i / 8, gen.seed()), i % 8) ≥ cut,   cut = round(p · 2^16)
-// (at most 2^16 − 1), so an element is dropped with p rounded to a multiple of 2^−16 (off by at
-// most 2^−17). The mask is the same for float32 and float64 x and on every device for the same
-// generator state. The backward regenerates that mask from (first, seed) rather than storing it.
-// x is floating; 0 ≤ p < 1.
+/// Eval: returns x itself and draws nothing from `gen`.
+/// Train: y = x ⊙ keep / (1 − p). Each element is decided by a 16-bit draw, eight per Philox block:
+/// the draw reserves ⌈x.numel() / 8⌉ counters of `gen` (whatever p is) and, with `first` the first
+/// of them, element i of x (row-major) is kept iff
+///   uniform_bits16(philox_block(first + i / 8, gen.seed()), i % 8) ≥ cut,   cut = round(p · 2^16)
+/// (at most 2^16 − 1), so an element is dropped with p rounded to a multiple of 2^−16 (off by at
+/// most 2^−17). The mask is the same for float32 and float64 x and on every device for the same
+/// generator state. The backward regenerates that mask from (first, seed) rather than storing it.
+/// x is floating; 0 ≤ p < 1.
 Tensor dropout(const Tensor& x, double p, Generator& gen, Mode mode);
 
 }  // namespace tapestry

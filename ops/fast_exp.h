@@ -1,6 +1,7 @@
-// e^x for the x ≤ 0 of a softmax row (x − max), in a form the compiler vectorises: libm's expf is
-// a call per element, which kept softmax loops scalar and made them a sixth of a full-attention
-// layer's time on the CPU.
+/// @file
+/// e^x for the x ≤ 0 of a softmax row (x − max), in a form the compiler vectorises: libm's expf is
+/// a call per element, which kept softmax loops scalar and made them a sixth of a full-attention
+/// layer's time on the CPU.
 #pragma once
 
 #include <cstdint>
@@ -8,13 +9,13 @@
 
 namespace tapestry {
 
-// e^x for x ≤ 0 in float32, within 2 ulp of the correctly rounded value for x ≥ −87 (tested over
-// that whole range in tests/test_softmax.cpp); 0 below −87, where e^x < 1.7e−38 is subnormal or
-// zero; exactly 0 at −inf and exactly 1 at 0; NaN stays NaN.
-//
-// Range reduction x = n·ln 2 + r with |r| ≤ ln 2 / 2 (ln 2 split into a part exact in float and a
-// correction), e^r from its degree-6 Taylor-like minimax polynomial (the classic Cephes
-// coefficients), and 2^n built in the exponent bits. No branches and no calls.
+/// e^x for x ≤ 0 in float32, within 2 ulp of the correctly rounded value for x ≥ −87 (tested over
+/// that whole range in tests/test_softmax.cpp); 0 below −87, where e^x < 1.7e−38 is subnormal or
+/// zero; exactly 0 at −inf and exactly 1 at 0; NaN stays NaN.
+///
+/// Range reduction x = n·ln 2 + r with |r| ≤ ln 2 / 2 (ln 2 split into a part exact in float and a
+/// correction), e^r from its degree-6 Taylor-like minimax polynomial (the classic Cephes
+/// coefficients), and 2^n built in the exponent bits. No branches and no calls.
 inline float exp_nonpositive(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f;      // ln 2 to 10 bits: n · kLn2Hi is exact

@@ -1,4 +1,5 @@
-// CPU loops over strided tensors, parallelised with OpenMP.
+/// @file
+/// CPU loops over strided tensors, parallelised with OpenMP.
 #pragma once
 
 #include <algorithm>
@@ -10,13 +11,13 @@
 
 namespace tapestry {
 
-// The strides that make `t` read as if it had `shape` (numpy broadcasting: 0 along new or size-1
-// dims). The caller has checked that t broadcasts to shape.
+/// The strides that make `t` read as if it had `shape` (numpy broadcasting: 0 along new or size-1
+/// dims). The caller has checked that t broadcasts to shape.
 Strides broadcast_strides(const Tensor& t, const Shape& shape);
 
-// Visits every element of `shape` once, in runs along the last dim: body(base, count, step) is
-// called with each operand's offset of a run's first element and each operand's stride along the
-// run. Runs are split across threads (a run never crosses a chunk of `kGrain` elements).
+/// Visits every element of `shape` once, in runs along the last dim: body(base, count, step) is
+/// called with each operand's offset of a run's first element and each operand's stride along the
+/// run. Runs are split across threads (a run never crosses a chunk of `kGrain` elements).
 template <size_t N, class Body>
 void for_each_run(const Shape& shape, const std::array<Strides, N>& strides, Body&& body) {
   constexpr int64_t kGrain = 16384;
@@ -52,6 +53,8 @@ void for_each_run(const Shape& shape, const std::array<Strides, N>& strides, Bod
 }
 
 namespace detail {
+/// cpu_map's loop, with K = 0, 1, ... indexing the inputs: a run whose strides are all 1 is read and
+/// written through plain pointers (a loop the compiler can vectorise), any other run stride by stride.
 template <class Out, class... In, class F, size_t... K, class... Ts>
 void cpu_map_impl(const Tensor& out, F f, std::index_sequence<K...>, const Ts&... in) {
   Out* o = static_cast<Out*>(out.raw_data());
@@ -72,9 +75,9 @@ void cpu_map_impl(const Tensor& out, F f, std::index_sequence<K...>, const Ts&..
 }
 }  // namespace detail
 
-// out[i] = f(in[i]...) over out's shape; the inputs broadcast to it. `out` may be strided (in-place
-// ops pass a view) but must not overlap itself. Element types are given explicitly:
-// cpu_map<float, float, float>(out, f, a, b).
+/// out[i] = f(in[i]...) over out's shape; the inputs broadcast to it. `out` may be strided (in-place
+/// ops pass a view) but must not overlap itself. Element types are given explicitly:
+/// `cpu_map<float, float, float>(out, f, a, b)`.
 template <class Out, class... In, class F, class... Tensors>
 void cpu_map(const Tensor& out, F f, const Tensors&... in) {
   static_assert(sizeof...(In) == sizeof...(Tensors), "one element type per input");

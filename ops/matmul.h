@@ -1,28 +1,30 @@
-// Matrix products through BLAS (OpenBLAS cblas_?gemm on the CPU).
+/// @file
+/// Matrix products through BLAS (OpenBLAS cblas_?gemm on the CPU).
 #pragma once
 
 #include "core/tensor.h"
 
 namespace tapestry {
 
-// (..., n, k) @ (..., k, m) -> (..., n, m); batch dims broadcast. A 1-d operand is a row (left) or
-// column (right) vector, removed from the result, as in numpy. float32 / float64.
+/// (..., n, k) @ (..., k, m) -> (..., n, m); batch dims broadcast. A 1-d operand is a row (left) or
+/// column (right) vector, removed from the result, as in numpy. float32 / float64.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
-// y = x · weightᵀ + bias over the last dim of x: (..., in) with weight (out, in) and bias (out) or
-// undefined gives (..., out). One GEMM for all leading dims, the bias added by the GEMM itself
-// (beta = 1 over the broadcast bias). Its backward computes d weight = dyᵀ · x directly in the
-// weight's layout and d bias as column sums of dy, so no transposed copy is ever made.
+/// y = x · weightᵀ + bias over the last dim of x: (..., in) with weight (out, in) and bias (out) or
+/// undefined gives (..., out). One GEMM for all leading dims, the bias added by the GEMM itself
+/// (beta = 1 over the broadcast bias). Its backward computes d weight = dyᵀ · x directly in the
+/// weight's layout and d bias as column sums of dy, so no transposed copy is ever made.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
+/// Whether batched_gemm uses an operand as it is (No) or its transpose (Yes): op below.
 enum class Transpose { No, Yes };
 
-// For every index i of `batch`: out[i] = op(a[i]) · op(b[i]) + beta · out[i], where op transposes
-// when asked and each operand's batch dims broadcast to `batch`. Batches run in order, so an `out`
-// that broadcasts (one matrix for several i) accumulates the products when beta = 1: that is how
-// matmul's backward sums over broadcast batch dims. beta = 0 overwrites `out` without reading it, as
-// in BLAS, so `out` may be uninitialised. Transposed or column-major operands are passed
-// to BLAS with transpose flags, not copied.
+/// For every index i of `batch`: out[i] = op(a[i]) · op(b[i]) + beta · out[i], where op transposes
+/// when asked and each operand's batch dims broadcast to `batch`. Batches run in order, so an `out`
+/// that broadcasts (one matrix for several i) accumulates the products when beta = 1: that is how
+/// matmul's backward sums over broadcast batch dims. beta = 0 overwrites `out` without reading it, as
+/// in BLAS, so `out` may be uninitialised. Transposed or column-major operands are passed
+/// to BLAS with transpose flags, not copied.
 void batched_gemm(const Shape& batch, const Tensor& a, Transpose ta, const Tensor& b, Transpose tb,
                   const Tensor& out, double beta);
 
