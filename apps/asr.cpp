@@ -138,13 +138,7 @@ models::SpeechRecognizerOptions model_options(const AsrOptions& o, int64_t phone
   m.features = o.mel_bins;
   m.stack = o.stack;
   m.labels = phonemes + 1;
-  m.layers = o.layers;
-  m.heads = o.heads;
-  m.head_dim = o.head_dim;
-  m.ff = o.ff;
-  m.dropout = o.dropout;
-  m.attention = attention;
-  m.clustering = {o.mu, o.nu};
+  m.encoder = {o.layers, o.heads, o.head_dim, o.ff, o.dropout, attention, {o.mu, o.nu}};
   return m;
 }
 

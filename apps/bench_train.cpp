@@ -29,12 +29,7 @@ constexpr double kLearningRate = 1e-3;
 models::SequenceTaggerOptions copy_model(const attention::AttentionConfig& attention) {
   models::SequenceTaggerOptions m;
   m.vocabulary = m.labels = data::CopyTask::kVocabulary;
-  m.layers = kLayers;
-  m.heads = kHeads;
-  m.head_dim = kHeadDim;
-  m.ff = kFeedForward;
-  m.dropout = kDropout;
-  m.attention = attention;
+  m.encoder = {kLayers, kHeads, kHeadDim, kFeedForward, kDropout, attention, /*clustering=*/{}};
   return m;
 }
 

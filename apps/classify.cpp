@@ -305,14 +305,8 @@ class ClassifyRun : public InspectableTask {
     models::ClassifierOptions m;
     m.vocabulary = p.vocabulary;
     m.classes = int64_t(p.classes.size());
-    m.layers = o.layers;
-    m.heads = o.heads;
-    m.head_dim = o.head_dim;
-    m.ff = o.ff;
-    m.dropout = o.dropout;
+    m.encoder = {o.layers, o.heads, o.head_dim, o.ff, o.dropout, a.train, {o.mu, o.nu}};
     m.pooling = models::parse_pooling(o.pooling);
-    m.attention = a.train;
-    m.clustering = {o.mu, o.nu};
     return m;
   }
 

@@ -52,13 +52,7 @@ const OptionTable<CopyTaskOptions>& table() {
 models::SequenceTaggerOptions tagger_options(const CopyTaskOptions& o, const AttentionConfig& attention) {
   models::SequenceTaggerOptions m;
   m.vocabulary = m.labels = CopyTask::kVocabulary;
-  m.layers = o.layers;
-  m.heads = o.heads;
-  m.head_dim = o.head_dim;
-  m.ff = o.ff;
-  m.dropout = o.dropout;
-  m.attention = attention;
-  m.clustering = {o.mu, o.nu};
+  m.encoder = {o.layers, o.heads, o.head_dim, o.ff, o.dropout, attention, {o.mu, o.nu}};
   return m;
 }
 

@@ -110,11 +110,7 @@ class ReverseRun : public InspectableTask {
   static models::SequenceTaggerOptions tagger(const ReverseOptions& o, const Attentions& a) {
     models::SequenceTaggerOptions m;
     m.vocabulary = m.labels = o.symbols;
-    m.layers = o.layers;
-    m.heads = o.heads;
-    m.head_dim = o.head_dim;
-    m.ff = o.ff;
-    m.attention = a.train;
+    m.encoder = {o.layers, o.heads, o.head_dim, o.ff, /*dropout=*/0.0, a.train, /*clustering=*/{}};
     return m;
   }
   Tensor sample(Generator& gen) const { return to(randint(0, o_.symbols, {o_.batch, o_.length}, gen), device_); }

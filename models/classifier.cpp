@@ -3,7 +3,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "models/layer_options.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"
@@ -44,10 +43,10 @@ Classifier::Classifier(const ClassifierOptions& o, Generator& gen) : Module("Cla
   TP_CHECK(o.vocabulary >= 1 && o.classes >= 1, name(), "vocabulary and classes must be at least 1, got ",
            o.vocabulary, " and ", o.classes);
   const nn::TransformerLayerOptions layer =
-      layer_options(name().c_str(), o.heads, o.head_dim, o.ff, o.dropout, o.attention);
+      layer_options(name().c_str(), o.encoder);
   embedding = register_module("embedding", std::make_shared<nn::Embedding>(o.vocabulary + 1, layer.d_model, gen));
   positions = register_module("positions", std::make_shared<nn::SinusoidalPositionalEncoding>(layer.d_model));
-  encoder = register_module("encoder", nn::make_encoder(layer, o.layers, gen, o.clustering));
+  encoder = register_module("encoder", nn::make_encoder(layer, o.encoder.layers, gen, o.encoder.clustering));
   output = register_module("output", std::make_shared<nn::Linear>(layer.d_model, o.classes, gen));
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "models/layer_options.h"
 #include "nn/encoder.h"
 #include "nn/layers.h"
 #include "nn/transformer.h"
@@ -32,14 +33,8 @@ std::string to_string(Pooling pooling);  ///< "mean" or "cls" (what parse_poolin
 struct ClassifierOptions {
   int64_t vocabulary = 0;  ///< V: input tokens are 0..V-1
   int64_t classes = 0;     ///< K
-  int64_t layers = 2;      ///< encoder layers
-  int64_t heads = 4;       ///< H
-  int64_t head_dim = 16;   ///< E; the model width is D = H·E
-  int64_t ff = 128;        ///< feed-forward width
-  double dropout = 0.0;    ///< the encoder layers' dropout (nn::TransformerLayerOptions::dropout)
   Pooling pooling = Pooling::Mean;  ///< how a document's outputs become one vector
-  attention::AttentionConfig attention;  ///< self-attention of every layer
-  nn::ClusteringLossWeights clustering;  ///< µ, ν for a neural-clustering encoder (eq. 17)
+  EncoderOptions encoder;  ///< its encoder (layer_options.h)
 };
 
 /// y[b] = Σ_{n < lengths[b]} x[b, n] / lengths[b]: x (B, N, D) floating, lengths (B) int64 with

@@ -17,4 +17,8 @@ nn::TransformerLayerOptions layer_options(const char* model, int64_t heads, int6
   return layer;
 }
 
+nn::TransformerLayerOptions layer_options(const char* model, const EncoderOptions& encoder) {
+  return layer_options(model, encoder.heads, encoder.head_dim, encoder.ff, encoder.dropout, encoder.attention);
+}
+
 }  // namespace tapestry::models

@@ -1,7 +1,6 @@
 #include "models/sequence_tagger.h"
 
 #include "core/error.h"
-#include "models/layer_options.h"
 
 namespace tapestry::models {
 
@@ -10,10 +9,10 @@ SequenceTagger::SequenceTagger(const SequenceTaggerOptions& o, Generator& gen)
   TP_CHECK(o.vocabulary >= 1 && o.labels >= 1, name(), "vocabulary and labels must be at least 1, got ", o.vocabulary,
            " and ", o.labels);
   const nn::TransformerLayerOptions layer =
-      layer_options(name().c_str(), o.heads, o.head_dim, o.ff, o.dropout, o.attention);
+      layer_options(name().c_str(), o.encoder);
   embedding = register_module("embedding", std::make_shared<nn::Embedding>(o.vocabulary, layer.d_model, gen));
   positions = register_module("positions", std::make_shared<nn::SinusoidalPositionalEncoding>(layer.d_model));
-  encoder = register_module("encoder", nn::make_encoder(layer, o.layers, gen, o.clustering));
+  encoder = register_module("encoder", nn::make_encoder(layer, o.encoder.layers, gen, o.encoder.clustering));
   output = register_module("output", std::make_shared<nn::Linear>(layer.d_model, o.labels, gen));
 }
 

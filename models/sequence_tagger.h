@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "models/layer_options.h"
 #include "nn/encoder.h"
 #include "nn/layers.h"
 #include "nn/transformer.h"
@@ -19,13 +20,7 @@ namespace tapestry::models {
 struct SequenceTaggerOptions {
   int64_t vocabulary = 0;  ///< V: input tokens are 0..V-1
   int64_t labels = 0;      ///< K: one score per label at every position
-  int64_t layers = 2;      ///< encoder layers
-  int64_t heads = 4;       ///< H
-  int64_t head_dim = 16;   ///< E; the model width is D = H·E
-  int64_t ff = 128;        ///< feed-forward width
-  double dropout = 0.0;    ///< the encoder layers' dropout (nn::TransformerLayerOptions::dropout)
-  attention::AttentionConfig attention;   ///< self-attention of every layer
-  nn::ClusteringLossWeights clustering;   ///< µ, ν for a neural-clustering encoder (eq. 17)
+  EncoderOptions encoder;  ///< its encoder (layer_options.h)
 };
 
 /// The sequence tagger of this file: tokens (B, N) → logits (B, N, K).

@@ -4,7 +4,6 @@
 
 #include "core/creation.h"
 #include "core/error.h"
-#include "models/layer_options.h"
 #include "ops/shape.h"
 #include "ops/softmax.h"
 
@@ -16,10 +15,10 @@ SpeechRecognizer::SpeechRecognizer(const SpeechRecognizerOptions& o, Generator& 
            "features and stack must be at least 1 and labels (the blank included) at least 2, got ", o.features,
            ", ", o.stack, " and ", o.labels);
   const nn::TransformerLayerOptions layer =
-      layer_options(name().c_str(), o.heads, o.head_dim, o.ff, o.dropout, o.attention);
+      layer_options(name().c_str(), o.encoder);
   input = register_module("input", std::make_shared<nn::Linear>(o.stack * o.features, layer.d_model, gen));
   positions = register_module("positions", std::make_shared<nn::SinusoidalPositionalEncoding>(layer.d_model));
-  encoder = register_module("encoder", nn::make_encoder(layer, o.layers, gen, o.clustering));
+  encoder = register_module("encoder", nn::make_encoder(layer, o.encoder.layers, gen, o.encoder.clustering));
   output = register_module("output", std::make_shared<nn::Linear>(layer.d_model, o.labels, gen));
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "models/layer_options.h"
 #include "nn/encoder.h"
 #include "nn/layers.h"
 
@@ -21,13 +22,7 @@ struct SpeechRecognizerOptions {
   int64_t features = 40;  ///< F: e.g. mel bins
   int64_t stack = 4;      ///< S: frames stacked into one encoder position
   int64_t labels = 0;     ///< K: the CTC classes, the blank included
-  int64_t layers = 4;     ///< encoder layers
-  int64_t heads = 4;      ///< H
-  int64_t head_dim = 32;  ///< E; the model width is D = H·E
-  int64_t ff = 512;       ///< feed-forward width
-  double dropout = 0.1;   ///< the encoder layers' dropout (nn::TransformerLayerOptions::dropout)
-  attention::AttentionConfig attention;  ///< self-attention of every layer
-  nn::ClusteringLossWeights clustering;  ///< µ, ν for a neural-clustering encoder (eq. 17)
+  EncoderOptions encoder{4, 4, 32, 512, 0.1};  ///< its encoder (layer_options.h)
 };
 
 /// The CTC speech recogniser of this file: features (B, N, F) → log-probabilities (B, N', K).

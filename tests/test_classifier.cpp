@@ -17,12 +17,9 @@ models::ClassifierOptions small(const std::string& attention, models::Pooling po
   models::ClassifierOptions o;
   o.vocabulary = 11;
   o.classes = 3;
-  o.layers = 2;
-  o.heads = 2;
-  o.head_dim = 4;
-  o.ff = 16;
+  o.encoder = {/*layers=*/2, /*heads=*/2, /*head_dim=*/4, /*ff=*/16, /*dropout=*/0.0, AttentionConfig::parse(attention),
+               /*clustering=*/{}};
   o.pooling = pooling;
-  o.attention = AttentionConfig::parse(attention);
   return o;
 }
 

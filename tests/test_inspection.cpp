@@ -23,12 +23,8 @@ namespace {
 models::SequenceTaggerOptions tagger(const std::string& attention) {
   models::SequenceTaggerOptions o;
   o.vocabulary = o.labels = 6;
-  o.layers = 2;
-  o.heads = 2;
-  o.head_dim = 4;
-  o.ff = 8;
-  o.attention = AttentionConfig::parse(attention);
-  o.clustering = {0.3, 0.7};
+  o.encoder = {/*layers=*/2, /*heads=*/2, /*head_dim=*/4, /*ff=*/8, /*dropout=*/0.0, AttentionConfig::parse(attention),
+               {/*mu=*/0.3, /*nu=*/0.7}};
   return o;
 }
 
@@ -48,7 +44,7 @@ models::Inspection inspect_tagger(models::SequenceTagger& model, const Tensor& t
       model,
       [&](Generator& gen) {
         const auto out = model.forward(tokens, lengths, gen);
-        return models::InspectedPass{{{"encoder", model.encoder, model.options().attention, out.layers, lengths}},
+        return models::InspectedPass{{{"encoder", model.encoder, model.options().encoder.attention, out.layers, lengths}},
                                      task(out.logits)};
       },
       o);
