@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <vector>
@@ -428,12 +427,6 @@ train::Report run_prepared(const ClassifyOptions& o, const Prepared& p, std::chr
       [&](Generator& gen, Device device) { return std::make_unique<ClassifyRun>(p, o, a, gen, device, trainer.world()); });
 }
 
-std::string format(const char* spec, double value) {
-  char text[64];
-  std::snprintf(text, sizeof text, spec, value);
-  return text;
-}
-
 // The corpus split by --valid-fraction and --test-fraction.
 data::Split fixed_split(const Corpus& corpus, const ClassifyOptions& o) {
   return data::stratified_split(hash_order(corpus, o), o.valid_fraction, o.test_fraction);
@@ -504,99 +497,18 @@ train::Report run_classify(const ClassifyOptions& o) {
   return run_prepared(o, prepare(o, corpus, fixed_split(corpus, o), spm_paths), start);
 }
 
-void check_sweep_options(const ClassifyOptions& o, const SweepOptions& s) {
-  check_classify_options(o);
-  TP_CHECK(o.baseline == "none", "--baseline", "a sweep compares attentions; run --baseline bow on its own");
-  TP_CHECK(o.train.save.empty() && o.train.save_best.empty() && o.train.resume.empty() && o.train.log.empty(),
-           "sweep", "runs many models: drop --save, --save-best, --resume and --log");
-  TP_CHECK(s.grid == "table4" || s.grid == "table5" || s.grid == "both", "--grid",
-           "must be table4, table5 or both, got '", s.grid, "'");
-  TP_CHECK(!s.clusters.empty() || s.grid == "table5", "--clusters", "needs at least one value for table4");
-  for (const int64_t k : s.clusters) TP_CHECK(k >= 1, "--clusters", "values must be at least 1, got ", k);
-  TP_CHECK(s.ablation_clusters >= 1, "--ablation-clusters", "must be at least 1, got ", s.ablation_clusters);
-  TP_CHECK(s.seeds >= 1 && s.seeds <= 1000, "--seeds", "must be in [1, 1000], got ", s.seeds);
-  TP_CHECK(!s.out.empty(), "--out", "must name the files to write");
-}
-
-nlohmann::json run_classify_sweep(const ClassifyOptions& base, const SweepOptions& s) {
-  check_sweep_options(base, s);
-  const Corpus corpus = read_reported_corpus(base);
-  const Prepared p = prepare(base, corpus, fixed_split(corpus, base), {});
-  const Device device = train::resolve_device(base.train.device);
-  nlohmann::json rows = nlohmann::json::array();
-  const auto run = [&](const std::string& grid, const std::string& attention, double mu, double nu, uint64_t seed) {
-    ClassifyOptions o = base;
-    o.attention = attention;
-    o.eval_attention.clear();
-    o.mu = mu;
-    o.nu = nu;
-    o.train.seed = seed;
-    const train::Report r = run_prepared(o, p, std::chrono::steady_clock::now());
-    rows.push_back({{"grid", grid},
-                    {"attention", r.fields.at("attention")},
-                    {"mu", mu},
-                    {"nu", nu},
-                    {"seed", seed},
-                    {"accuracy", r.metric("accuracy")},
-                    {"macro_f1", r.metric("macro_f1")},
-                    {"seconds", r.seconds},
-                    {"seconds_per_epoch", double(p.train_tokens) / std::max(r.items_per_second, 1e-9)},
-                    {"peak_bytes", r.peak_bytes}});
-  };
-  if (s.grid != "table5") {
-    run("table4", "full", base.mu, base.nu, base.train.seed);
-    for (const int64_t k : s.clusters)
-      run("table4", "neural-clustering:clusters=" + std::to_string(k), base.mu, base.nu, base.train.seed);
-  }
-  if (s.grid != "table4")
-    for (const double mu : {0.0, base.mu})
-      for (const double nu : {0.0, base.nu})
-        for (int64_t i = 0; i < s.seeds; ++i)
-          run("table5", "neural-clustering:clusters=" + std::to_string(s.ablation_clusters), mu, nu,
-              base.train.seed + uint64_t(i));
-
-  std::string md = "# tapestry classify sweep: " + base.data + " (" + std::to_string(p.classes.size()) +
-                   " classes), N = " + std::to_string(base.max_length) + ", " + std::to_string(base.train.steps) +
-                   " steps, " + base.eval_split + " split (majority class " + format("%.4f", p.majority_accuracy) +
-                   ")\n";
-  if (s.grid != "table5") {
-    md += "\n## Clusters (Table 4's shape)\n\n"
-          "| attention | accuracy | macro-F1 | s / epoch | peak MiB |\n|---|---|---|---|---|\n";
-    for (const auto& row : rows)
-      if (row["grid"] == "table4")
-        md += "| " + row["attention"].get<std::string>() + " | " + format("%.4f", row["accuracy"].get<double>()) +
-              " | " + format("%.4f", row["macro_f1"].get<double>()) + " | " +
-              format("%.3g", row["seconds_per_epoch"].get<double>()) + " | " +
-              format("%.1f", row["peak_bytes"].get<double>() / (1 << 20)) + " |\n";
-  }
-  if (s.grid != "table4") {
-    md += "\n## Clustering losses (Table 5's shape), neural-clustering:clusters=" +
-          std::to_string(s.ablation_clusters) + ", " + std::to_string(s.seeds) +
-          " seed(s): mean ± std\n\n| µ (L1) | ν (L2) | accuracy | macro-F1 |\n|---|---|---|---|\n";
-    for (const double mu : {0.0, base.mu})
-      for (const double nu : {0.0, base.nu}) {
-        std::vector<double> accuracy, f1;
-        for (const auto& row : rows)
-          if (row["grid"] == "table5" && row["mu"] == mu && row["nu"] == nu)
-            accuracy.push_back(row["accuracy"].get<double>()), f1.push_back(row["macro_f1"].get<double>());
-        const metrics::Summary a = metrics::summarize(accuracy), m = metrics::summarize(f1);
-        md += "| " + format("%g", mu) + " | " + format("%g", nu) + " | " + format("%.4f", a.mean) + " ± " +
-              format("%.4f", a.std) + " | " + format("%.4f", m.mean) + " ± " + format("%.4f", m.std) + " |\n";
-      }
-  }
-  const nlohmann::json result = {{"data", base.data},
-                                 {"classes", p.classes.size()},
-                                 {"max_length", base.max_length},
-                                 {"steps", base.train.steps},
-                                 {"eval_split", base.eval_split},
-                                 {"majority_accuracy", p.majority_accuracy},
-                                 {"device", tapestry::to_string(device)},
-                                 {"rows", rows},
-                                 {"markdown", md}};
-  std::ofstream(s.out + ".md") << md;
-  std::ofstream(s.out + ".json") << result.dump(2) << "\n";
-  TP_CHECK(std::ifstream(s.out + ".json").good(), "--out", "cannot write ", s.out, ".json");
-  return result;
+SameCorpusRuns run_classify_on_one_corpus(const ClassifyOptions& corpus_options,
+                                          const std::vector<ClassifyOptions>& runs) {
+  check_classify_options(corpus_options);
+  for (const ClassifyOptions& o : runs) check_classify_options(o);
+  const Corpus corpus = read_reported_corpus(corpus_options);
+  const Prepared p = prepare(corpus_options, corpus, fixed_split(corpus, corpus_options), {});
+  SameCorpusRuns out;
+  out.classes = int64_t(p.classes.size());
+  out.train_tokens = p.train_tokens;
+  out.majority_accuracy = p.majority_accuracy;
+  for (const ClassifyOptions& o : runs) out.reports.push_back(run_prepared(o, p, std::chrono::steady_clock::now()));
+  return out;
 }
 
 void add_classify(CommandLine& cli) {
@@ -620,39 +532,8 @@ void add_classify(CommandLine& cli) {
   };
   CLI::App* classify = add_training_app(cli, app);
 
-  // `tapestry classify [flags] sweep [sweep flags]`: the classify flags set every run's options.
   const auto table = app.table;
-  cli.add(
-      "sweep",
-      "Train the Table 4 grid (full, and neural-clustering for each --clusters) and the Table 5 grid (mu, nu each "
-      "zero or the classify value, --seeds seeds) on one prepared corpus; write <out>.md and <out>.json",
-      [table](CLI::App& command) {
-        auto s = std::make_shared<SweepOptions>();
-        auto json = std::make_shared<bool>(false);
-        command.add_option("--grid", s->grid, "table4, table5 or both")->capture_default_str();
-        command.add_option("--clusters", s->clusters, "Table 4's numbers of clusters k")
-            ->delimiter(',')
-            ->capture_default_str();
-        command.add_option("--ablation-clusters", s->ablation_clusters, "k of the Table 5 runs")->capture_default_str();
-        command.add_option("--seeds", s->seeds, "seeds per Table 5 configuration")->capture_default_str();
-        command.add_option("--out", s->out, "write <out>.md and <out>.json")->capture_default_str();
-        command.add_flag("--json", *json, "print the JSON on stdout instead of the Markdown");
-        return [table, s, json]() {
-          const ClassifyOptions o = table->parsed();
-          try {
-            check_sweep_options(o, *s);
-          } catch (const Error& e) {
-            std::fprintf(stderr, "tapestry classify sweep: %s\n", e.what());
-            return kExitUsage;
-          }
-          return run_reporting_errors("classify sweep", [&] {
-            const nlohmann::json result = run_classify_sweep(o, *s);
-            std::printf("%s\n", *json ? result.dump().c_str() : result["markdown"].get<std::string>().c_str());
-            return 0;
-          });
-        };
-      },
-      classify);
+  add_classify_sweep(cli, classify, [table] { return table->parsed(); });
 }
 
 }  // namespace tapestry::app

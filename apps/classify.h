@@ -21,8 +21,9 @@
 // kSentencePieceTextBytes of its text, documents in hash order); documents are cut to their first
 // --max-length tokens. The model file goes beside each checkpoint as `<checkpoint>.spm` (--save,
 // --save-best); --resume and --eval-only read `<resume>.spm`, so a checkpoint classifies on its own.
-// A run without a checkpoint keeps its SentencePiece model in memory only. A document with no tokens is left out and counted ("empty_documents" in the report, and a
-// line on stderr); entries the folder reader skips are counted too ("skipped_entries").
+// A run without a checkpoint keeps its SentencePiece model in memory only. A document with no
+// tokens is left out and counted ("empty_documents" in the report, and a line on stderr); entries
+// the folder reader skips are counted too ("skipped_entries").
 //
 // Batches: data::BatchSampler under a budget of --batch-tokens padded tokens, shuffled by the seed,
 // its position checkpointed, so a resumed run continues with the same batches.
@@ -36,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -94,6 +96,17 @@ train::Report run_classify(const ClassifyOptions& options);
 // batches of its recorded corpus and split, tokenized by the SentencePiece model beside it.
 InspectedCheckpoint inspect_classify_checkpoint(const CheckpointRequest& request);
 
+// Several models on one corpus, read, split and tokenized once with `corpus`'s options. Each of `runs`
+// sets its own model and training options (attention, µ, ν, seed, steps); the corpus options (data,
+// fractions, vocab_size, max_length, eval_split) are `corpus`'s. The reports come in `runs`' order.
+struct SameCorpusRuns {
+  int64_t classes = 0;
+  int64_t train_tokens = 0;            // an epoch's tokens
+  double majority_accuracy = 0;        // on the eval split, of the training split's most frequent class
+  std::vector<train::Report> reports;  // one per run
+};
+SameCorpusRuns run_classify_on_one_corpus(const ClassifyOptions& corpus, const std::vector<ClassifyOptions>& runs);
+
 // `tapestry classify sweep`: the ClusterFormer paper's Table 4 (accuracy, time and memory against the
 // number of clusters k, next to full attention) and Table 5 (the clustering losses L1 and L2 each on
 // or off) at small scale, on one prepared corpus. Every run takes the classify options, with the
@@ -117,5 +130,8 @@ nlohmann::json run_classify_sweep(const ClassifyOptions& options, const SweepOpt
 
 // Registers `tapestry classify` and `tapestry classify sweep`.
 void add_classify(CommandLine& cli);
+// Registers `tapestry classify [classify flags] sweep [sweep flags]` under `classify`
+// (apps/classify_sweep.cpp); `parsed` gives the classify flags, which set every run's options.
+void add_classify_sweep(CommandLine& cli, CLI::App* classify, std::function<ClassifyOptions()> parsed);
 
 }  // namespace tapestry::app

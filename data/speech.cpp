@@ -6,7 +6,6 @@
 #include "core/error.h"
 #include "data/audio.h"
 #include "data/text_lines.h"
-#include "metrics/edit_distance.h"
 
 namespace tapestry::data {
 
@@ -54,7 +53,7 @@ LabelledUtterances read_labelled_utterances(const std::string& list, const std::
        read_audio_list(list, {MultiChannel::Refuse, options.filterbank.sample_rate}, options.limit)) {
     const std::string where = list + ", line " + std::to_string(utterance.line);
     std::vector<int64_t> labels;
-    for (const std::string& symbol : metrics::words(utterance.transcript)) {
+    for (const std::string& symbol : words(utterance.transcript)) {
       const auto id = ids.find(symbol);
       TP_CHECK(id != ids.end(), kReader, where, ", field 2: symbol '", symbol, "' is not in the inventory");
       labels.push_back(id->second);

@@ -94,4 +94,15 @@ std::string resolve_listed_path(const std::string& list_path, const std::string&
   return (fs::path(list_path).parent_path() / path).string();
 }
 
+std::vector<std::string> words(const std::string& line) {
+  const char* space = " \t\n\v\f\r";
+  std::vector<std::string> out;
+  for (size_t start = line.find_first_not_of(space); start != std::string::npos;) {
+    const size_t end = line.find_first_of(space, start);
+    out.push_back(line.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    start = line.find_first_not_of(space, end == std::string::npos ? line.size() : end);
+  }
+  return out;
+}
+
 }  // namespace tapestry::data

@@ -1,7 +1,7 @@
 /// @file
-/// Reading text files for the data readers: whole files with a size limit, and files as lines, with
-/// the checks the readers share. Every error is a tapestry::Error that starts with the reader's name
-/// and names the file (and the line and byte where there is one).
+/// Reading text files for the data readers: whole files with a size limit, files as lines and lines
+/// as words, with the checks the readers share. Every error is a tapestry::Error that starts with the
+/// reader's name and names the file (and the line and byte where there is one).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +32,9 @@ std::vector<std::string> read_lines(const std::string& reader, const std::string
 /// The offset of the first byte that does not start a valid UTF-8 sequence (overlong forms,
 /// surrogates and code points above U+10FFFF are invalid), or std::string_view::npos.
 size_t invalid_utf8_offset(std::string_view text);
+
+/// The words of a line: the maximal runs of non-whitespace (ASCII whitespace) characters.
+std::vector<std::string> words(const std::string& line);
 
 /// A path read from a list file: as it is when absolute, else relative to the list file's folder.
 std::string resolve_listed_path(const std::string& list_path, const std::string& listed);

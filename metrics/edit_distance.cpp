@@ -48,17 +48,6 @@ EditCounts edit_distance(const std::string& reference, const std::string& hypoth
   return align(reference, hypothesis);
 }
 
-std::vector<std::string> words(const std::string& line) {
-  const char* space = " \t\n\v\f\r";
-  std::vector<std::string> out;
-  for (size_t start = line.find_first_not_of(space); start != std::string::npos;) {
-    const size_t end = line.find_first_of(space, start);
-    out.push_back(line.substr(start, end == std::string::npos ? std::string::npos : end - start));
-    start = line.find_first_not_of(space, end == std::string::npos ? line.size() : end);
-  }
-  return out;
-}
-
 EditCounts ErrorRate::add(const std::vector<int64_t>& reference, const std::vector<int64_t>& hypothesis) {
   const EditCounts e = edit_distance(reference, hypothesis);
   count(e, reference.size());

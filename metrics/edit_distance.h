@@ -5,7 +5,7 @@
 ///
 ///   metrics::EditCounts e = metrics::edit_distance(reference, hypothesis);
 ///   metrics::ErrorRate wer;
-///   for (each utterance) wer.add(metrics::words(reference), metrics::words(hypothesis));
+///   for (each utterance) wer.add(data::words(reference), data::words(hypothesis));  // data/text_lines.h
 ///   wer.value();
 ///
 /// The distance is the fewest substitutions, insertions and deletions that turn the reference into
@@ -42,9 +42,6 @@ EditCounts edit_distance(const std::vector<int64_t>& reference, const std::vecto
 EditCounts edit_distance(const std::vector<std::string>& reference, const std::vector<std::string>& hypothesis);
 /// Over the bytes of the strings (characters, for ASCII text).
 EditCounts edit_distance(const std::string& reference, const std::string& hypothesis);
-
-/// The words of a line: the maximal runs of non-whitespace (ASCII whitespace) characters.
-std::vector<std::string> words(const std::string& line);
 
 /// Total edits over total reference length, summed over the pairs added:
 ///   rate = Σ (S + I + D) / Σ |reference|

@@ -22,7 +22,7 @@ struct SpeechRecognizerOptions {
   int64_t features = 40;  ///< F: e.g. mel bins
   int64_t stack = 4;      ///< S: frames stacked into one encoder position
   int64_t labels = 0;     ///< K: the CTC classes, the blank included
-  EncoderOptions encoder{4, 4, 32, 512, 0.1};  ///< its encoder (layer_options.h)
+  EncoderOptions encoder{4, 4, 32, 512, 0.1, /*attention=*/{}, /*clustering=*/{}};  ///< its encoder (layer_options.h)
 };
 
 /// The CTC speech recogniser of this file: features (B, N, F) → log-probabilities (B, N', K).

@@ -14,7 +14,7 @@
 
 #include "apps/asr.h"
 #include "data/datasets.h"
-#include "metrics/edit_distance.h"
+#include "data/text_lines.h"
 #include "tests/testing.h"
 
 using namespace tapestry;
@@ -114,7 +114,7 @@ TEST_CASE("asr: learns the phonemes of a few dozen synthetic utterances; its che
   std::string line;
   std::getline(list, line);
   const std::string wav = root + "/" + line.substr(0, line.find('\t'));
-  const std::vector<std::string> reference = metrics::words(line.substr(line.find('\t') + 1));
+  const std::vector<std::string> reference = data::words(line.substr(line.find('\t') + 1));
   const auto heard = app::transcribe(o.train.save, {wav}, app::AsrOptions());
   REQUIRE(heard.size() == 1);
   metrics::ErrorRate per;

@@ -319,6 +319,11 @@ TEST_CASE("classify sweep command line: the classify flags before sweep, its own
   CHECK(std::filesystem::exists(dir.file("s.md")));
   CHECK(status("--grid nothing") == 2);
   CHECK(status("--clusters x") == 2);
+  CHECK(status("--out " + dir.file("missing/s")) == 2);  // refused before any run
+  std::ifstream err(dir.file("err"));
+  std::stringstream message;
+  message << err.rdbuf();
+  CHECK(message.str().find("is not a folder: create it first") != std::string::npos);
 }
 
 TEST_CASE("classify: --inspect-every logs the clustering; tapestry inspect reads the checkpoint") {

@@ -2,6 +2,7 @@
 // tie-break between optimal alignments, PER/WER accumulation, reference length 0.
 #include <cmath>
 
+#include "data/text_lines.h"
 #include "metrics/edit_distance.h"
 #include "tests/testing.h"
 
@@ -41,12 +42,12 @@ TEST_CASE("metrics: edit_distance breaks ties toward substitutions") {
 TEST_CASE("metrics: ErrorRate as WER and PER") {
   // ref "the cat sat on the mat" (6), hyp "the cat sit on mat": sat→sit, "the" deleted → 2/6.
   ErrorRate wer;
-  const EditCounts e = wer.add(words("the cat sat on the mat"), words(" the  cat sit\ton mat\n"));
+  const EditCounts e = wer.add(data::words("the cat sat on the mat"), data::words(" the  cat sit\ton mat\n"));
   check_counts(e, 1, 0, 1);
   CHECK(wer.value() == doctest::Approx(2.0 / 6));
   // A second utterance, ref "hello" (1), hyp "hello there": one insertion. Totals: 3 edits over 7
   // reference words (not the mean of 1/3 and 1).
-  wer.add(words("hello"), words("hello there"));
+  wer.add(data::words("hello"), data::words("hello there"));
   CHECK(wer.counts().insertions == 1);
   CHECK(wer.reference_length() == 7);
   CHECK(wer.value() == doctest::Approx(3.0 / 7));
@@ -69,11 +70,4 @@ TEST_CASE("metrics: ErrorRate with reference length 0") {
   CHECK(rate.value() == 0.0);  // nothing to recognise, nothing output
   rate.add(std::vector<int64_t>{}, std::vector<int64_t>{9});
   CHECK(std::isinf(rate.value()));
-}
-
-TEST_CASE("metrics: words splits on whitespace") {
-  CHECK(words("  a\tbb  c\n") == std::vector<std::string>{"a", "bb", "c"});
-  CHECK(words("").empty());
-  CHECK(words(" \t ").empty());
-  CHECK(words("one") == std::vector<std::string>{"one"});
 }

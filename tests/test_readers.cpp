@@ -133,6 +133,13 @@ TEST_CASE("readers: UTF-8 validation finds the first bad byte") {
 
 // ---- parallel text --------------------------------------------------------------------------------
 
+TEST_CASE("readers: words splits a line on whitespace") {
+  CHECK(words("  a\tbb  c\n") == std::vector<std::string>{"a", "bb", "c"});
+  CHECK(words("").empty());
+  CHECK(words(" \t ").empty());
+  CHECK(words("one") == std::vector<std::string>{"one"});
+}
+
 TEST_CASE("readers: parallel text pairs line i with line i") {
   TempDir dir;
   write(dir.file("train.de"), "\xEF\xBB\xBFGuten Morgen.\r\nWie geht's?\n\nDanke!");

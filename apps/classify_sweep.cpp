@@ -1,0 +1,186 @@
+// `tapestry classify sweep`: ClusterFormer's Table 4 (accuracy, time and memory against the number of
+// clusters k, next to full attention) and Table 5 (the clustering losses each on or off, several
+// seeds) as one grid of classify runs on one prepared corpus, written as Markdown and JSON.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/classify.h"
+#include "metrics/summary.h"
+
+namespace tapestry::app {
+namespace {
+
+// One run of the grid: the options that differ from the classify flags.
+struct GridRun {
+  std::string grid;  // table4 | table5
+  std::string attention;
+  double mu = 0;
+  double nu = 0;
+  uint64_t seed = 0;
+};
+
+std::vector<GridRun> grid_runs(const ClassifyOptions& base, const SweepOptions& s) {
+  std::vector<GridRun> runs;
+  if (s.grid != "table5") {
+    runs.push_back({"table4", "full", base.mu, base.nu, base.train.seed});
+    for (const int64_t k : s.clusters)
+      runs.push_back({"table4", "neural-clustering:clusters=" + std::to_string(k), base.mu, base.nu, base.train.seed});
+  }
+  if (s.grid != "table4")
+    for (const double mu : {0.0, base.mu})
+      for (const double nu : {0.0, base.nu})
+        for (int64_t i = 0; i < s.seeds; ++i)
+          runs.push_back({"table5", "neural-clustering:clusters=" + std::to_string(s.ablation_clusters), mu, nu,
+                          base.train.seed + uint64_t(i)});
+  return runs;
+}
+
+std::string format(const char* spec, double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, spec, value);
+  return text;
+}
+
+// The rows as the two tables: Table 4's one row per attention, Table 5's the seeds' mean ± std per
+// (µ, ν).
+std::string markdown(const ClassifyOptions& base, const SweepOptions& s, const SameCorpusRuns& corpus,
+                     const nlohmann::json& rows) {
+  std::string md = "# tapestry classify sweep: " + base.data + " (" + std::to_string(corpus.classes) +
+                   " classes), N = " + std::to_string(base.max_length) + ", " + std::to_string(base.train.steps) +
+                   " steps, " + base.eval_split + " split (majority class " +
+                   format("%.4f", corpus.majority_accuracy) + ")\n";
+  if (s.grid != "table5") {
+    md += "\n## Clusters (Table 4's shape)\n\n"
+          "| attention | accuracy | macro-F1 | s / epoch | peak MiB |\n|---|---|---|---|---|\n";
+    for (const auto& row : rows)
+      if (row["grid"] == "table4")
+        md += "| " + row["attention"].get<std::string>() + " | " + format("%.4f", row["accuracy"].get<double>()) +
+              " | " + format("%.4f", row["macro_f1"].get<double>()) + " | " +
+              format("%.3g", row["seconds_per_epoch"].get<double>()) + " | " +
+              format("%.1f", row["peak_bytes"].get<double>() / (1 << 20)) + " |\n";
+  }
+  if (s.grid != "table4") {
+    md += "\n## Clustering losses (Table 5's shape), neural-clustering:clusters=" +
+          std::to_string(s.ablation_clusters) + ", " + std::to_string(s.seeds) +
+          " seed(s): mean ± std\n\n| µ (L1) | ν (L2) | accuracy | macro-F1 |\n|---|---|---|---|\n";
+    for (const double mu : {0.0, base.mu})
+      for (const double nu : {0.0, base.nu}) {
+        std::vector<double> accuracy, f1;
+        for (const auto& row : rows)
+          if (row["grid"] == "table5" && row["mu"] == mu && row["nu"] == nu)
+            accuracy.push_back(row["accuracy"].get<double>()), f1.push_back(row["macro_f1"].get<double>());
+        const metrics::Summary a = metrics::summarize(accuracy), m = metrics::summarize(f1);
+        md += "| " + format("%g", mu) + " | " + format("%g", nu) + " | " + format("%.4f", a.mean) + " ± " +
+              format("%.4f", a.std) + " | " + format("%.4f", m.mean) + " ± " + format("%.4f", m.std) + " |\n";
+      }
+  }
+  return md;
+}
+
+}  // namespace
+
+void check_sweep_options(const ClassifyOptions& o, const SweepOptions& s) {
+  check_classify_options(o);
+  TP_CHECK(o.baseline == "none", "--baseline", "a sweep compares attentions; run --baseline bow on its own");
+  TP_CHECK(o.train.save.empty() && o.train.save_best.empty() && o.train.resume.empty() && o.train.log.empty(),
+           "sweep", "runs many models: drop --save, --save-best, --resume and --log");
+  TP_CHECK(s.grid == "table4" || s.grid == "table5" || s.grid == "both", "--grid",
+           "must be table4, table5 or both, got '", s.grid, "'");
+  TP_CHECK(!s.clusters.empty() || s.grid == "table5", "--clusters", "needs at least one value for table4");
+  for (const int64_t k : s.clusters) TP_CHECK(k >= 1, "--clusters", "values must be at least 1, got ", k);
+  TP_CHECK(s.ablation_clusters >= 1, "--ablation-clusters", "must be at least 1, got ", s.ablation_clusters);
+  TP_CHECK(s.seeds >= 1 && s.seeds <= 1000, "--seeds", "must be in [1, 1000], got ", s.seeds);
+  TP_CHECK(!s.out.empty(), "--out", "must name the files to write");
+  // Checked before hours of runs, not when the tables are written.
+  const std::filesystem::path folder = std::filesystem::path(s.out).parent_path();
+  TP_CHECK(folder.empty() || std::filesystem::is_directory(folder), "--out", "'", folder.string(),
+           "' is not a folder: create it first");
+}
+
+nlohmann::json run_classify_sweep(const ClassifyOptions& base, const SweepOptions& s) {
+  check_sweep_options(base, s);
+  const std::string device = tapestry::to_string(train::resolve_device(base.train.device));  // before hours of runs
+  const std::vector<GridRun> grid = grid_runs(base, s);
+  std::vector<ClassifyOptions> options;
+  for (const GridRun& g : grid) {
+    ClassifyOptions o = base;
+    o.attention = g.attention;
+    o.eval_attention.clear();
+    o.mu = g.mu;
+    o.nu = g.nu;
+    o.train.seed = g.seed;
+    options.push_back(o);
+  }
+  const SameCorpusRuns corpus = run_classify_on_one_corpus(base, options);
+
+  nlohmann::json rows = nlohmann::json::array();
+  for (size_t i = 0; i < grid.size(); ++i) {
+    const train::Report& r = corpus.reports[i];
+    rows.push_back({{"grid", grid[i].grid},
+                    {"attention", r.fields.at("attention")},
+                    {"mu", grid[i].mu},
+                    {"nu", grid[i].nu},
+                    {"seed", grid[i].seed},
+                    {"accuracy", r.metric("accuracy")},
+                    {"macro_f1", r.metric("macro_f1")},
+                    {"seconds", r.seconds},
+                    {"seconds_per_epoch", double(corpus.train_tokens) / std::max(r.items_per_second, 1e-9)},
+                    {"peak_bytes", r.peak_bytes}});
+  }
+  const std::string md = markdown(base, s, corpus, rows);
+  const nlohmann::json result = {{"data", base.data},
+                                 {"classes", corpus.classes},
+                                 {"max_length", base.max_length},
+                                 {"steps", base.train.steps},
+                                 {"eval_split", base.eval_split},
+                                 {"majority_accuracy", corpus.majority_accuracy},
+                                 {"device", device},
+                                 {"rows", rows},
+                                 {"markdown", md}};
+  std::ofstream(s.out + ".md") << md;
+  std::ofstream(s.out + ".json") << result.dump(2) << "\n";
+  TP_CHECK(std::ifstream(s.out + ".md").good() && std::ifstream(s.out + ".json").good(), "--out", "cannot write ",
+           s.out, ".md and ", s.out, ".json");
+  return result;
+}
+
+void add_classify_sweep(CommandLine& cli, CLI::App* classify, std::function<ClassifyOptions()> parsed) {
+  cli.add(
+      "sweep",
+      "Train the Table 4 grid (full, and neural-clustering for each --clusters) and the Table 5 grid (mu, nu each "
+      "zero or the classify value, --seeds seeds) on one prepared corpus; write <out>.md and <out>.json",
+      [parsed](CLI::App& command) {
+        auto s = std::make_shared<SweepOptions>();
+        auto json = std::make_shared<bool>(false);
+        command.add_option("--grid", s->grid, "table4, table5 or both")->capture_default_str();
+        command.add_option("--clusters", s->clusters, "Table 4's numbers of clusters k")
+            ->delimiter(',')
+            ->capture_default_str();
+        command.add_option("--ablation-clusters", s->ablation_clusters, "k of the Table 5 runs")->capture_default_str();
+        command.add_option("--seeds", s->seeds, "seeds per Table 5 configuration")->capture_default_str();
+        command.add_option("--out", s->out, "write <out>.md and <out>.json")->capture_default_str();
+        command.add_flag("--json", *json, "print the JSON on stdout instead of the Markdown");
+        return [parsed, s, json]() {
+          const ClassifyOptions o = parsed();
+          try {
+            check_sweep_options(o, *s);
+          } catch (const Error& e) {
+            std::fprintf(stderr, "tapestry classify sweep: %s\n", e.what());
+            return kExitUsage;
+          }
+          return run_reporting_errors("classify sweep", [&] {
+            const nlohmann::json result = run_classify_sweep(o, *s);
+            std::printf("%s\n", *json ? result.dump().c_str() : result["markdown"].get<std::string>().c_str());
+            return 0;
+          });
+        };
+      },
+      classify);
+}
+
+}  // namespace tapestry::app
