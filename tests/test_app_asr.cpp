@@ -2,14 +2,12 @@
 // data`), a checkpoint transcribes on its own, resume is exact, bad audio and bad transcripts give
 // clear errors or counted skips, and its command line is the harness's. The test on the prepared
 // corpus skips with one line when `make data` has not run, and fails when CI is set.
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <tuple>
 
 #include "apps/asr.h"
@@ -73,13 +71,6 @@ app::AsrOptions tiny(const std::string& data) {
   o.train.eval_every = 2;
   o.train.progress = false;
   return o;
-}
-
-std::string text_of(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace
@@ -169,7 +160,7 @@ TEST_CASE("asr: bad audio, bad transcripts and infeasible utterances give clear 
   TempDir dir;
   write_corpus(dir.file("c"));
   const std::string train = dir.file("c/train.tsv");
-  const auto add_line = [&](const std::string& line) { write(train, text_of(train) + line + "\n"); };
+  const auto add_line = [&](const std::string& line) { write(train, read_text(train) + line + "\n"); };
   SUBCASE("a .wav that is not audio") {
     write(dir.file("c/wav/text.wav"), "this is not a RIFF file at all\n");
     add_line("wav/text.wav\ta b");
@@ -243,11 +234,7 @@ TEST_CASE("asr: bad audio, bad transcripts and infeasible utterances give clear 
 TEST_CASE("asr command line: train, eval and transcribe; --json; bad flags") {
   TempDir dir;
   write_corpus(dir.file("c"));
-  const auto run = [&](const std::string& args) {
-    const int status = std::system((args + " >" + dir.file("out") + " 2>" + dir.file("err")).c_str());
-    return std::tuple<int, std::string, std::string>{WEXITSTATUS(status), text_of(dir.file("out")),
-                                                     text_of(dir.file("err"))};
-  };
+  const auto run = [&](const std::string& command) { return run_shell(dir, command); };
   const std::string cli = std::string(TAPESTRY_CLI) + " asr ";
   auto [code, out, err] = run(cli + "train --help");
   CHECK(code == 0);

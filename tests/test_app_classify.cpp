@@ -3,13 +3,11 @@
 // beside it), bad data gives clear errors or counted skips, and its command line is the harness's.
 // The tests on the prepared data sets skip with one line when `make data` has not run, and fail
 // when CI is set.
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <tuple>
 
 #include "apps/classify.h"
@@ -290,12 +288,10 @@ TEST_CASE("classify sweep: the Table 4 and Table 5 grids on one prepared corpus,
     CHECK(row["peak_bytes"].get<int64_t>() > 0);
     CHECK(row["seconds_per_epoch"].get<double>() > 0);
   }
-  std::ifstream md(dir.file("sweep.md")), json(dir.file("sweep.json"));
-  std::stringstream text;
-  text << md.rdbuf();
-  CHECK(text.str().find("| neural-clustering:clusters=2 |") != std::string::npos);
-  CHECK(text.str().find("| 0.001 | 0 |") != std::string::npos);
-  CHECK(nlohmann::json::parse(json)["rows"].size() == rows.size());
+  const std::string md = read_text(dir.file("sweep.md"));
+  CHECK(md.find("| neural-clustering:clusters=2 |") != std::string::npos);
+  CHECK(md.find("| 0.001 | 0 |") != std::string::npos);
+  CHECK(nlohmann::json::parse(read_text(dir.file("sweep.json")))["rows"].size() == rows.size());
 
   s.grid = "table6";
   check_error([&] { app::check_sweep_options(o, s); }, {"--grid", "table6"});
@@ -309,9 +305,7 @@ TEST_CASE("classify sweep command line: the classify flags before sweep, its own
   write_corpus(dir.file("corpus"), {"rivers", "trade"});
   const std::string cli = std::string(TAPESTRY_CLI) + " classify --preset smoke --data " + dir.file("corpus") +
                           " --vocab-size 30 --max-length 32 --batch-tokens 64 --steps 1 --eval-every 0 sweep ";
-  const auto status = [&](const std::string& args) {
-    return WEXITSTATUS(std::system((cli + args + " >" + dir.file("out") + " 2>" + dir.file("err")).c_str()));
-  };
+  const auto status = [&](const std::string& args) { return std::get<0>(run_shell(dir, cli + args)); };
   CHECK(status("--grid table4 --clusters 2 --out " + dir.file("s") + " --json") == 0);
   std::ifstream out(dir.file("out"));
   const nlohmann::json result = nlohmann::json::parse(out);
@@ -320,10 +314,7 @@ TEST_CASE("classify sweep command line: the classify flags before sweep, its own
   CHECK(status("--grid nothing") == 2);
   CHECK(status("--clusters x") == 2);
   CHECK(status("--out " + dir.file("missing/s")) == 2);  // refused before any run
-  std::ifstream err(dir.file("err"));
-  std::stringstream message;
-  message << err.rdbuf();
-  CHECK(message.str().find("is not a folder: create it first") != std::string::npos);
+  CHECK(read_text(dir.file("err")).find("is not a folder: create it first") != std::string::npos);
 }
 
 TEST_CASE("classify: --inspect-every logs the clustering; tapestry inspect reads the checkpoint") {

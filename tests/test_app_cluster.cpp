@@ -1,11 +1,9 @@
 // `tapestry cluster` (apps/cluster.h), the K-means and SOM baselines (models/kmeans.h,
 // models/som.h) and the clustering of the neural clustering attention on its own
 // (nn/attention/neural_clustering.h): it learns real digits, it agrees with the attention's clustering, and it refuses bad input with a clear message.
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -78,21 +76,9 @@ struct CliRun {
   std::string out, err;
 };
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 CliRun run_cli(const TempDir& dir, const std::string& args) {
-  const std::string out = dir.file("stdout"), err = dir.file("stderr");
-  const int status = std::system((std::string(TAPESTRY_CLI) + " " + args + " >" + out + " 2>" + err).c_str());
-  CliRun run;
-  if (status != -1 && WIFEXITED(status)) run.code = WEXITSTATUS(status);
-  run.out = read_text(out);
-  run.err = read_text(err);
-  return run;
+  const auto [code, out, err] = run_shell(dir, std::string(TAPESTRY_CLI) + " " + args);
+  return {code, out, err};
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 // `tapestry copy-task`: it learns, it resumes exactly, it evaluates with another attention, and it
 // refuses bad input with a message and an exit code. The app is called as a function
 // (apps/copy_task.h) and, for the command line itself, the built binary is run (TAPESTRY_CLI).
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
@@ -40,13 +39,6 @@ CopyTaskOptions tiny() {
   return o;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 struct Run {
   int code = -1;
   std::string out, err;
@@ -54,14 +46,8 @@ struct Run {
 
 // Runs the built `tapestry` with `args` (shell words) and collects its exit code and output.
 Run run_cli(const TempDir& dir, const std::string& args) {
-  const std::string out = dir.file("stdout"), err = dir.file("stderr");
-  const std::string command = std::string(TAPESTRY_CLI) + " " + args + " >" + out + " 2>" + err;
-  const int status = std::system(command.c_str());
-  Run run;
-  if (status != -1 && WIFEXITED(status)) run.code = WEXITSTATUS(status);
-  run.out = read_text(out);
-  run.err = read_text(err);
-  return run;
+  const auto [code, out, err] = run_shell(dir, std::string(TAPESTRY_CLI) + " " + args);
+  return {code, out, err};
 }
 
 void check_run(const Run& run, int code, const std::vector<std::string>& parts) {

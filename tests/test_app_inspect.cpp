@@ -41,13 +41,6 @@ void train_copy_task(const std::string& path, const std::string& attention, int6
   app::run_copy_task(o);
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::tuple<int, std::string, std::string> inspect(const TempDir& dir, const std::string& args) {
   return run_shell(dir, std::string(TAPESTRY_CLI) + " inspect " + args);
 }

@@ -1,10 +1,7 @@
 // `tapestry reverse`, the smallest app on the training harness: it learns (far above chance), and its
 // command line is the harness's.
-#include <sys/wait.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <tuple>
 
 #include "apps/reverse.h"
@@ -28,15 +25,7 @@ TEST_CASE("reverse: learns to write 8 symbols backwards (chance: 0.1 per token)"
 
 TEST_CASE("reverse command line: --help, --json, a bad flag") {
   TempDir dir;
-  const auto run = [&](const std::string& args) {
-    const std::string command = std::string(TAPESTRY_CLI) + " " + args + " >" + dir.file("out") + " 2>" + dir.file("err");
-    const int status = std::system(command.c_str());
-    std::ifstream out(dir.file("out")), err(dir.file("err"));
-    std::stringstream o, e;
-    o << out.rdbuf();
-    e << err.rdbuf();
-    return std::tuple<int, std::string, std::string>{WEXITSTATUS(status), o.str(), e.str()};
-  };
+  const auto run = [&](const std::string& args) { return run_shell(dir, std::string(TAPESTRY_CLI) + " " + args); };
   auto [code, out, err] = run("reverse --help");
   CHECK(code == 0);
   CHECK(out.find("--save-best") != std::string::npos);

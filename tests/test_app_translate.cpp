@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <tuple>
 
 #include "apps/translate.h"
@@ -174,12 +173,7 @@ TEST_CASE("translate: bad data gives errors that name the file") {
   check_error([&] { app::run_translate(o); }, {"test.en"});
   // Empty lines: pairs with an empty side are left out of training and counted.
   write_corpus(dir.file("corpus"));
-  const auto text = [&](const std::string& file) {
-    std::ifstream in(dir.file(file));
-    std::stringstream all;
-    all << in.rdbuf();
-    return all.str();
-  };
+  const auto text = [&](const std::string& file) { return read_text(dir.file(file)); };
   write(dir.file("corpus/train.de"), text("corpus/train.de") + "\nzwei\n");
   write(dir.file("corpus/train.en"), text("corpus/train.en") + "two\n\n");
   o.eval_split = "train";

@@ -109,15 +109,22 @@ class TempDir {
   std::string path_;
 };
 
-// Runs `command` in the shell with its stdout and stderr captured in files of `dir`:
-// {exit status, stdout, stderr}.
+// The bytes of the file at `path` ("" when it cannot be read).
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Runs `command` in the shell (a list or a pipeline, captured whole) with its stdout and stderr in
+// the files `out` and `err` of `dir`: {exit status, stdout, stderr}. A program the shell ran that
+// dies of signal S gives 128 + S; the status is -1 when the shell itself is killed, which
+// WEXITSTATUS alone would read as 0.
 inline std::tuple<int, std::string, std::string> run_shell(const TempDir& dir, const std::string& command) {
-  const int status = std::system((command + " >" + dir.file("out") + " 2>" + dir.file("err")).c_str());
-  std::ifstream out(dir.file("out")), err(dir.file("err"));
-  std::stringstream o, e;
-  o << out.rdbuf();
-  e << err.rdbuf();
-  return {WEXITSTATUS(status), o.str(), e.str()};
+  const int status = std::system(("{ " + command + "\n} >" + dir.file("out") + " 2>" + dir.file("err")).c_str());
+  const int code = status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return {code, read_text(dir.file("out")), read_text(dir.file("err"))};
 }
 
 // The records of a JSON-lines training log (--log) whose "event" is `event`, in order.
