@@ -9,11 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "apps/bench.h"  // format
 #include "apps/classify.h"
 #include "metrics/summary.h"
 
 namespace tapestry::app {
 namespace {
+
+using bench::format;
 
 // One run of the grid: the options that differ from the classify flags.
 struct GridRun {
@@ -38,12 +41,6 @@ std::vector<GridRun> grid_runs(const ClassifyOptions& base, const SweepOptions& 
           runs.push_back({"table5", "neural-clustering:clusters=" + std::to_string(s.ablation_clusters), mu, nu,
                           base.train.seed + uint64_t(i)});
   return runs;
-}
-
-std::string format(const char* spec, double value) {
-  char text[64];
-  std::snprintf(text, sizeof text, spec, value);
-  return text;
 }
 
 // The rows as the two tables: Table 4's one row per attention, Table 5's the seeds' mean ± std per
