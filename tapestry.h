@@ -66,6 +66,7 @@
 #include "optim/clip.h"
 #include "optim/config.h"
 #include "optim/optimizer.h"
+#include "optim/param_groups.h"
 #include "optim/radam.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"

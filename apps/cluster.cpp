@@ -129,6 +129,9 @@ class Centroids : public nn::Module {
 };
 
 class NeuralRun : public train::Task {
+  // Appendix A's objective, the inner product of eq. 6 (W_C is the identity, so projected = printed).
+  static constexpr attention::ClusteringLosses kLosses = attention::ClusteringLosses::Projected;
+
  public:
   NeuralRun(const Points& p, const ClusterOptions& o, Generator& gen, Device device)
       : labels_(p.labels), x_(to(p.x, device)), model_(x_, o.clusters, o.scale, gen), batch_(o.batch), nu_(o.nu) {
@@ -141,7 +144,8 @@ class NeuralRun : public train::Task {
     const int64_t n = x_.size(0), d = x_.size(1);
     const Tensor chosen = to(randint(0, n, {batch_}, gen), x_.device());
     const Tensor words = reshape(index_select(x_, 0, chosen), {1, batch_, d});  // (1, batch, D)
-    const attention::NeuralClustering c = attention::neural_clustering(words, model_.centroids, Tensor(), Tensor());
+    const attention::NeuralClustering c =
+        attention::neural_clustering(words, model_.centroids, Tensor(), Tensor(), kLosses);
     // eq. 6 (and eq. 17 without a task: µ = 1, λ = 0)
     const Tensor objective = nu_ > 0 ? c.clustering_loss + c.sorting_loss * nu_ : c.clustering_loss;
     return {objective, c.clustering_loss.item<double>(), {{"L1", c.clustering_loss.item<double>()}}, double(batch_)};
@@ -151,7 +155,7 @@ class NeuralRun : public train::Task {
   train::Evaluation evaluate() override {
     const int64_t n = x_.size(0);
     const attention::NeuralClustering c =
-        attention::neural_clustering(unsqueeze(x_, 0), model_.centroids, Tensor(), Tensor());
+        attention::neural_clustering(unsqueeze(x_, 0), model_.centroids, Tensor(), Tensor(), kLosses);
     train::Metrics m = label_metrics(reshape(c.assignment, {n}).to_vector<int64_t>(), labels_);
     m.push_back({"clustering_loss", c.clustering_loss.item<double>()});
     return {m, double(n)};

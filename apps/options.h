@@ -201,8 +201,8 @@ class OptionTable {
   std::vector<Entry> entries_;
 };
 
-// The flags of train::TrainOptions, the same in every training app: --optimizer, --schedule and
-// --clip, --seed (recorded as training settings), --steps, --eval-every, --patience, --device,
+// The flags of train::TrainOptions, the same in every training app: --optimizer, --schedule,
+// --clip, --param-groups, --seed (recorded as training settings), --steps, --eval-every, --patience, --device,
 // --threads, --log, --save, --save-every, --save-best, --resume, --eval-only, --distributed, --inspect-every.
 // Their checks are
 // train::check_options's.
@@ -217,6 +217,13 @@ void add_train_options(OptionTable<Options>& t, train::TrainOptions Options::*g)
         "plateau:factor=F,patience=P (on the best metric)",
         {}, Recorded::Training);
   t.add("--clip", g, &T::clip, "max global gradient norm, 0: no clipping", {}, Recorded::Training);
+  t.add("--param-groups", g, &T::param_groups,
+        "parameter groups with their own settings (optim/param_groups.h): groups split by ';', name patterns "
+        "(* and ?, over the full parameter names) by '|', then :lr=X,weight_decay=X,clip=global|none|X (clip X: "
+        "clipped alone to norm X, out of --clip's norm; none: not clipped), e.g. "
+        "'*.w_c|*.centroids:lr=1e-3,clip=1;*.bias|*norm*:weight_decay=0'; parameters no group matches keep "
+        "--optimizer's lr and weight decay",
+        {}, Recorded::Training);
   t.add("--seed", g, &T::seed, "seed of the initial values, the data and the held-out set", {}, Recorded::Training);
   t.add("--steps", g, &T::steps, "optimizer steps (a resumed run trains up to this step)");
   t.add("--eval-every", g, &T::eval_every, "evaluate every N steps (0: only at the end)");
@@ -261,8 +268,10 @@ void add_attention_options(OptionTable<Options>& t, std::string Options::*train,
                                 "an attention config");
   t.add("--attention", train,
         "attention to train with: full, clustered:clusters=C,bits=R,iterations=L, "
-        "improved-clustered:clusters=C,topk=k,bits=R,iterations=L, neural-clustering:clusters=C "
-        "(clustered types default to bits=63, iterations=10)",
+        "improved-clustered:clusters=C,topk=k,bits=R,iterations=L, "
+        "neural-clustering:clusters=C,losses=cosine|projected|printed (clustered types default to bits=63, "
+        "iterations=10; neural-clustering's losses to cosine, a bounded departure from the paper: losses=printed is "
+        "eq. 6 as printed)",
         config, Recorded::Model);
   Check<std::string> optional_config{[config](const std::string& text) {
                                        return text.empty() ? std::string() : config.problem(text);

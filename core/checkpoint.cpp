@@ -624,6 +624,8 @@ const json& MetadataRecord::get(const char* key) const {
   return *it;
 }
 
+bool MetadataRecord::has(const char* key) const { return object_->contains(key); }
+
 void MetadataRecord::wrong(const char* key, const char* expected) const {
   fail(op_, "the checkpoint's ", where_, " \"", key, "\" is not ", expected, ": ", excerpt(get(key)));
 }
@@ -640,13 +642,21 @@ uint64_t MetadataRecord::uint64(const char* key) const {
   return get(key).get<uint64_t>();
 }
 
-double MetadataRecord::real(const char* key) const {
-  const json& v = get(key);
+double MetadataRecord::real(const char* key) const { return to_real(get(key), key, "a number"); }
+
+std::vector<double> MetadataRecord::real_list(const char* key) const {
+  if (!get(key).is_array()) wrong(key, "a list of numbers");
+  std::vector<double> out;
+  for (const json& v : get(key)) out.push_back(to_real(v, key, "a list of numbers"));
+  return out;
+}
+
+double MetadataRecord::to_real(const json& v, const char* key, const char* expected) const {
   if (v.is_number()) return v.get<double>();
   if (v == "nan") return std::numeric_limits<double>::quiet_NaN();
   if (v == "inf") return std::numeric_limits<double>::infinity();
   if (v == "-inf") return -std::numeric_limits<double>::infinity();
-  wrong(key, "a number");
+  wrong(key, expected);
 }
 
 std::vector<int64_t> MetadataRecord::int64_list(const char* key) const {

@@ -130,6 +130,8 @@ class MetadataRecord {
 
   /// Field `key`, any JSON value.
   const nlohmann::json& get(const char* key) const;
+  /// Whether the record has field `key` (for fields that later versions added).
+  bool has(const char* key) const;
   /// Field `key`, which must be a string.
   std::string string(const char* key) const;
   /// Field `key`, which must be an integer.
@@ -141,10 +143,13 @@ class MetadataRecord {
   std::vector<int64_t> int64_list(const char* key) const;
   /// Field `key`, which must be an array of strings.
   std::vector<std::string> string_list(const char* key) const;
+  /// Field `key`, which must be an array of numbers (or values encode_double wrote).
+  std::vector<double> real_list(const char* key) const;
 
  private:
   [[noreturn]] void wrong(const char* key, const char* expected) const;
   int64_t to_int64(const nlohmann::json& v, const char* key) const;
+  double to_real(const nlohmann::json& v, const char* key, const char* expected) const;
 
   const char* op_;
   std::string where_;

@@ -12,6 +12,7 @@
 #include "nn/multihead_attention.h"
 #include "nn/transformer.h"
 #include "ops/elementwise.h"
+#include "ops/reduce.h"
 #include "ops/shape.h"
 
 namespace tapestry::models {
@@ -205,6 +206,7 @@ void inspect_neural(const InspectedStack& stack, const std::vector<std::vector<T
     layer.layer = int64_t(i);
     layer.l1 = t.clustering_loss.item<double>();
     layer.l2 = t.sorting_loss.item<double>();
+    layer.w_c_norm = std::sqrt(sum(w[i].w_c.detach() * w[i].w_c.detach()).item<double>());
     const size_t at = first + 6 * i;
     report_target(layer, "centroids", grads[at], heads, -1);
     report_target(layer, "w_c", grads[at + 1], heads, -1);
@@ -244,7 +246,7 @@ void inspect_clustered(const InspectedStack& stack, const std::vector<std::vecto
     const Tensor y = stack.layers[i].attention_input.detach();
     const Tensor q = attn.project_queries(y, Tensor());
     Tensor k = attn.project_keys_values(y, y, Tensor()).keys;
-    if (attention::shares_qk(config)) k = attention::unit_keys(k);
+    if (attention::shares_qk(config)) k = attention::unit_rows(k);
     const attention::QueryClusters clusters =
         attention::cluster_queries(q, stack.lengths, {config.clusters, config.bits, config.iterations}, gen);
     std::vector<int64_t> ids = clusters.ids.to_vector<int64_t>();  // (B, H, N)
@@ -389,6 +391,7 @@ nlohmann::json to_json(const Inspection& in) {
     L["layer"] = layer.layer;
     L["l1"] = number(layer.l1);
     L["l2"] = number(layer.l2);
+    L["w_c_norm"] = number(layer.w_c_norm);
     if (!layer.assignment.empty())  // the first sequence's words
       L["assignment"] = std::vector<int64_t>(layer.assignment.begin(), layer.assignment.begin() + layer.positions);
     L["gradients"] = nlohmann::json::array();

@@ -98,6 +98,7 @@ struct LayerInspection {
   /// neural-clustering: this layer's unweighted L1 (eq. 6) and L2 (eq. 11)
   double l1 = kNaN, l2 = kNaN;
   ///@}
+  double w_c_norm = kNaN;  ///< neural-clustering: the Frobenius norm of the layer's W_C (L1, L2 grow with it)
   std::vector<GradientReport> gradients;  ///< one per target (and head), see the top of this file
   std::vector<ClusterReport> clusters;  ///< one per head (clustered types), or one (neural-clustering)
   std::vector<AttentionReport> attention;  ///< clustered types

@@ -37,9 +37,9 @@ void register_clustering_weights(Module& layer, int64_t D, Generator& gen, std::
 // pre-norm) with a layer's weights; its Ĉ, losses and trace recorded in `out`.
 Tensor clustering_attention(const Tensor& x, const Tensor& y, const Tensor& centroids,
                             const attention::NeuralClusteringWeights& weights, int64_t heads, const Tensor& lengths,
-                            Causal causal, ClusterFormerOutput& out) {
+                            Causal causal, attention::ClusteringLosses losses, ClusterFormerOutput& out) {
   const attention::NeuralClusteringResult r =
-      attention::neural_clustering_attention(y, centroids, weights, heads, lengths, causal);
+      attention::neural_clustering_attention(y, centroids, weights, heads, lengths, causal, losses);
   out.centroids = r.centroids;
   out.clustering_loss = r.clustering_loss;
   out.sorting_loss = r.sorting_loss;
@@ -82,7 +82,8 @@ ClusterFormerOutput ClusterFormerEncoderLayer::forward(const Tensor& x, const Te
   ClusterFormerOutput out;
   // §3.1–3.2 inside the first residual block: the clustering sees what the attention sees.
   const Tensor h = residual(options_.norm, x, *norm1, *dropout1, gen, [&](const Tensor& y) {
-    return clustering_attention(x, y, centroids, {w_c, w_q, w_k, w_v, w_o}, options_.heads, lengths, causal, out);
+    return clustering_attention(x, y, centroids, {w_c, w_q, w_k, w_v, w_o}, options_.heads, lengths, causal,
+                                options_.attention.losses, out);
   });
   out.output = residual(options_.norm, h, *norm2, *dropout2, gen, [&](const Tensor& y) { return ff->forward(y, gen); });
   return out;
@@ -153,7 +154,7 @@ ClusterFormerOutput ClusterFormerDecoderLayer::forward(const Tensor& x, const Te
   // Appendix B: the decoder's self-attention is the masked form of §3.2.
   const Tensor h1 = residual(options_.norm, x, *norm1, *dropout1, gen, [&](const Tensor& y) {
     return clustering_attention(x, y, centroids, {w_c, w_q, w_k, w_v, w_o}, options_.heads, lengths, Causal::Yes,
-                                out);
+                                options_.attention.losses, out);
   });
   const Tensor h2 = residual(options_.norm, h1, *norm2, *dropout2, gen, [&](const Tensor& y) {
     return cross_attn->forward(y, memory, memory, {lengths, memory_lengths}, Causal::No, gen);

@@ -127,7 +127,7 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   const Tensor v = split_heads(v_proj->forward(v_in));
   Tensor attended;  // (B, H, N, E)
   if (options_.attention.type == AttentionType::Routing) {
-    attended = attention::routing_attention(q, shared ? attention::unit_keys(k) : k, v, routing_centroids_, padding, causal);
+    attended = attention::routing_attention(q, shared ? attention::unit_rows(k) : k, v, routing_centroids_, padding, causal);
     if (is_training()) {
       NoGradGuard no_grad;
       copy_(routing_centroids_, attention::update_routing_centroids(q, k, routing_centroids_, padding));

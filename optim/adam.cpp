@@ -49,22 +49,26 @@ std::vector<std::string> adam_buffers(AmsGrad amsgrad) {
 }  // namespace
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions options)
-    : Optimizer("Adam", std::move(params), options.lr, adam_buffers(options.amsgrad)), options_(options) {
+    : Optimizer("Adam", std::move(params), options.lr, options.weight_decay, adam_buffers(options.amsgrad)),
+      options_(options) {
   check_adam_options("Adam", options.betas.first, options.betas.second, options.eps, options.weight_decay);
 }
 
-void Adam::update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t) {
-  adam_update("Adam", param, grad, buffers, t, lr(), options_.betas, options_.eps, options_.weight_decay, 0.0,
+void Adam::update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t,
+                  const ParamGroup& group) {
+  adam_update("Adam", param, grad, buffers, t, group.lr, options_.betas, options_.eps, group.weight_decay, 0.0,
               options_.amsgrad);
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
-    : Optimizer("AdamW", std::move(params), options.lr, adam_buffers(options.amsgrad)), options_(options) {
+    : Optimizer("AdamW", std::move(params), options.lr, options.weight_decay, adam_buffers(options.amsgrad)),
+      options_(options) {
   check_adam_options("AdamW", options.betas.first, options.betas.second, options.eps, options.weight_decay);
 }
 
-void AdamW::update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t) {
-  adam_update("AdamW", param, grad, buffers, t, lr(), options_.betas, options_.eps, 0.0, options_.weight_decay,
+void AdamW::update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t,
+                   const ParamGroup& group) {
+  adam_update("AdamW", param, grad, buffers, t, group.lr, options_.betas, options_.eps, 0.0, group.weight_decay,
               options_.amsgrad);
 }
 

@@ -39,8 +39,8 @@ class Adam : public Optimizer {
   const AdamOptions& options() const { return options_; }  ///< its settings
 
  private:
-  void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers,
-              int64_t t) override;
+  void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t,
+              const ParamGroup& group) override;
   AdamOptions options_;
 };
 
@@ -69,8 +69,8 @@ class AdamW : public Optimizer {
   const AdamWOptions& options() const { return options_; }  ///< its settings
 
  private:
-  void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers,
-              int64_t t) override;
+  void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t,
+              const ParamGroup& group) override;
   AdamWOptions options_;
 };
 

@@ -2,6 +2,16 @@
 
 namespace tapestry {
 
+namespace {
+
+nlohmann::json encode_doubles(const std::vector<double>& values) {
+  nlohmann::json out = nlohmann::json::array();
+  for (double x : values) out.push_back(encode_double(x));
+  return out;
+}
+
+}  // namespace
+
 void add_optimizer_state(Checkpoint& checkpoint, const std::string& prefix, const optim::OptimizerState& state) {
   const char* op = "add_optimizer_state";
   claim_metadata_key(checkpoint, prefix, op);
@@ -17,6 +27,9 @@ void add_optimizer_state(Checkpoint& checkpoint, const std::string& prefix, cons
                                  {"lr", encode_double(state.lr)},
                                  {"steps", state.steps},
                                  {"buffers", std::move(buffers)}};
+  if (state.groups.empty() && state.group_lrs.empty()) return;  // the record as it was before groups
+  checkpoint.metadata[prefix]["groups"] = state.groups;
+  checkpoint.metadata[prefix]["group_lrs"] = encode_doubles(state.group_lrs);
 }
 
 optim::OptimizerState optimizer_state(const Checkpoint& checkpoint, const std::string& prefix) {
@@ -26,6 +39,8 @@ optim::OptimizerState optimizer_state(const Checkpoint& checkpoint, const std::s
   state.optimizer = record.string("optimizer");
   state.lr = record.real("lr");
   state.steps = record.int64_list("steps");
+  if (record.has("groups")) state.groups = record.string_list("groups");
+  if (record.has("group_lrs")) state.group_lrs = record.real_list("group_lrs");
   for (const std::string& key : record.string_list("buffers")) {
     const auto it = checkpoint.tensors.find(prefix + "." + key);
     TP_CHECK(it != checkpoint.tensors.end(), op, "the checkpoint lacks tensor '", prefix + "." + key,
@@ -40,6 +55,9 @@ void add_schedule_state(Checkpoint& checkpoint, const std::string& prefix, const
   checkpoint.metadata[prefix] = {{"schedule", state.schedule},         {"steps", state.steps},
                                  {"base_lr", encode_double(state.base_lr)}, {"lr", encode_double(state.lr)},
                                  {"best", encode_double(state.best)},       {"bad_steps", state.bad_steps}};
+  if (state.group_base_lrs.empty() && state.group_lrs.empty()) return;  // the record as it was before groups
+  checkpoint.metadata[prefix]["group_base_lrs"] = encode_doubles(state.group_base_lrs);
+  checkpoint.metadata[prefix]["group_lrs"] = encode_doubles(state.group_lrs);
 }
 
 optim::ScheduleState schedule_state(const Checkpoint& checkpoint, const std::string& prefix) {
@@ -51,6 +69,8 @@ optim::ScheduleState schedule_state(const Checkpoint& checkpoint, const std::str
   state.lr = record.real("lr");
   state.best = record.real("best");
   state.bad_steps = record.int64("bad_steps");
+  if (record.has("group_base_lrs")) state.group_base_lrs = record.real_list("group_base_lrs");
+  if (record.has("group_lrs")) state.group_lrs = record.real_list("group_lrs");
   return state;
 }
 

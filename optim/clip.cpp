@@ -95,4 +95,29 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   return norm;
 }
 
+GroupNorms clip_grad_norm_by_group(const Optimizer& optimizer, double max_norm) {
+  detail::check_non_negative("clip_grad_norm_by_group", "max_norm", max_norm);
+  const std::vector<Tensor>& params = optimizer.parameters();
+  const std::vector<ParamGroup>& groups = optimizer.param_groups();
+  GroupNorms norms;
+  norms.groups.assign(groups.size(), 0.0);
+  std::vector<bool> joins(params.size(), false);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const ParamGroup& group = groups[g];
+    if (group.clip.policy == ClipPolicy::Global) {
+      for (size_t i : group.params) joins[i] = true;
+    } else if (group.clip.policy == ClipPolicy::Own) {
+      std::vector<Tensor> own;
+      for (size_t i : group.params) own.push_back(params[i]);
+      norms.groups[g] = clip_grad_norm(own, group.clip.max_norm);
+    }
+  }
+  if (max_norm == 0) return norms;
+  std::vector<Tensor> global;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (joins[i]) global.push_back(params[i]);
+  norms.global = clip_grad_norm(global, max_norm);
+  return norms;
+}
+
 }  // namespace tapestry::optim

@@ -15,7 +15,9 @@
 ///   plateau:factor=0.1,patience=10,min_lr=0
 ///
 /// Keys left out take the defaults above (the optimizers' and schedules' own, optim/*.h). to_string()
-/// prints every key of the type, so parse(to_string(c)) == c; it is what checkpoints record.
+/// prints every key of the type, so parse(to_string(c)) == c; it is what checkpoints record. Parameter
+/// groups, with their own lr, weight decay and clipping, have a text of their own
+/// (optim/param_groups.h: ParamGroupsConfig).
 #pragma once
 
 #include <memory>
@@ -56,7 +58,8 @@ struct ScheduleConfig : KeyedConfig {
   bool steps_on_metric() const { return type == "plateau"; }
 };
 
-/// The optimizer `config` names, over `params`.
+/// The optimizer `config` names, over `params`, all in its default group (parameter groups are set
+/// on it after: Optimizer::set_param_groups).
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, const std::vector<Tensor>& params);
 
 /// `total_steps` replaces cosine's total = 0. The schedule sets the optimizer's lr at once.

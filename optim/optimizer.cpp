@@ -36,11 +36,18 @@ std::string describe(const Tensor& t) {
   return tapestry::detail::concat("shape ", to_string(t.shape()), ", ", t.dtype(), ", ", t.device());
 }
 
+// Group texts as the config that made them, "'*.w_c:lr=0.001;*.bias:weight_decay=0'", or "none".
+std::string describe_groups(const std::vector<std::string>& labels) {
+  std::string out;
+  for (const std::string& label : labels) out += (out.empty() ? "" : ";") + label;
+  return labels.empty() ? "none" : "'" + out + "'";
+}
+
 }  // namespace
 
-Optimizer::Optimizer(const char* name, std::vector<Tensor> params, double lr,
+Optimizer::Optimizer(const char* name, std::vector<Tensor> params, double lr, double weight_decay,
                      std::vector<std::string> buffer_names)
-    : name_(name), params_(std::move(params)), lr_(lr), buffer_names_(std::move(buffer_names)) {
+    : name_(name), params_(std::move(params)), buffer_names_(std::move(buffer_names)) {
   detail::check_lr(name_, lr);
   TP_CHECK(!params_.empty(), name_, "got an empty parameter list");
   std::set<const TensorImpl*> seen;
@@ -60,11 +67,36 @@ Optimizer::Optimizer(const char* name, std::vector<Tensor> params, double lr,
   }
   steps_.assign(params_.size(), 0);
   buffers_.resize(params_.size());
+  ParamGroup all{"", {}, lr, weight_decay, {}};
+  for (size_t i = 0; i < params_.size(); ++i) all.params.push_back(i);
+  groups_ = {std::move(all)};
+  group_of_.assign(params_.size(), 0);
 }
 
-void Optimizer::set_lr(double lr) {
+void Optimizer::set_group_lr(size_t group, double lr) {
+  TP_CHECK(group < groups_.size(), name_, "parameter group ", group, " is out of range for ", groups_.size(),
+           " groups");
   detail::check_lr(name_, lr);
-  lr_ = lr;
+  groups_[group].lr = lr;
+}
+
+void Optimizer::set_param_groups(const ParamGroupsConfig& config, const std::vector<std::string>& names) {
+  TP_CHECK(names.size() == params_.size(), name_, "got ", names.size(), " parameter names for ", params_.size(),
+           " parameters");
+  const std::vector<size_t> group_of = config.assign(names);
+  const ParamGroup& fallback = groups_[0];
+  std::vector<ParamGroup> groups{{"", {}, fallback.lr, fallback.weight_decay, {}}};
+  for (const ParamGroupSpec& spec : config.groups) {
+    ParamGroup group{spec.to_string(), {}, spec.lr.value_or(fallback.lr),
+                     spec.weight_decay.value_or(fallback.weight_decay), spec.clip};
+    detail::check_lr(name_, group.lr);
+    detail::check_non_negative(name_, "weight_decay", group.weight_decay);
+    if (group.clip.policy == ClipPolicy::Own) detail::check_positive(name_, "clip", group.clip.max_norm);
+    groups.push_back(std::move(group));
+  }
+  for (size_t i = 0; i < params_.size(); ++i) groups[group_of[i]].params.push_back(i);
+  groups_ = std::move(groups);
+  group_of_ = group_of;
 }
 
 int64_t Optimizer::steps(size_t i) const {
@@ -98,7 +130,7 @@ void Optimizer::step() {
       for (size_t k = 0; k < buffer_names_.size(); ++k) buffers_[i].push_back(zeros_like(p));
     }
     ++steps_[i];
-    update(p, grads[i], buffers_[i], steps_[i]);
+    update(p, grads[i], buffers_[i], steps_[i], groups_[group_of_[i]]);
     p.storage().bump_version();
   }
 }
@@ -107,7 +139,11 @@ OptimizerState Optimizer::state_dict() const {
   NoGradGuard no_grad;
   OptimizerState state;
   state.optimizer = name_;
-  state.lr = lr_;
+  state.lr = groups_[0].lr;
+  for (size_t k = 1; k < groups_.size(); ++k) {
+    state.groups.push_back(groups_[k].label);
+    state.group_lrs.push_back(groups_[k].lr);
+  }
   state.steps = steps_;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (steps_[i] == 0) continue;
@@ -122,6 +158,13 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
   TP_CHECK(state.optimizer == name_, name_, "cannot load a state saved by ",
            state.optimizer.empty() ? std::string("(unnamed)") : state.optimizer);
   detail::check_lr(name_, state.lr);
+  std::vector<std::string> labels;
+  for (size_t k = 1; k < groups_.size(); ++k) labels.push_back(groups_[k].label);
+  TP_CHECK(state.groups == labels, name_, "the state was saved with parameter groups ", describe_groups(state.groups),
+           ", this optimizer has ", describe_groups(labels));
+  TP_CHECK(state.group_lrs.size() == state.groups.size(), name_, "the state has ", state.group_lrs.size(),
+           " group learning rates for ", state.groups.size(), " parameter groups");
+  for (double lr : state.group_lrs) detail::check_lr(name_, lr);
   TP_CHECK(state.steps.size() == params_.size(), name_, "the state is for ", state.steps.size(),
            " parameters, this optimizer has ", params_.size());
   // Check everything first; then build the new buffers, so that a bad state changes nothing.
@@ -155,7 +198,8 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
       buffers[i].push_back(copy);
     }
   }
-  lr_ = state.lr;
+  groups_[0].lr = state.lr;
+  for (size_t k = 1; k < groups_.size(); ++k) groups_[k].lr = state.group_lrs[k - 1];
   steps_ = state.steps;
   buffers_ = std::move(buffers);
 }

@@ -18,6 +18,18 @@
 ///
 /// Parameters may live on any device (one kernel launch per parameter on a GPU, queued on its
 /// stream; step() does not wait for it).
+///
+/// Parameter groups (PyTorch's `param_groups`, optim/param_groups.h) give some parameters their own
+/// learning rate, weight decay and clipping:
+///
+///   optim::Adam adam(model.parameters(), {/*lr=*/3e-4});
+///   std::vector<std::string> names;  // of the same parameters, in the same order
+///   for (const auto& [name, p] : model.named_parameters()) names.push_back(name);
+///   adam.set_param_groups(optim::ParamGroupsConfig::parse("*.w_c:lr=1e-3;*.bias:weight_decay=0"), names);
+///
+/// Group 0 is the default group: the parameters no group matches, with the constructor's learning
+/// rate and weight decay. Each step updates a parameter with its group's learning rate and weight
+/// decay; without groups every parameter is in group 0 and the update is the constructor's.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +38,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "optim/param_groups.h"
 
 namespace tapestry::optim {
 
@@ -34,14 +47,27 @@ namespace tapestry::optim {
 /// than the learning rate are the constructor's and are not part of the state.
 struct OptimizerState {
   std::string optimizer;                  ///< name() of the optimizer that saved it
-  double lr = 0.0;                        ///< the learning rate in force (schedules change it)
+  double lr = 0.0;                        ///< the default group's learning rate in force (schedules change it)
+  /// Groups 1, 2, ...: each one's text (ParamGroupSpec::to_string), so that a state is loaded only into
+  /// an optimizer with the same groups; empty without groups (and in states saved before groups existed).
+  std::vector<std::string> groups;
+  std::vector<double> group_lrs;          ///< groups 1, 2, ...: each one's learning rate in force
   std::vector<int64_t> steps;             ///< per parameter: the updates it has received
   std::map<std::string, Tensor> buffers;  ///< "<buffer>.<parameter index>", e.g. "exp_avg.3"; present
                                           ///< for every parameter with steps > 0, copies of the data
 };
 
-/// The base of every optimizer (see the top of this file): it owns the parameter list, the learning
-/// rate and the per-parameter state buffers; a subclass supplies the update rule.
+/// One parameter group of an optimizer (see the top of this file).
+struct ParamGroup {
+  std::string label;           ///< "" for the default group, else its text (ParamGroupSpec::to_string)
+  std::vector<size_t> params;  ///< its parameters: indices into Optimizer::parameters(), ascending
+  double lr = 0.0;             ///< its learning rate in force (schedules change it)
+  double weight_decay = 0.0;   ///< its weight decay, in the optimizer's form (L2, or AdamW's decoupled)
+  GroupClip clip;              ///< how its gradients are clipped (optim/clip.h: clip_grad_norm_by_group)
+};
+
+/// The base of every optimizer (see the top of this file): it owns the parameter list, the parameter
+/// groups with their learning rates and the per-parameter state buffers; a subclass supplies the update rule.
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -53,10 +79,23 @@ class Optimizer {
   /// Drops every parameter's gradient (Tensor::zero_grad): the next backward assigns fresh ones.
   void zero_grad();
 
-  /// The learning rate the next step uses.
-  double lr() const { return lr_; }
-  /// Throws when lr is negative or not finite.
-  void set_lr(double lr);
+  /// The learning rate the next step uses for the default group (group 0).
+  double lr() const { return groups_[0].lr; }
+  /// Sets the default group's learning rate; throws when lr is negative or not finite.
+  void set_lr(double lr) { set_group_lr(0, lr); }
+  /// Sets group `group`'s learning rate; throws for a group out of range or an lr < 0 or not finite.
+  void set_group_lr(size_t group, double lr);
+
+  /// Splits the parameters into the default group and the groups of `config` (PyTorch's
+  /// `param_groups`): names[i] is the name of parameters()[i] (nn::Module::named_parameters()), and
+  /// ParamGroupsConfig::assign chooses each one's group, throwing its errors. A group without its own
+  /// lr or weight decay takes the default group's (the constructor's, unless set_lr changed it). The
+  /// parameters' state (steps, buffers) is kept. It replaces the groups, learning rates included; set
+  /// them before a schedule is built over this optimizer (the schedule takes each group's rate then).
+  /// An empty config leaves one group, the default, as constructed.
+  void set_param_groups(const ParamGroupsConfig& config, const std::vector<std::string>& names);
+  /// Group 0 (the default) and then the config's groups in order.
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
 
   const char* name() const { return name_; }  ///< "sgd", "adam", "adamw" or "radam"
   /// The parameters it updates, in the order given.
@@ -72,20 +111,23 @@ class Optimizer {
   void load_state_dict(const OptimizerState& state);
 
  protected:
-  /// Checks `params` (naming `name` and the offending parameter's index, shape and dtype) and lr.
-  /// `buffer_names` are the per-parameter state tensors the update keeps, allocated as zeros of the
-  /// parameter's shape before its first update.
-  Optimizer(const char* name, std::vector<Tensor> params, double lr, std::vector<std::string> buffer_names);
+  /// Checks `params` (naming `name` and the offending parameter's index, shape and dtype), lr and
+  /// weight_decay, which become the default group's. `buffer_names` are the per-parameter state
+  /// tensors the update keeps, allocated as zeros of the parameter's shape before its first update.
+  Optimizer(const char* name, std::vector<Tensor> params, double lr, double weight_decay,
+            std::vector<std::string> buffer_names);
 
   /// Applies the update to `param` (contiguous) from `grad` (contiguous, same shape, dtype and
-  /// device), with this parameter's buffers (in buffer_names order) and its step count t ≥ 1.
-  virtual void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers,
-                      int64_t t) = 0;
+  /// device), with this parameter's buffers (in buffer_names order), its step count t ≥ 1, and the
+  /// learning rate and weight decay of its group.
+  virtual void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t,
+                      const ParamGroup& group) = 0;
 
  private:
   const char* name_;
   std::vector<Tensor> params_;
-  double lr_;
+  std::vector<ParamGroup> groups_;     ///< group 0 the default; never empty
+  std::vector<size_t> group_of_;       ///< [parameter]: its group
   std::vector<std::string> buffer_names_;
   std::vector<int64_t> steps_;
   std::vector<std::vector<Tensor>> buffers_;  ///< [parameter][buffer], empty until the first update

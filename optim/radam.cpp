@@ -26,14 +26,16 @@ double radam_rectification(int64_t t, double beta2) {
 }
 
 RAdam::RAdam(std::vector<Tensor> params, RAdamOptions options)
-    : Optimizer("RAdam", std::move(params), options.lr, {"exp_avg", "exp_avg_sq"}), options_(options) {
+    : Optimizer("RAdam", std::move(params), options.lr, options.weight_decay, {"exp_avg", "exp_avg_sq"}),
+      options_(options) {
   detail::check_unit_interval("RAdam", "beta1", options.betas.first);
   detail::check_unit_interval("RAdam", "beta2", options.betas.second);
   detail::check_positive("RAdam", "eps", options.eps);
   detail::check_non_negative("RAdam", "weight_decay", options.weight_decay);
 }
 
-void RAdam::update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t) {
+void RAdam::update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t,
+                   const ParamGroup& group) {
   const double beta1 = options_.betas.first, beta2 = options_.betas.second;
   const double steps = static_cast<double>(t);
   // Whether the variance of the adaptive rate is tractable (Algorithm 2: "if ρ_t > 4"; PyTorch: ρ_t > 5).
@@ -48,11 +50,11 @@ void RAdam::update(const Tensor& param, const Tensor& grad, const std::vector<Te
     using T = decltype(tag);
     // The rule (optim/update_rules.h): v, m, m̂ as in Adam; θ ← θ − lr·r_t·m̂/(√v̂ + ε) when
     // rectified, else θ ← θ − lr·m̂.
-    const RAdamRule<T> rule{static_cast<T>(lr()),
+    const RAdamRule<T> rule{static_cast<T>(group.lr),
                             static_cast<T>(beta1),
                             static_cast<T>(beta2),
                             static_cast<T>(eps),
-                            static_cast<T>(options_.weight_decay),
+                            static_cast<T>(group.weight_decay),
                             static_cast<T>(1.0 - std::pow(beta1, steps)),
                             static_cast<T>(bias2),
                             static_cast<T>(r),

@@ -55,8 +55,8 @@ class RAdam : public Optimizer {
   const RAdamOptions& options() const { return options_; }  ///< its settings
 
  private:
-  void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers,
-              int64_t t) override;
+  void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t,
+              const ParamGroup& group) override;
   RAdamOptions options_;
 };
 

@@ -14,11 +14,20 @@
 /// The peak rate `lr` in the formulas below is the optimizer's learning rate when the schedule is
 /// built. ReduceOnPlateau is fed a metric instead (step(metric)). A schedule holds a reference to its
 /// optimizer, which must outlive it.
+///
+/// With parameter groups (optim/param_groups.h) a schedule sets every group's rate, as PyTorch's
+/// torch.optim.lr_scheduler does: each group keeps the rate it had when the schedule was built (its
+/// base rate, torch's `initial_lr`), and the formula is applied to it. For the step schedules that is
+/// the group's base rate times the schedule's factor (inverse-sqrt: √(W/s) after warmup; cosine
+/// without min_lr), so the groups' rates keep their proportions; cosine's min_lr and plateau's
+/// min_lr are one floor for every group, as torch's eta_min and a scalar min_lr are. Build the
+/// schedule after the optimizer's groups are set. lr() and base_lr() are the default group's.
 #pragma once
 
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "optim/optimizer.h"
 
@@ -29,8 +38,12 @@ namespace tapestry::optim {
 struct ScheduleState {
   std::string schedule;    ///< name() of the schedule that saved it
   int64_t steps = 0;       ///< step() calls so far (ReduceOnPlateau: metrics seen)
-  double base_lr = 0.0;    ///< the peak rate the formula scales
-  double lr = 0.0;         ///< the rate in force
+  double base_lr = 0.0;    ///< the peak rate the formula scales (the default group's)
+  double lr = 0.0;         ///< the rate in force (the default group's)
+  /// Parameter groups 1, 2, ...: each one's base rate; empty without groups (and in states saved before
+  /// groups existed).
+  std::vector<double> group_base_lrs;
+  std::vector<double> group_lrs;  ///< parameter groups 1, 2, ...: each one's rate in force
   double best = std::numeric_limits<double>::infinity();  ///< ReduceOnPlateau: lowest metric so far
   int64_t bad_steps = 0;   ///< ReduceOnPlateau: consecutive metrics that did not improve on best
 };
@@ -44,24 +57,30 @@ class Schedule {
   Schedule& operator=(const Schedule&) = delete;
 
   const char* name() const { return name_; }  ///< "constant", "inverse-sqrt", "cosine" or "plateau"
-  /// The rate in force (also the optimizer's, unless someone else changed it).
-  double lr() const { return lr_; }
-  double base_lr() const { return base_lr_; }  ///< the optimizer's learning rate when the schedule was made
+  /// The default group's rate in force (also the optimizer's, unless someone else changed it).
+  double lr() const { return lrs_[0]; }
+  /// The default group's learning rate when the schedule was made.
+  double base_lr() const { return base_lrs_[0]; }
+  /// Each parameter group's rate in force, the default group first (Optimizer::param_groups() order).
+  const std::vector<double>& lrs() const { return lrs_; }
+  /// Each parameter group's learning rate when the schedule was made, the default group first.
+  const std::vector<double>& base_lrs() const { return base_lrs_; }
   int64_t steps() const { return steps_; }  ///< steps taken
 
   ScheduleState state_dict() const;  ///< the state a checkpoint saves
-  /// Refuses another schedule's state; sets the optimizer's learning rate to the restored rate.
+  /// Refuses another schedule's state, and one for another number of parameter groups; sets every
+  /// group's learning rate in the optimizer to the restored rate.
   void load_state_dict(const ScheduleState& state);
 
  protected:
-  /// Schedules `optimizer`, whose current rate is base_lr().
+  /// Schedules `optimizer`, whose groups' current rates are base_lrs().
   Schedule(const char* name, Optimizer& optimizer);
-  void set_lr(double lr);  ///< here and in the optimizer
+  void set_lr(size_t group, double lr);  ///< group `group`'s rate, here and in the optimizer
 
   const char* name_;  ///< see name()
   Optimizer& optimizer_;  ///< the optimizer whose rate it sets
-  double base_lr_;  ///< see base_lr()
-  double lr_;  ///< see lr()
+  std::vector<double> base_lrs_;  ///< see base_lrs()
+  std::vector<double> lrs_;  ///< see lrs()
   int64_t steps_ = 0;  ///< see steps()
   double best_ = std::numeric_limits<double>::infinity();  ///< the best metric so far (ReduceOnPlateau)
   int64_t bad_steps_ = 0;  ///< metrics without improvement since the last (ReduceOnPlateau)
@@ -70,14 +89,17 @@ class Schedule {
 /// A schedule that is a function of the step number.
 class StepSchedule : public Schedule {
  public:
-  /// Advances one step: the optimizer's lr becomes rate(steps() + 1).
+  /// Advances one step: each group's lr becomes its rate of step steps() + 1.
   void step();
-  /// The learning rate of optimizer step s ≥ 1.
-  virtual double rate(int64_t s) const = 0;
+  /// The default group's learning rate of optimizer step s ≥ 1: group_rate(s, base_lr()).
+  double rate(int64_t s) const { return group_rate(s, base_lr()); }
+  /// The learning rate of optimizer step s ≥ 1 for a group whose base rate is `base_lr` (the formulas
+  /// below with lr = base_lr).
+  virtual double group_rate(int64_t s, double base_lr) const = 0;
 
  protected:
   using Schedule::Schedule;  ///< the base's constructor
-  void start();  ///< sets rate(1); called by the derived constructor once its options are set
+  void start();  ///< sets each group's rate of step 1; called by the derived constructor once its options are set
 };
 
 /// rate(s) = lr.
@@ -85,7 +107,7 @@ class ConstantSchedule : public StepSchedule {
  public:
   /// Keeps the optimizer's rate.
   explicit ConstantSchedule(Optimizer& optimizer);
-  double rate(int64_t s) const override;
+  double group_rate(int64_t s, double base_lr) const override;
 };
 
 /// Linear warmup, then decay with the inverse square root of the step (Vaswani et al. 2017, §5.3,
@@ -97,7 +119,7 @@ class InverseSqrtSchedule : public StepSchedule {
  public:
   /// W = warmup; throws Error when negative.
   InverseSqrtSchedule(Optimizer& optimizer, int64_t warmup);
-  double rate(int64_t s) const override;
+  double group_rate(int64_t s, double base_lr) const override;
   int64_t warmup() const { return warmup_; }  ///< W
 
  private:
@@ -107,12 +129,12 @@ class InverseSqrtSchedule : public StepSchedule {
 /// Optional linear warmup over W steps, then cosine decay from lr to min_lr, reached at step T:
 ///   rate(s) = lr · s / W                                           for s ≤ W
 ///   rate(s) = min_lr + (lr − min_lr) · (1 + cos(π·p)) / 2,  p = min(1, (s − W) / (T − W))   for s > W
-/// and min_lr from step T on. 0 ≤ W < T, 0 ≤ min_lr ≤ lr.
+/// and min_lr from step T on. 0 ≤ W < T, 0 ≤ min_lr ≤ lr (the lr of every parameter group).
 class CosineSchedule : public StepSchedule {
  public:
   /// Throws Error for settings out of range (above).
   CosineSchedule(Optimizer& optimizer, int64_t total_steps, double min_lr = 0.0, int64_t warmup = 0);
-  double rate(int64_t s) const override;
+  double group_rate(int64_t s, double base_lr) const override;
 
  private:
   int64_t total_steps_;
@@ -130,9 +152,10 @@ struct ReduceOnPlateauOptions {
 /// Mode "min": a metric improves when it is strictly lower than the best so far. Each step(metric):
 ///   metric < best:  best ← metric, bad ← 0
 ///   otherwise:      bad ← bad + 1; if bad > patience: lr ← max(lr·factor, min_lr), bad ← 0
+/// (with parameter groups, each group's lr, all at once)
 /// so the rate drops on the (patience + 1)-th consecutive metric without improvement (as in PyTorch's
 /// ReduceLROnPlateau with threshold 0 and no cooldown). A NaN metric never improves. The starting
-/// rate is the optimizer's; if it is already below min_lr it is left alone.
+/// rate is the optimizer's; a group whose rate is already below min_lr is left alone.
 class ReduceOnPlateau : public Schedule {
  public:
   /// Throws Error for options out of range.

@@ -29,8 +29,8 @@ class SGD : public Optimizer {
   const SGDOptions& options() const { return options_; }  ///< its settings
 
  private:
-  void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers,
-              int64_t t) override;
+  void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t,
+              const ParamGroup& group) override;
   SGDOptions options_;
 };
 

@@ -7,7 +7,8 @@
 /// kernel (the OpenMP loop of optim/apply_rule.h, or the CUDA kernel of optim/cuda/apply_rule.cu)
 /// evaluates the whole update in one pass over the elements. Notation: θ parameter, g gradient, t the
 /// parameter's step count (1 for its first update), lr learning rate, λ weight decay, β momentum /
-/// decay rates, ε the denominator's guard.
+/// decay rates, ε the denominator's guard. lr and λ are those of the parameter's group (the optimizer's
+/// own unless a parameter group sets them, optim/param_groups.h).
 #pragma once
 
 #include <cmath>

@@ -279,7 +279,7 @@ TEST_CASE("classify sweep: the Table 4 and Table 5 grids on one prepared corpus,
   const nlohmann::json& rows = result.at("rows");
   REQUIRE(rows.size() == 3 + 4 * 2);  // full, k = 2, k = 4; then (µ, ν) ∈ {0, 1e-3}² × 2 seeds
   CHECK(rows[0]["attention"] == "full");
-  CHECK(rows[2]["attention"] == "neural-clustering:clusters=4");
+  CHECK(rows[2]["attention"] == "neural-clustering:clusters=4,losses=cosine");
   CHECK(rows[3]["mu"] == 0.0);
   CHECK(rows[3]["nu"] == 0.0);
   CHECK(rows[4]["seed"] == 1);
@@ -289,7 +289,7 @@ TEST_CASE("classify sweep: the Table 4 and Table 5 grids on one prepared corpus,
     CHECK(row["seconds_per_epoch"].get<double>() > 0);
   }
   const std::string md = read_text(dir.file("sweep.md"));
-  CHECK(md.find("| neural-clustering:clusters=2 |") != std::string::npos);
+  CHECK(md.find("| neural-clustering:clusters=2,losses=cosine |") != std::string::npos);
   CHECK(md.find("| 0.001 | 0 |") != std::string::npos);
   CHECK(nlohmann::json::parse(read_text(dir.file("sweep.json")))["rows"].size() == rows.size());
 

@@ -117,27 +117,32 @@ TEST_CASE("neural_clustering: the attention's clustering, alone; W_C undefined i
   const Tensor lengths = from_vector<int64_t>({6, 4}, {2});
   const attention::NeuralClusteringWeights w{w_c, uniform({3, 4}, 4), uniform({3, 4}, 5), uniform({3, 4}, 6),
                                              uniform({4, 3}, 7)};
-  const attention::NeuralClusteringResult a =
-      attention::neural_clustering_attention(x, centroids, w, 2, lengths, attention::Causal::No);
-  const attention::NeuralClustering c = attention::neural_clustering(x, centroids, w_c, lengths);
-  check_close(c.centroids, a.centroids, 0, 0);
-  CHECK(c.assignment.to_vector<int64_t>() == a.assignment.to_vector<int64_t>());
-  check_close(c.clustering_loss, a.clustering_loss, 0, 0);
-  check_close(c.sorting_loss, a.sorting_loss, 0, 0);
+  using attention::ClusteringLosses;
+  for (ClusteringLosses losses : {ClusteringLosses::Projected, ClusteringLosses::Printed, ClusteringLosses::Cosine}) {
+    INFO("losses=" << attention::losses_name(losses));
+    const attention::NeuralClusteringResult a =
+        attention::neural_clustering_attention(x, centroids, w, 2, lengths, attention::Causal::No, losses);
+    const attention::NeuralClustering c = attention::neural_clustering(x, centroids, w_c, lengths, losses);
+    check_close(c.centroids, a.centroids, 0, 0);
+    CHECK(c.assignment.to_vector<int64_t>() == a.assignment.to_vector<int64_t>());
+    check_close(c.clustering_loss, a.clustering_loss, 0, 0);
+    check_close(c.sorting_loss, a.sorting_loss, 0, 0);
+  }
+  const ClusteringLosses losses = ClusteringLosses::Projected;
   const Tensor eye = from_vector<double>({1, 0, 0, 0, 1, 0, 0, 0, 1}, {3, 3});
-  const attention::NeuralClustering by_eye = attention::neural_clustering(x, centroids, eye, lengths);
-  const attention::NeuralClustering by_none = attention::neural_clustering(x, centroids, Tensor(), lengths);
+  const attention::NeuralClustering by_eye = attention::neural_clustering(x, centroids, eye, lengths, losses);
+  const attention::NeuralClustering by_none = attention::neural_clustering(x, centroids, Tensor(), lengths, losses);
   check_close(by_eye.u, by_none.u, 1e-15, 1e-12);
   check_close(by_eye.clustering_loss, by_none.clustering_loss, 1e-15, 1e-12);
   // L1 in x and the centroids, with W_C the identity (x's and C's rows keep every U column's argmax).
   check_gradients(
       [&](const std::vector<Tensor>& in) {
-        return attention::neural_clustering(in[0], in[1], Tensor(), lengths).clustering_loss;
+        return attention::neural_clustering(in[0], in[1], Tensor(), lengths, losses).clustering_loss;
       },
       {x, centroids});
-  check_error([&] { attention::neural_clustering(x, centroids, uniform({2, 3}, 8), lengths); },
+  check_error([&] { attention::neural_clustering(x, centroids, uniform({2, 3}, 8), lengths, losses); },
               {"neural_clustering", "w_c", "(3, 3)", "(2, 3)"});
-  check_error([&] { attention::neural_clustering(x, uniform({4, 2}, 9), Tensor(), lengths); },
+  check_error([&] { attention::neural_clustering(x, uniform({4, 2}, 9), Tensor(), lengths, losses); },
               {"neural_clustering", "centroids", "(4, 2)"});
 }
 

@@ -71,6 +71,8 @@ void check_document(const json& d, bool neural) {
     CHECK(layer.at("layer").is_number_integer());
     CHECK(layer.at("l1").is_number() == neural);
     CHECK(layer.at("l2").is_number() == neural);
+    CHECK(layer.at("w_c_norm").is_number() == neural);
+    if (neural) CHECK(layer.at("w_c_norm").get<double>() > 0);
     CHECK(layer.contains("assignment") == neural);
     if (neural) CHECK(int64_t(layer.at("assignment").size()) == n);
     std::vector<std::string> targets;
@@ -133,6 +135,8 @@ TEST_CASE("tapestry inspect: a neural-clustering checkpoint, its table, its JSON
   const json d = json::parse(read_text(dir.file("i.json")));
   check_document(d, true);
   CHECK(d.at("step") == 3);
+  // The form of the clustering losses the model trains with (the default, spelled out).
+  CHECK(d.at("attention") == "neural-clustering:clusters=3,losses=cosine");
   REQUIRE(d.at("compare").at("layers").size() == 2);
   CHECK(d.at("compare").at("step") == 6);
   for (const json& l : d.at("compare").at("layers")) {

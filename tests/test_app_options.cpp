@@ -97,6 +97,7 @@ TEST_CASE("option table: checks name the flag; settings are keyed by flag") {
                                                             {"optimizer", o.train.optimizer},
                                                             {"schedule", "constant"},
                                                             {"clip", 0.0},
+                                                            {"param-groups", ""},
                                                             {"seed", 0}});
 }
 

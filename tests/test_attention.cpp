@@ -230,6 +230,31 @@ TEST_CASE("attention config strings parse, print and round-trip") {
     CHECK(AttentionConfig::parse(parsed.to_string()) == parsed);
   }
   CHECK(AttentionConfig::parse("full").to_string() == "full");
+  // neural-clustering: the loss form is a named value, cosine unless given, and k defaults to the
+  // paper's 3; a text from before either existed reads as it meant then (with_legacy_defaults, what
+  // old checkpoints' settings pass through).
+  const AttentionConfig nc = AttentionConfig::parse("neural-clustering");
+  CHECK(nc.losses == ClusteringLosses::Cosine);
+  CHECK(nc.clusters == 3);
+  CHECK(nc.to_string() == "neural-clustering:clusters=3,losses=cosine");
+  CHECK(AttentionConfig::parse("clustered").clusters == 100);
+  for (const char* form : {"projected", "printed", "cosine"}) {
+    const AttentionConfig c = AttentionConfig::parse(std::string("neural-clustering:clusters=8,losses=") + form);
+    CHECK(losses_name(c.losses) == std::string(form));
+    CHECK(c.to_string() == std::string("neural-clustering:clusters=8,losses=") + form);
+    CHECK(AttentionConfig::parse(c.to_string()) == c);
+  }
+  check_error([] { AttentionConfig::parse("neural-clustering:losses=l2"); },
+              {"losses must be one of projected, printed, cosine", "'l2'"});
+  check_error([] { AttentionConfig::parse("neural-clustering:losses=1"); }, {"losses must be one of"});
+  check_error([] { AttentionConfig::parse("clustered:losses=cosine"); }, {"'losses' is not a setting of clustered"});
+  CHECK(with_legacy_defaults("neural-clustering:clusters=8") == "neural-clustering:clusters=8,losses=projected");
+  CHECK(with_legacy_defaults("neural-clustering") == "neural-clustering:clusters=100,losses=projected");
+  CHECK(with_legacy_defaults("neural-clustering:losses=cosine") == "neural-clustering:losses=cosine,clusters=100");
+  CHECK(AttentionConfig::parse(with_legacy_defaults("neural-clustering")) ==
+        AttentionConfig::parse("neural-clustering:clusters=100,losses=projected"));
+  for (const char* unchanged : {"neural-clustering:clusters=2,losses=cosine", "full", "clustered:clusters=3", "", "::"})
+    CHECK(with_legacy_defaults(unchanged) == unchanged);
   check_error([] { AttentionConfig::parse("sparse"); }, {"unknown attention type 'sparse'", "improved-clustered"});
   check_error([] { AttentionConfig::parse("full:clusters=3"); }, {"'clusters' is not a setting of full"});
   check_error([] { AttentionConfig::parse("clustered:topk=3"); }, {"'topk' is not a setting of clustered"});

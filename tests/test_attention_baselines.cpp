@@ -184,10 +184,10 @@ TEST_CASE("shared-QK full attention: keys are the unit-length query projection")
                 1e-12);
   }
   // every key has length 1, and a zero row stays zero (no NaN)
-  check_close(sqrt(sum(unit_keys(q) * unit_keys(q), {-1})), ones({2, 2, 5}, {DType::Float64}), 1e-12, 1e-12);
+  check_close(sqrt(sum(unit_rows(q) * unit_rows(q), {-1})), ones({2, 2, 5}, {DType::Float64}), 1e-12, 1e-12);
   const Tensor zero_row = concat({zeros({1, 3}, {DType::Float64}), uniform({1, 3}, 22)}, 0);
-  check_close(select(unit_keys(zero_row), 0, 0), zeros({3}, {DType::Float64}), 0.0, 0.0);
-  check_gradients([](const std::vector<Tensor>& in) { return unit_keys(in[0]); }, {uniform({3, 4}, 23)});
+  check_close(select(unit_rows(zero_row), 0, 0), zeros({3}, {DType::Float64}), 0.0, 0.0);
+  check_gradients([](const std::vector<Tensor>& in) { return unit_rows(in[0]); }, {uniform({3, 4}, 23)});
   // every type that takes the flag attends over the unit keys
   for (const char* text : {"oracle-top:topk=2", "improved-clustered:clusters=2,topk=2", "clustered:clusters=2"}) {
     INFO(text);
@@ -672,7 +672,7 @@ Tensor naive_reformer(const Tensor& q, const Tensor& k, const Tensor& v, int64_t
 
 TEST_CASE("reformer attention equals loops (rounds, chunks, bucket mask, self mask, padding, causal)") {
   const int64_t N = 13, E = 4;
-  const Tensor q = uniform({2, 2, N, E}, 120, -2, 2), k = unit_keys(q), v = uniform({2, 2, N, 3}, 121);
+  const Tensor q = uniform({2, 2, N, E}, 120, -2, 2), k = unit_rows(q), v = uniform({2, 2, N, 3}, 121);
   const Tensor lengths = from_vector<int64_t>({13, 9}, {2});
   for (Causal causal : {Causal::No, Causal::Yes})
     for (const auto& [rounds, W] : {std::pair<int64_t, int64_t>{1, 4}, {3, 2}, {2, 3}, {1, 20}}) {
@@ -698,7 +698,7 @@ TEST_CASE("reformer with one bucket, one round and no self mask is shared-QK ful
       check_same_function(
           [&](const std::vector<Tensor>& in) {
             Generator gen(1);
-            return reformer_attention(in[0], unit_keys(in[0]), in[1], {1, 7}, gen, padding, causal, SelfMask::No) * real;
+            return reformer_attention(in[0], unit_rows(in[0]), in[1], {1, 7}, gen, padding, causal, SelfMask::No) * real;
           },
           [&](const std::vector<Tensor>& in) {
             Generator gen(1);
@@ -714,7 +714,7 @@ TEST_CASE("reformer gradcheck (rounds, padding, causal)") {
   for (Causal causal : {Causal::No, Causal::Yes}) {
     check_gradients([&](const std::vector<Tensor>& in) {
       Generator gen(2);
-      return reformer_attention(in[0], unit_keys(in[0]), in[1], {2, 2}, gen, padding, causal);
+      return reformer_attention(in[0], unit_rows(in[0]), in[1], {2, 2}, gen, padding, causal);
     }, {q, v});
   }
 }

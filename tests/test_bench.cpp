@@ -100,8 +100,8 @@ TEST_CASE("bench attention: every attention type, two lengths, the JSON fields")
   // §C.1's settings, and ⌈√N⌉ clusters for neural clustering.
   CHECK(rows[1]["attention"] == "clustered:clusters=100,bits=63,iterations=10");
   CHECK(rows[2]["attention"] == "improved-clustered:clusters=100,bits=63,iterations=10,topk=32");
-  CHECK(rows[3]["attention"] == "neural-clustering:clusters=4");
-  CHECK(rows[7]["attention"] == "neural-clustering:clusters=6");
+  CHECK(rows[3]["attention"] == "neural-clustering:clusters=4,losses=cosine");
+  CHECK(rows[7]["attention"] == "neural-clustering:clusters=6,losses=cosine");
 }
 
 TEST_CASE("bench ops: bandwidth rows and matmul against the direct BLAS call") {

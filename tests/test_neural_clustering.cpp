@@ -14,7 +14,7 @@
 using namespace tapestry;
 using namespace tapestry::testing;
 using tapestry::attention::Causal;
-using tapestry::attention::neural_clustering_attention;
+using tapestry::attention::ClusteringLosses;
 using tapestry::attention::NeuralClusteringResult;
 using tapestry::attention::NeuralClusteringWeights;
 
@@ -44,15 +44,24 @@ Problem make_problem(const Sizes& s, uint64_t seed, bool batched_centroids = fal
   return p;
 }
 
+// The attention under test, its losses in the form `losses`: projected unless a test says otherwise
+// (the reference loops below compute every form).
+NeuralClusteringResult run_attention(const Tensor& x, const Tensor& centroids, const NeuralClusteringWeights& w,
+                                     int64_t heads, const Tensor& lengths, Causal causal,
+                                     ClusteringLosses losses = ClusteringLosses::Projected) {
+  return attention::neural_clustering_attention(x, centroids, w, heads, lengths, causal, losses);
+}
+
 NeuralClusteringWeights weights_of(const std::vector<Tensor>& in) { return {in[2], in[3], in[4], in[5], in[6]}; }
 
 enum class Part { Output, ClusteringLoss, SortingLoss };
 
 // The function of {x, centroids, w_c, w_q, w_k, w_v, w_o} that a gradcheck differentiates.
 std::function<Tensor(const std::vector<Tensor>&)> part_of(Part part, int64_t heads, const Tensor& lengths,
-                                                          Causal causal) {
+                                                          Causal causal,
+                                                          ClusteringLosses losses = ClusteringLosses::Projected) {
   return [=](const std::vector<Tensor>& in) {
-    const NeuralClusteringResult r = neural_clustering_attention(in[0], in[1], weights_of(in), heads, lengths, causal);
+    const NeuralClusteringResult r = run_attention(in[0], in[1], weights_of(in), heads, lengths, causal, losses);
     if (part == Part::ClusteringLoss) return r.clustering_loss;
     if (part == Part::SortingLoss) return r.sorting_loss;
     return r.output;
@@ -87,10 +96,12 @@ struct Clustering {
   double clustering_loss = 0, sorting_loss = 0;
 };
 
-// Eq. 2–6 and 11 by loops, with the readings of the implementation: φ = inner product, U over the
-// real words only, L1 against X_j W_C, padding in the virtual cluster C, sample length as N.
+// Eq. 2–6 and 11 by loops, with the readings of the implementation: U over the real words only,
+// padding in the virtual cluster C, sample length as N; the losses in the form `losses`: φ the inner
+// product against X_j W_C (projected) or X_j (printed), or the cosine against X_j W_C.
 Clustering reference_clustering(const Tensor& x_t, const Tensor& c_t, const Tensor& w_c_t,
-                                const std::vector<int64_t>& lengths) {
+                                const std::vector<int64_t>& lengths,
+                                ClusteringLosses losses = ClusteringLosses::Projected) {
   const Array x(x_t), c(c_t), w_c(w_c_t);
   const int64_t B = x.shape[0], N = x.shape[1], D = x.shape[2], C = c_t.size(-2);
   const bool batched = c_t.dim() == 3;
@@ -130,11 +141,20 @@ Clustering reference_clustering(const Tensor& x_t, const Tensor& c_t, const Tens
       for (int64_t e = 0; e < D; ++e) t += a[e] * z[e];
       return t;
     };
+    auto phi = [&](const std::vector<double>& a, const std::vector<double>& z) {
+      if (losses != ClusteringLosses::Cosine) return dot(a, z);
+      return dot(a, z) / std::max(std::sqrt(dot(a, a)), 1e-12) / std::max(std::sqrt(dot(z, z)), 1e-12);
+    };
     double l1 = 0;
-    for (int64_t j = 0; j < len; ++j) l1 += dot(xw[j], c_hat[assignment[j]]);
+    for (int64_t j = 0; j < len; ++j) {
+      std::vector<double> word = xw[j];
+      if (losses == ClusteringLosses::Printed)
+        for (int64_t e = 0; e < D; ++e) word[e] = x(b, j, e);
+      l1 += phi(word, c_hat[assignment[j]]);
+    }
     r.clustering_loss += -l1 / double(std::max<int64_t>(len, 1)) / double(B);
-    double l2 = dot(c_hat[0], c_hat[C - 1]);  // φ(Ĉ_1, Ĉ_k)
-    for (int64_t i = 1; i < C; ++i) l2 += dot(c_hat[i], c_hat[i - 1]);
+    double l2 = phi(c_hat[0], c_hat[C - 1]);  // φ(Ĉ_1, Ĉ_k)
+    for (int64_t i = 1; i < C; ++i) l2 += phi(c_hat[i], c_hat[i - 1]);
     r.sorting_loss += -l2 / double(C) / double(B);
 
     r.xw.push_back(xw);
@@ -265,6 +285,11 @@ TEST_CASE("neural clustering attention: gradcheck of the output, L1 and L2 in x,
     INFO("part " << int(part));
     check_gradients(part_of(part, s.H, lengths, Causal::No), p.inputs());
   }
+  for (ClusteringLosses losses : {ClusteringLosses::Printed, ClusteringLosses::Cosine}) {
+    INFO("losses=" << attention::losses_name(losses));
+    check_gradients(part_of(Part::ClusteringLoss, s.H, lengths, Causal::No, losses), p.inputs());
+    check_gradients(part_of(Part::SortingLoss, s.H, lengths, Causal::No, losses), p.inputs());
+  }
   INFO("causal output");
   check_gradients(part_of(Part::Output, s.H, lengths, Causal::Yes), p.inputs());
   INFO("no padding, centroids per sample (B, C, D), one head");
@@ -296,16 +321,20 @@ TEST_CASE("neural clustering attention: Ĉ, the assignment, the order, L1 and L2
       INFO("batched centroids " << batched << ", lengths " << lengths[0] << ", " << lengths[1]);
       const Sizes s;
       const Problem p = make_problem(s, 40 + batched, batched);
-      const NeuralClusteringResult r =
-          neural_clustering_attention(p.x, p.centroids, p.w, s.H, lengths_of(lengths), Causal::No);
-      const Clustering ref = reference_clustering(p.x, p.centroids, p.w.w_c, lengths);
-      check_close(r.centroids, from_vector<double>(flat(ref.c_hat), {s.B, s.C, s.D}), 1e-13, 1e-12);
-      CHECK(r.assignment.to_vector<int64_t>() == flat(ref.assignment));
-      CHECK(r.order.to_vector<int64_t>() == flat(ref.order));
-      CHECK(r.clustering_loss.shape() == Shape{});
-      CHECK(r.sorting_loss.shape() == Shape{});
-      check_close(r.clustering_loss, scalar(ref.clustering_loss, {DType::Float64}), 1e-13, 1e-12);
-      check_close(r.sorting_loss, scalar(ref.sorting_loss, {DType::Float64}), 1e-13, 1e-12);
+      for (ClusteringLosses losses :
+           {ClusteringLosses::Projected, ClusteringLosses::Printed, ClusteringLosses::Cosine}) {
+        INFO("losses=" << attention::losses_name(losses));
+        const NeuralClusteringResult r =
+            run_attention(p.x, p.centroids, p.w, s.H, lengths_of(lengths), Causal::No, losses);
+        const Clustering ref = reference_clustering(p.x, p.centroids, p.w.w_c, lengths, losses);
+        check_close(r.centroids, from_vector<double>(flat(ref.c_hat), {s.B, s.C, s.D}), 1e-13, 1e-12);
+        CHECK(r.assignment.to_vector<int64_t>() == flat(ref.assignment));
+        CHECK(r.order.to_vector<int64_t>() == flat(ref.order));
+        CHECK(r.clustering_loss.shape() == Shape{});
+        CHECK(r.sorting_loss.shape() == Shape{});
+        check_close(r.clustering_loss, scalar(ref.clustering_loss, {DType::Float64}), 1e-13, 1e-12);
+        check_close(r.sorting_loss, scalar(ref.sorting_loss, {DType::Float64}), 1e-13, 1e-12);
+      }
     }
   }
   // the inputs use more than one cluster in every sample (else the sort and L1 test little)
@@ -313,6 +342,36 @@ TEST_CASE("neural clustering attention: Ĉ, the assignment, the order, L1 and L2
   const Problem p = make_problem(s, 40);
   const Clustering ref = reference_clustering(p.x, p.centroids, p.w.w_c, {7, 7});
   for (const auto& row : ref.assignment) CHECK(std::set<int64_t>(row.begin(), row.end()).size() >= 2);
+}
+
+TEST_CASE("neural clustering losses: the inner products grow as W_C does, the cosines do not") {
+  // W_C·s with C/s leaves C (X W_C)ᵀ, so U, the assignment and the attention, exactly as they are,
+  // and scales X W_C and Ĉ by s: the projected L1 and L2 by s², without bound (the collapse
+  // docs/RESULTS.md measured is this direction), while each cosine term stays what it was, in [−1, 1].
+  const Sizes s;
+  const Problem p = make_problem(s, 45);
+  const Tensor lengths = lengths_of({7, 5});
+  for (ClusteringLosses losses : {ClusteringLosses::Projected, ClusteringLosses::Printed, ClusteringLosses::Cosine}) {
+    INFO("losses=" << attention::losses_name(losses));
+    const NeuralClusteringResult base = run_attention(p.x, p.centroids, p.w, s.H, lengths, Causal::No, losses);
+    for (double scale : {10.0, 1000.0}) {
+      INFO("scale " << scale);
+      NeuralClusteringWeights w = p.w;
+      w.w_c = p.w.w_c * scale;
+      const NeuralClusteringResult r = run_attention(p.x, p.centroids / scale, w, s.H, lengths, Causal::No, losses);
+      CHECK(r.assignment.to_vector<int64_t>() == base.assignment.to_vector<int64_t>());
+      check_close(r.output, base.output, 1e-12, 1e-9);
+      // printed: L1 = X·Ĉ grows as s, L2 = Ĉ·Ĉ as s²
+      const double l1_growth = losses == ClusteringLosses::Cosine ? 1.0
+                               : losses == ClusteringLosses::Printed ? scale : scale * scale;
+      const double l2_growth = losses == ClusteringLosses::Cosine ? 1.0 : scale * scale;
+      check_close(r.clustering_loss, base.clustering_loss * l1_growth, 1e-12, 1e-9);
+      check_close(r.sorting_loss, base.sorting_loss * l2_growth, 1e-12, 1e-9);
+      if (losses == ClusteringLosses::Cosine)
+        for (const Tensor& loss : {r.clustering_loss, r.sorting_loss})
+          CHECK(std::abs(loss.item<double>()) <= 1.0);
+    }
+  }
 }
 
 TEST_CASE("neural clustering attention: the blocks (own + cyclic previous) equal an explicit loop, both variants") {
@@ -325,7 +384,7 @@ TEST_CASE("neural clustering attention: the blocks (own + cyclic previous) equal
   const std::vector<int64_t> lengths{8, 5};
   for (Causal causal : {Causal::No, Causal::Yes}) {
     INFO("causal " << int(causal));
-    const NeuralClusteringResult r = neural_clustering_attention(p.x, p.centroids, p.w, s.H, lengths_of(lengths), causal);
+    const NeuralClusteringResult r = run_attention(p.x, p.centroids, p.w, s.H, lengths_of(lengths), causal);
     check_close(r.output, reference_output(p, s.H, lengths, causal), 1e-13, 1e-11);
   }
   // more clusters than words (C = 5 > N = 3: W = 1, two empty blocks), and one cluster
@@ -336,7 +395,7 @@ TEST_CASE("neural clustering attention: the blocks (own + cyclic previous) equal
     const Problem q = make_problem(t, 55);
     for (Causal causal : {Causal::No, Causal::Yes}) {
       INFO("C = " << clusters << ", causal " << int(causal));
-      const NeuralClusteringResult r = neural_clustering_attention(q.x, q.centroids, q.w, t.H, {}, causal);
+      const NeuralClusteringResult r = run_attention(q.x, q.centroids, q.w, t.H, {}, causal);
       check_close(r.output, reference_output(q, t.H, {3, 3}, causal), 1e-13, 1e-11);
     }
   }
@@ -348,7 +407,7 @@ TEST_CASE("neural clustering attention: order is a stable sort by cluster and re
   s.N = 9;
   const Problem p = make_problem(s, 60);
   const std::vector<int64_t> lengths{9, 6, 1};
-  const NeuralClusteringResult r = neural_clustering_attention(p.x, p.centroids, p.w, s.H, lengths_of(lengths), Causal::No);
+  const NeuralClusteringResult r = run_attention(p.x, p.centroids, p.w, s.H, lengths_of(lengths), Causal::No);
   CHECK(r.assignment.dtype() == DType::Int64);
   CHECK(r.order.dtype() == DType::Int64);
   CHECK(r.assignment.shape() == Shape{s.B, s.N});
@@ -382,7 +441,7 @@ TEST_CASE("neural clustering attention: order is a stable sort by cluster and re
   u.w.w_c = uniform({n, n}, 62);
   u.w.w_q = u.w.w_k = u.w.w_v = u.w.w_o = identity(n);
   for (Causal causal : {Causal::No, Causal::Yes}) {
-    const NeuralClusteringResult id = neural_clustering_attention(u.x, u.centroids, u.w, 1, {}, causal);
+    const NeuralClusteringResult id = run_attention(u.x, u.centroids, u.w, 1, {}, causal);
     CHECK(id.order.to_vector<int64_t>() != std::vector<int64_t>{0, 1, 2, 3, 4, 5});  // the sort did move words
     check_close(id.output, u.x, 1e-12, 0);
   }
@@ -411,7 +470,7 @@ TEST_CASE("neural clustering attention with one cluster is full multi-head atten
       INFO("lengths " << lengths[0] << ", " << lengths[1] << ", causal " << int(causal));
       check_matches_reference(
           [&](const std::vector<Tensor>& in) {
-            return where(real, neural_clustering_attention(in[0], in[1], weights_of(in), s.H, lengths_t, causal).output, zero);
+            return where(real, run_attention(in[0], in[1], weights_of(in), s.H, lengths_t, causal).output, zero);
           },
           [&](const std::vector<Tensor>& in) { return where(real, full_attention(in[0], weights_of(in), s.H, keep, causal), zero); },
           p.inputs(), 1e-13, 1e-11);
@@ -429,7 +488,7 @@ TEST_CASE("neural clustering attention, causal: no gradient from an output posit
       INFO("causal " << int(causal) << ", position " << t);
       Tensor x = clone(p.x);
       x.set_requires_grad(true);
-      const NeuralClusteringResult r = neural_clustering_attention(x, p.centroids, p.w, s.H, lengths, causal);
+      const NeuralClusteringResult r = run_attention(x, p.centroids, p.w, s.H, lengths, causal);
       // seed: ones at output position t of both samples, zero elsewhere
       const Tensor position = reshape(arange(s.N), {1, s.N, 1});
       const Tensor seed = to(expand(eq(position, scalar(double(t), {DType::Int64})), {s.B, s.N, s.D}), DType::Float64);
@@ -461,8 +520,8 @@ TEST_CASE("neural clustering attention: padding changes no real output, no centr
   }
   for (Causal causal : {Causal::No, Causal::Yes}) {
     INFO("causal " << int(causal));
-    const NeuralClusteringResult a = neural_clustering_attention(p.x, p.centroids, p.w, s.H, lengths_of(lengths), causal);
-    const NeuralClusteringResult b = neural_clustering_attention(q.x, q.centroids, q.w, s.H, lengths_of(lengths), causal);
+    const NeuralClusteringResult a = run_attention(p.x, p.centroids, p.w, s.H, lengths_of(lengths), causal);
+    const NeuralClusteringResult b = run_attention(q.x, q.centroids, q.w, s.H, lengths_of(lengths), causal);
     check_equal_at_real_positions(a.output, b.output, lengths);
     CHECK(std::isfinite(sum(b.output).item<double>()));  // padded rows too: finite, if meaningless
     check_close(a.centroids, b.centroids, 0, 0);
@@ -476,8 +535,8 @@ TEST_CASE("neural clustering attention: padding changes no real output, no centr
       for (int64_t j = lengths[b2]; j < s.N; ++j) CHECK(order[b2 * s.N + j] >= lengths[b2]);
   }
   // lengths equal to N give exactly what no lengths give
-  const NeuralClusteringResult none = neural_clustering_attention(p.x, p.centroids, p.w, s.H, {}, Causal::No);
-  const NeuralClusteringResult all = neural_clustering_attention(p.x, p.centroids, p.w, s.H, lengths_of({8, 8}), Causal::No);
+  const NeuralClusteringResult none = run_attention(p.x, p.centroids, p.w, s.H, {}, Causal::No);
+  const NeuralClusteringResult all = run_attention(p.x, p.centroids, p.w, s.H, lengths_of({8, 8}), Causal::No);
   check_close(none.output, all.output, 0, 0);
   check_close(none.clustering_loss, all.clustering_loss, 0, 0);
 }
@@ -489,7 +548,7 @@ TEST_CASE("neural clustering attention: more clusters than words, a sample of le
   const Problem p = make_problem(s, 100);
   const Tensor lengths = lengths_of({4, 0});
   for (Causal causal : {Causal::No, Causal::Yes}) {
-    const NeuralClusteringResult r = neural_clustering_attention(p.x, p.centroids, p.w, s.H, lengths, causal);
+    const NeuralClusteringResult r = run_attention(p.x, p.centroids, p.w, s.H, lengths, causal);
     CHECK(std::isfinite(sum(r.output).item<double>()));
     CHECK(r.centroids.shape() == Shape{s.B, s.C, s.D});
     CHECK(sum(abs(select(r.centroids, 0, 1))).item<double>() == 0.0);  // length 0: Ĉ = 0
@@ -507,10 +566,10 @@ TEST_CASE("neural clustering attention: more clusters than words, a sample of le
   // float32 gives float64's result within float32 precision (the same clusters here)
   Sizes t;
   const Problem d = make_problem(t, 110);
-  const NeuralClusteringResult r64 = neural_clustering_attention(d.x, d.centroids, d.w, t.H, {}, Causal::Yes);
+  const NeuralClusteringResult r64 = run_attention(d.x, d.centroids, d.w, t.H, {}, Causal::Yes);
   auto f32 = [](const Tensor& x) { return to(x, DType::Float32); };
   const NeuralClusteringWeights w32{f32(d.w.w_c), f32(d.w.w_q), f32(d.w.w_k), f32(d.w.w_v), f32(d.w.w_o)};
-  const NeuralClusteringResult r32 = neural_clustering_attention(f32(d.x), f32(d.centroids), w32, t.H, {}, Causal::Yes);
+  const NeuralClusteringResult r32 = run_attention(f32(d.x), f32(d.centroids), w32, t.H, {}, Causal::Yes);
   CHECK(r32.output.dtype() == DType::Float32);
   CHECK(r32.order.to_vector<int64_t>() == r64.order.to_vector<int64_t>());
   check_close(r32.output, r64.output, 1e-5, 1e-4);
@@ -521,7 +580,7 @@ TEST_CASE("neural clustering attention: more clusters than words, a sample of le
 TEST_CASE("neural clustering with a NaN word or centroid: no cluster (−1, never 0), NaN output rows and losses") {
   const Sizes s;
   const Problem p = make_problem(s, 120);
-  const NeuralClusteringResult clean = neural_clustering_attention(p.x, p.centroids, p.w, s.H, {}, Causal::No);
+  const NeuralClusteringResult clean = run_attention(p.x, p.centroids, p.w, s.H, {}, Causal::No);
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (const int64_t at : {0, 3, 6}) {  // the NaN at the first, a middle and the last word of sample 0
     CAPTURE(at);
@@ -529,8 +588,8 @@ TEST_CASE("neural clustering with a NaN word or centroid: no cluster (−1, neve
     xv[size_t((0 * s.N + at) * s.D + 1)] = nan;
     const Tensor x = from_vector(xv, p.x.shape());
     for (Causal causal : {Causal::No, Causal::Yes}) {
-      const NeuralClusteringResult r = neural_clustering_attention(x, p.centroids, p.w, s.H, {}, causal);
-      const NeuralClusteringResult ref = neural_clustering_attention(p.x, p.centroids, p.w, s.H, {}, causal);
+      const NeuralClusteringResult r = run_attention(x, p.centroids, p.w, s.H, {}, causal);
+      const NeuralClusteringResult ref = run_attention(p.x, p.centroids, p.w, s.H, {}, causal);
       // Sample 0: every word's column of U is NaN, so no word has a cluster and every output row is NaN.
       for (const int64_t a : select(r.assignment, 0, 0).to_vector<int64_t>()) CHECK(a == -1);
       for (const double v : select(r.output, 0, 0).to_vector<double>()) CHECK(std::isnan(v));
@@ -547,21 +606,22 @@ TEST_CASE("neural clustering with a NaN word or centroid: no cluster (−1, neve
   std::vector<double> cv = p.centroids.to_vector<double>();
   cv[size_t(1 * s.D)] = nan;
   const Tensor centroids = from_vector(cv, p.centroids.shape());
-  const NeuralClusteringResult r = neural_clustering_attention(p.x, centroids, p.w, s.H, {}, Causal::No);
+  const NeuralClusteringResult r = run_attention(p.x, centroids, p.w, s.H, {}, Causal::No);
   for (const int64_t a : r.assignment.to_vector<int64_t>()) CHECK(a == -1);
   for (const double v : r.output.to_vector<double>()) CHECK(std::isnan(v));
   CHECK(std::isnan(r.clustering_loss.item<double>()));
   // The clustering alone says the same.
-  const attention::NeuralClustering c = attention::neural_clustering(p.x, centroids, p.w.w_c, {});
+  const attention::NeuralClustering c =
+      attention::neural_clustering(p.x, centroids, p.w.w_c, {}, ClusteringLosses::Projected);
   for (const int64_t a : c.assignment.to_vector<int64_t>()) CHECK(a == -1);
   CHECK(std::isnan(c.clustering_loss.item<double>()));
   // A NaN in padding changes nothing (padding is zeroed on entry), and the clean run is finite.
   std::vector<double> xv = p.x.to_vector<double>();
   xv[size_t((1 * s.N + 6) * s.D)] = nan;
   const Tensor lengths = lengths_of({7, 6});
-  const NeuralClusteringResult padded = neural_clustering_attention(from_vector(xv, p.x.shape()), p.centroids, p.w, s.H,
+  const NeuralClusteringResult padded = run_attention(from_vector(xv, p.x.shape()), p.centroids, p.w, s.H,
                                                                     lengths, Causal::No);
-  const NeuralClusteringResult padded_ref = neural_clustering_attention(p.x, p.centroids, p.w, s.H, lengths, Causal::No);
+  const NeuralClusteringResult padded_ref = run_attention(p.x, p.centroids, p.w, s.H, lengths, Causal::No);
   CHECK(padded.assignment.to_vector<int64_t>() == padded_ref.assignment.to_vector<int64_t>());
   check_close(padded.output, padded_ref.output, 0, 0);
   for (const int64_t a : clean.assignment.to_vector<int64_t>()) CHECK((a >= 0 && a < s.C));
@@ -573,7 +633,7 @@ TEST_CASE("neural clustering attention: bad input") {
   const char* op = "neural_clustering_attention";
   auto call = [&](const Tensor& x, const Tensor& c, const NeuralClusteringWeights& w, int64_t heads,
                   const Tensor& lengths = {}) {
-    return [=] { neural_clustering_attention(x, c, w, heads, lengths, Causal::No); };
+    return [=] { run_attention(x, c, w, heads, lengths, Causal::No); };
   };
   auto with = [&](Tensor NeuralClusteringWeights::*field, const Tensor& value) {
     NeuralClusteringWeights w = p.w;
@@ -631,7 +691,7 @@ TEST_CASE("neural clustering attention: a training step holds no memory after it
   const Tensor lengths = from_vector<int64_t>({9, 5, 7}, {3});
   Allocator& allocator = context(Device::cpu()).allocator();
   const auto step = [&] {
-    const NeuralClusteringResult r = neural_clustering_attention(p.x, p.centroids, p.w, s.H, lengths, Causal::No);
+    const NeuralClusteringResult r = run_attention(p.x, p.centroids, p.w, s.H, lengths, Causal::No);
     (sum(r.output) + r.clustering_loss + r.sorting_loss).backward();
   };
   step();

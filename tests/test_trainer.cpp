@@ -180,6 +180,61 @@ TEST_CASE("trainer: a resumed run continues exactly, with the trainer's and the 
   check_error([&] { train::Trainer(other, second).run(line_task()); }, {"first.ckpt", "line checkpoint", "circle"});
 }
 
+TEST_CASE("trainer: a run with parameter groups, stopped and resumed, equals the uninterrupted run bit for bit") {
+  // The bias in a group of its own (lr, weight decay, its own clip), under a schedule that scales both
+  // groups' rates and a global clip that holds only the weight.
+  TempDir dir;
+  train::TrainOptions o = options();
+  o.optimizer = "sgd:lr=0.3,momentum=0.5";
+  o.schedule = "inverse-sqrt:warmup=5";
+  o.clip = 0.5;
+  o.param_groups = "bias:lr=0.1,weight_decay=0.01,clip=2";
+  train::RunSpec grouped = spec();
+  grouped.identity.training["param-groups"] = o.param_groups;
+
+  train::TrainOptions straight = o, first = o, second = o, plain = o;
+  straight.save = dir.file("straight.ckpt");
+  train::Trainer(grouped, straight).run(line_task());
+  first.steps = 25;
+  first.save = dir.file("first.ckpt");
+  train::Trainer(grouped, first).run(line_task());
+  second.resume = first.save;
+  second.save = dir.file("resumed.ckpt");
+  train::Trainer(grouped, second).run(line_task());
+  const Checkpoint a = load_checkpoint(straight.save), b = load_checkpoint(second.save);
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (const auto& [name, tensor] : a.tensors) {
+    CAPTURE(name);
+    REQUIRE(b.tensors.count(name) == 1);
+    check_close(tensor, b.tensors.at(name), 0, 0);
+  }
+  CHECK(a.metadata["optimizer"] == b.metadata["optimizer"]);  // the groups' rates among them
+  CHECK(a.metadata["schedule"] == b.metadata["schedule"]);
+  CHECK(a.metadata["optimizer"]["groups"] == std::vector<std::string>{"bias:lr=0.1,weight_decay=0.01,clip=2"});
+
+  // The groups change training: the same run without them ends elsewhere.
+  plain.param_groups = "";
+  plain.save = dir.file("plain.ckpt");
+  train::Trainer(spec(), plain).run(line_task());
+  CHECK(load_checkpoint(plain.save).tensors.at("model.bias").item<double>() !=
+        a.tensors.at("model.bias").item<double>());
+
+  // A checkpoint from before --param-groups existed (its settings lack the flag) resumes a run without
+  // groups; a run with groups is refused.
+  train::RunSpec later = spec();
+  later.identity.training["param-groups"] = "";
+  train::TrainOptions resume_plain = options();
+  resume_plain.resume = dir.file("old.ckpt");
+  train::TrainOptions old = options();
+  old.steps = 25;
+  old.save = resume_plain.resume;
+  train::Trainer(spec(), old).run(line_task());
+  CHECK(train::Trainer(later, resume_plain).run(line_task()).steps == 60);
+  later.identity.training["param-groups"] = o.param_groups;
+  check_error([&] { train::Trainer(later, resume_plain).run(line_task()); },
+              {"--resume", "does not record --param-groups"});
+}
+
 TEST_CASE("trainer: the best checkpoint, --patience and the plateau schedule follow the best metric") {
   TempDir dir;
   train::TrainOptions o = options();

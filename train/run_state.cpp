@@ -1,6 +1,7 @@
 #include "train/run_state.h"
 
 #include "core/error.h"
+#include "nn/attention/config.h"
 
 namespace tapestry::train {
 
@@ -10,17 +11,47 @@ std::string setting_text(const nlohmann::json& value) {
   return value.is_string() ? value.get<std::string>() : value.dump();
 }
 
-// Throws Error naming the first setting of `wanted` that `saved` lacks or holds with another value.
+// Throws Error naming the first setting of `wanted` that `saved` lacks or holds with another value. A
+// setting that `saved` lacks matches the empty text: a flag added after the checkpoint was written
+// (--param-groups), whose empty value is what every run did before it existed.
 void check_settings(const std::string& path, const nlohmann::json& saved, const nlohmann::json& wanted,
                     const char* what) {
   for (const auto& [key, value] : wanted.items()) {
     const auto it = saved.find(key);
     const std::string flag = "--" + key;
+    if (it == saved.end() && value == "") continue;
     TP_CHECK(it != saved.end(), "--resume", "'", path, "' does not record ", flag);
     TP_CHECK(*it == value, "--resume", "'", path, "' holds a ", what, " with ", flag, " ", setting_text(*it),
              ", but this command line has ", flag, " ", setting_text(value),
              " (give the settings the checkpoint was trained with, e.g. the same --preset)");
   }
+}
+
+// The version of the recorded settings that save_run writes. Version 1 (no "settings_version"):
+// checkpoints written before neural-clustering configs had the key `losses` and a default number of
+// clusters of their own, whose attention texts meant other defaults (attention::with_legacy_defaults).
+constexpr int64_t kSettingsVersion = 2;
+
+// The settings of a version-1 checkpoint as they read today: each attention text (a key ending in
+// "attention": attention, encoder-attention, ...) that names neural-clustering gets what its missing
+// keys meant then spelled out (attention::with_legacy_defaults).
+void upgrade_settings(nlohmann::json& metadata) {
+  if (metadata.contains("settings_version")) return;
+  for (const char* part : {"model", "training"}) {
+    if (!metadata.contains(part) || !metadata[part].is_object()) continue;
+    for (auto& [key, value] : metadata[part].items()) {
+      const std::string suffix = "attention";
+      const bool attention_key =
+          key.size() >= suffix.size() && key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0;
+      if (attention_key && value.is_string()) value = attention::with_legacy_defaults(value.get<std::string>());
+    }
+  }
+}
+
+Checkpoint load_run(const std::string& path) {
+  Checkpoint checkpoint = load_checkpoint(path);
+  upgrade_settings(checkpoint.metadata);
+  return checkpoint;
 }
 
 }  // namespace
@@ -31,6 +62,7 @@ void save_run(const std::string& path, const RunIdentity& identity, const RunSta
   add_optimizer_state(ckpt, "optimizer", state.optimizer->state_dict());
   add_schedule_state(ckpt, "schedule", state.schedule->state_dict());
   add_generator_state(ckpt, "generator", *state.generator);
+  ckpt.metadata["settings_version"] = kSettingsVersion;
   ckpt.metadata["task"] = identity.task;
   ckpt.metadata["step"] = state.step;
   ckpt.metadata["model"] = identity.model;
@@ -41,7 +73,7 @@ void save_run(const std::string& path, const RunIdentity& identity, const RunSta
 }
 
 RunIdentity read_identity(const std::string& path) {
-  const Checkpoint checkpoint = load_checkpoint(path);
+  const Checkpoint checkpoint = load_run(path);
   const nlohmann::json& m = checkpoint.metadata;
   TP_CHECK(m.contains("task") && m["task"].is_string() && m.contains("model") && m["model"].is_object() &&
                m.contains("training") && m["training"].is_object(),
@@ -50,7 +82,7 @@ RunIdentity read_identity(const std::string& path) {
 }
 
 ResumedRun::ResumedRun(const std::string& path, const RunIdentity& identity, Compare compare)
-    : path_(path), checkpoint_(load_checkpoint(path)) {
+    : path_(path), checkpoint_(load_run(path)) {
   const nlohmann::json& task = entry("task", &nlohmann::json::is_string);
   TP_CHECK(task == identity.task, "--resume", "'", path, "' is a ", task.get<std::string>(), " checkpoint, not a ",
            identity.task, " one");

@@ -64,6 +64,8 @@ enum class Compare {
 /// A loaded run checkpoint whose task and settings agree with `identity` (the training settings too
 /// with ModelAndTraining). Throws Error naming the path and the first setting that differs, as
 /// "--resume: 'run.ckpt' holds a model with --layers 1, but this command line has --layers 2".
+/// A setting the checkpoint does not record agrees with an empty text: a flag added after the
+/// checkpoint was written (--param-groups) is then at the value every run had before it existed.
 class ResumedRun {
  public:
   /// Loads the run checkpoint at `path` and checks it against `identity` (see above).

@@ -14,6 +14,7 @@
 #include "dist/reducer.h"
 #include "optim/clip.h"
 #include "optim/config.h"
+#include "optim/param_groups.h"
 #include "train/progress.h"
 
 namespace tapestry::train {
@@ -22,14 +23,31 @@ namespace {
 
 constexpr int kMaxThreads = 1024;
 
-// A config flag's text parsed, with the parser's message under the flag's name.
-template <class Config>
-Config parse_flag(const char* flag, const std::string& text) {
+// What `f` returns, with an Error's message under the flag's name.
+template <class F>
+auto flagged(const char* flag, const F& f) {
   try {
-    return Config::parse(text);
+    return f();
   } catch (const Error& e) {
     fail(flag, e.what());
   }
+}
+
+// A config flag's text parsed, with the parser's message under the flag's name.
+template <class Config>
+Config parse_flag(const char* flag, const std::string& text) {
+  return flagged(flag, [&] { return Config::parse(text); });
+}
+
+// --optimizer over the model's parameters, in the groups of --param-groups (each chosen by the
+// parameters' names; a group that matches none, or two that match one, are --param-groups errors).
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const nn::Module& model) {
+  const auto groups = parse_flag<optim::ParamGroupsConfig>("--param-groups", o.param_groups);
+  auto optimizer = optim::make_optimizer(optim::OptimizerConfig::parse(o.optimizer), model.parameters());
+  std::vector<std::string> names;
+  for (const auto& [name, param] : model.named_parameters()) names.push_back(name);
+  flagged("--param-groups", [&] { optimizer->set_param_groups(groups, names); });
+  return optimizer;
 }
 
 double smoothed(double average, double value) { return std::isnan(average) ? value : 0.95 * average + 0.05 * value; }
@@ -82,6 +100,7 @@ Metrics broadcast(const dist::World& world, const Metrics& metrics) {
 void check_options(const TrainOptions& o) {
   parse_flag<optim::OptimizerConfig>("--optimizer", o.optimizer);
   parse_flag<optim::ScheduleConfig>("--schedule", o.schedule);
+  parse_flag<optim::ParamGroupsConfig>("--param-groups", o.param_groups);
   TP_CHECK(std::isfinite(o.clip) && o.clip >= 0, "--clip", "must be >= 0 (0: no clipping), got ", o.clip);
   TP_CHECK(o.steps >= 1, "--steps", "must be at least 1, got ", o.steps);
   TP_CHECK(o.eval_every >= 0, "--eval-every", "must be >= 0 (0: only at the end), got ", o.eval_every);
@@ -196,7 +215,6 @@ Report Trainer::train(const TaskFactory& make_task) {
   const auto since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
-  const auto optimizer_config = optim::OptimizerConfig::parse(o.optimizer);
   const auto schedule_config = optim::ScheduleConfig::parse(o.schedule);
   const ScopedThreads threads(o.threads);
   Device device = resolve_device(o.device);
@@ -213,7 +231,7 @@ Report Trainer::train(const TaskFactory& make_task) {
   Generator gen(o.seed);  // the model's initial values first, then every training step
   const std::unique_ptr<Task> task = make_task(gen, device);
   nn::Module& model = task->model();
-  const auto optimizer = optim::make_optimizer(optimizer_config, model.parameters());
+  const auto optimizer = make_optimizer(o, model);
   const auto schedule = optim::make_schedule(schedule_config, *optimizer, o.steps);
   auto* step_schedule = dynamic_cast<optim::StepSchedule*>(schedule.get());
   auto* plateau = dynamic_cast<optim::ReduceOnPlateau*>(schedule.get());
@@ -321,7 +339,7 @@ Report Trainer::train(const TaskFactory& make_task) {
       }
       TP_CHECK(std::isfinite(s.loss), "training", "the loss is ", s.loss, " at step ", step,
                "; try a lower learning rate (--optimizer) or gradient clipping (--clip 1)");
-      if (o.clip > 0) optim::clip_grad_norm(params, o.clip);
+      optim::clip_grad_norm_by_group(*optimizer, o.clip);
       optimizer->step();
       if (step_schedule) step_schedule->step();
       if (o.inspect_every > 0 && step % o.inspect_every == 0) inspect();

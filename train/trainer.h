@@ -4,7 +4,8 @@
 ///
 ///   for step = first+1 .. options.steps:
 ///     zero grads; s = task.step(gen); s.objective.backward(); refuse a non-finite loss;
-///     clip the global gradient norm; optimizer step; schedule step
+///     clip the gradients (the global norm, and groups with a clip of their own); optimizer step;
+///     schedule step
 ///     every eval_every steps and at the last: evaluate (no grad, eval mode), log, keep the best,
 ///       stop early after `patience` evaluations without a new best
 ///     every save_every steps: checkpoint
@@ -59,7 +60,9 @@ namespace tapestry::train {
 struct TrainOptions {
   std::string optimizer = "adam:lr=0.001";  ///< optim/config.h
   std::string schedule = "constant";  ///< the learning-rate schedule (optim/config.h)
-  double clip = 0.0;          ///< max global gradient norm; 0: no clipping
+  double clip = 0.0;          ///< max global gradient norm; 0: none (a parameter group's own clip still applies)
+  /// parameter groups with their own lr, weight decay and clipping (optim/param_groups.h); "": none
+  std::string param_groups;
   int64_t steps = 1000;       ///< the step to train up to (a resumed run continues to it)
   int64_t eval_every = 500;   ///< evaluate every N steps; 0: only at the end
   int64_t patience = 0;       ///< stop after this many evaluations without a new best; 0: never
@@ -77,8 +80,9 @@ struct TrainOptions {
   int64_t inspect_every = 0;  ///< log the task's inspection (Task::inspect) every N steps and at step 0; 0: never
 };
 
-/// Checks what can be checked without a device or a file (ranges, parsable optimizer and schedule,
-/// flags that need each other); throws Error naming the flag.
+/// Checks what can be checked without a device or a file (ranges, parsable optimizer, schedule and
+/// parameter groups, flags that need each other); throws Error naming the flag. Whether the groups'
+/// patterns fit the model's parameter names is checked when the model is built (Trainer::run).
 void check_options(const TrainOptions& options);
 
 using Metrics = std::vector<std::pair<std::string, double>>;  ///< in the order to show them

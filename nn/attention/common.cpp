@@ -1,7 +1,10 @@
 #include "nn/attention/common.h"
 
+#include <limits>
+
 #include "ops/common.h"
 #include "ops/elementwise.h"
+#include "ops/reduce.h"
 #include "ops/shape.h"
 
 namespace tapestry::attention {
@@ -16,6 +19,12 @@ Tensor valid_positions(const Tensor& lengths, int64_t batch, int64_t length, Dev
     TP_CHECK(n >= 0 && n <= length, op, "a length of ", n, " is outside [0, ", length, "]");
   const Tensor positions = reshape(arange(length, {DType::Int64, device}), {1, length});
   return lt(positions, reshape(to(to(lengths, device), DType::Int64), {batch, 1}));
+}
+
+Tensor unit_rows(const Tensor& t) {
+  // t_j / max(‖t_j‖, 1e-12): the floor keeps a zero row at zero, with a zero gradient.
+  const double no_limit = std::numeric_limits<double>::infinity();
+  return t * rsqrt(clamp(sum(t * t, {-1}, KeepDim::Yes), 1e-24, no_limit));
 }
 
 }  // namespace tapestry::attention

@@ -25,4 +25,8 @@ struct Padding {
 /// `op` names the caller in errors.
 Tensor valid_positions(const Tensor& lengths, int64_t batch, int64_t length, Device device, const char* op);
 
+/// t / ‖t‖ along the last dim (the keys of shared-QK attention, the vectors of neural clustering's
+/// cosine losses). A zero row stays zero, with a zero gradient: the norm is floored at 1e-12.
+Tensor unit_rows(const Tensor& t);
+
 }  // namespace tapestry::attention

@@ -19,6 +19,7 @@ struct TypeInfo {
   AttentionType type;
   const char* name;
   std::vector<std::string> keys;
+  int64_t clusters = AttentionConfig{}.clusters;  // the type's default number of clusters
 };
 
 const std::vector<TypeInfo>& types() {
@@ -26,7 +27,8 @@ const std::vector<TypeInfo>& types() {
       {AttentionType::Full, "full", {"shared-qk"}},
       {AttentionType::Clustered, "clustered", {"clusters", "bits", "iterations", "shared-qk"}},
       {AttentionType::ImprovedClustered, "improved-clustered", {"clusters", "bits", "iterations", "topk", "shared-qk"}},
-      {AttentionType::NeuralClustering, "neural-clustering", {"clusters"}},
+      // ClusterFormer's k = 3 (§4.1, §4.3: translation and sentence matching): a block is N/3 words.
+      {AttentionType::NeuralClustering, "neural-clustering", {"clusters", "losses"}, kNeuralClusteringClusters},
       {AttentionType::OracleTop, "oracle-top", {"topk", "shared-qk"}},
       {AttentionType::Routing, "routing", {"clusters", "shared-qk"}},
       {AttentionType::Reformer, "reformer", {"rounds", "bucket"}},
@@ -56,18 +58,42 @@ int64_t& field(AttentionConfig& c, const std::string& key) {
   return c.topk;
 }
 
+constexpr ClusteringLosses kLossForms[] = {ClusteringLosses::Projected, ClusteringLosses::Printed,
+                                          ClusteringLosses::Cosine};
+
+ClusteringLosses parse_losses(const std::string& value, const std::string& op) {
+  std::vector<std::string> names;
+  for (ClusteringLosses form : kLossForms) {
+    if (value == losses_name(form)) return form;
+    names.push_back(losses_name(form));
+  }
+  fail(op, "losses must be one of ", join(names), ", got '", value, "'");
+}
+
 }  // namespace
+
+std::string with_legacy_defaults(const std::string& text) {
+  ConfigText items;
+  try {
+    items = split_config(text, "attention config");
+  } catch (const Error&) {
+    return text;  // not a config: the caller's own check reports it
+  }
+  if (items.type != type_name(AttentionType::NeuralClustering)) return text;
+  const auto given = [&](const char* key) {
+    return std::any_of(items.items.begin(), items.items.end(), [&](const auto& item) { return item.first == key; });
+  };
+  std::string out = text;
+  const auto append = [&](const std::string& item) { out += (out.find(':') == std::string::npos ? ":" : ",") + item; };
+  if (!given("clusters")) append("clusters=" + std::to_string(kLegacyNeuralClusteringClusters));
+  if (!given("losses")) append(std::string("losses=") + losses_name(kLegacyClusteringLosses));
+  return out;
+}
 
 const char* type_name(AttentionType type) { return info(type).name; }
 
 bool shares_qk(const AttentionConfig& config) {
   return config.type == AttentionType::Reformer || config.shared_qk == 1;
-}
-
-Tensor unit_keys(const Tensor& k) {
-  // k_j / max(‖k_j‖, 1e-12): the floor keeps a zero row at zero, with a zero gradient.
-  const double no_limit = std::numeric_limits<double>::infinity();
-  return k * rsqrt(clamp(sum(k * k, {-1}, KeepDim::Yes), 1e-24, no_limit));
 }
 
 AttentionConfig AttentionConfig::parse(const std::string& text) {
@@ -83,9 +109,14 @@ AttentionConfig AttentionConfig::parse(const std::string& text) {
   }
   AttentionConfig config;
   config.type = type->type;
+  config.clusters = type->clusters;
   for (const auto& [key, value] : items.items) {
     TP_CHECK(std::find(type->keys.begin(), type->keys.end(), key) != type->keys.end(), op, "'", key,
              "' is not a setting of ", type->name, " (settings: ", join(type->keys), ")");
+    if (key == "losses") {
+      config.losses = parse_losses(value, op);
+      continue;
+    }
     TP_CHECK(value.size() < 10 && value.find_first_not_of("0123456789") == std::string::npos, op, key,
              " must be a non-negative integer, got '", value, "'");
     field(config, key) = std::stoll(value);
@@ -114,7 +145,8 @@ std::string AttentionConfig::to_string() const {
   bool first = true;
   for (const std::string& key : t.keys) {
     if (key == "shared-qk" && shared_qk == 0) continue;  // a flag is printed only when on
-    out += (first ? ":" : ",") + key + "=" + std::to_string(field(copy, key));
+    const std::string value = key == "losses" ? losses_name(losses) : std::to_string(field(copy, key));
+    out += (first ? ":" : ",") + key + "=" + value;
     first = false;
   }
   return out;
@@ -125,7 +157,7 @@ bool AttentionConfig::operator==(const AttentionConfig& other) const { return to
 Tensor attend(const AttentionConfig& config, const Tensor& q, const Tensor& k, const Tensor& v,
               const Padding& padding, Causal causal, Generator& gen) {
   const ClusteringOptions options{config.clusters, config.bits, config.iterations};
-  const Tensor keys = shares_qk(config) ? unit_keys(k) : k;
+  const Tensor keys = shares_qk(config) ? unit_rows(k) : k;
   switch (config.type) {
     case AttentionType::Full:
       return full_attention(q, keys, v, padding, causal);

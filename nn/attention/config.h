@@ -5,7 +5,7 @@
 ///   full                              full:shared-qk=1
 ///   clustered:clusters=15,bits=63,iterations=10
 ///   improved-clustered:clusters=15,topk=32
-///   neural-clustering:clusters=8
+///   neural-clustering:clusters=8,losses=cosine
 ///   oracle-top:topk=32
 ///   routing:clusters=16
 ///   reformer:rounds=4,bucket=32
@@ -27,8 +27,20 @@
 
 #include "core/random.h"
 #include "nn/attention/common.h"
+#include "nn/attention/neural_clustering.h"
 
 namespace tapestry::attention {
+
+/// neural-clustering's default number of clusters k: ClusterFormer's k = 3 (§4.1, §4.3). The
+/// other types default to AttentionConfig::clusters.
+constexpr int64_t kNeuralClusteringClusters = 3;
+
+/// What a neural-clustering config text without the key `losses` meant before the key existed: the
+/// only form there was. Checkpoints that record such a text load with it (with_legacy_defaults).
+constexpr ClusteringLosses kLegacyClusteringLosses = ClusteringLosses::Projected;
+/// What a neural-clustering config text without the key `clusters` meant before neural-clustering had
+/// a default of its own (kNeuralClusteringClusters): the default every type shared.
+constexpr int64_t kLegacyNeuralClusteringClusters = 100;
 
 /// The attention families (DESIGN §5).
 enum class AttentionType { Full, Clustered, ImprovedClustered, NeuralClustering, OracleTop, Routing, Reformer };
@@ -43,13 +55,18 @@ constexpr int64_t kMaxTopk = int64_t{1} << 20;     ///< the largest topk parse()
 /// An attention and its settings; a layer runs the one its config names.
 struct AttentionConfig {
   AttentionType type = AttentionType::Full;  ///< which attention
-  int64_t clusters = 100;  ///< C (clustered, improved-clustered, routing); k blocks (neural-clustering)
+  /// C (clustered, improved-clustered, routing); k blocks (neural-clustering, whose default is
+  /// kNeuralClusteringClusters)
+  int64_t clusters = 100;
   int64_t bits = 63;       ///< R: hash bits, 1..63
   int64_t iterations = 10; ///< L: Lloyd iterations
   int64_t topk = 32;       ///< k: top keys per cluster (improved-clustered), per query (oracle-top)
   int64_t shared_qk = 0;   ///< 1: keys are the normalised query projection (all but neural-clustering)
   int64_t rounds = 4;      ///< hashing rounds (reformer)
   int64_t bucket = 32;     ///< W, bucket and chunk size (reformer)
+  /// The form of the clustering losses (neural-clustering; "losses=projected|printed|cosine"). A
+  /// config text written before the key existed means projected: see kLegacyClusteringLosses.
+  ClusteringLosses losses = ClusteringLosses::Cosine;
 
   /// Throws Error naming the text and what is wrong with it (unknown type or key, a key the type
   /// does not take, a value that is not an integer or is out of range).
@@ -62,16 +79,18 @@ struct AttentionConfig {
 
 const char* type_name(AttentionType type);  ///< "full", "clustered", ...
 
+/// A config text recorded before neural-clustering had the key `losses` and a default number of
+/// clusters of its own, as it reads today: a neural-clustering text gets the keys it lacks with what
+/// they meant then (clusters=100, losses=projected: kLegacyNeuralClusteringClusters,
+/// kLegacyClusteringLosses) appended; any other text is returned unchanged.
+std::string with_legacy_defaults(const std::string& text);
+
 /// Whether the config's keys are the normalised query projection (shared-qk=1, or reformer).
 bool shares_qk(const AttentionConfig& config);
 
-/// k / ‖k‖ along the last dim: the keys of shared-QK attention. A zero row (a padded position of a
-/// layer without bias) stays zero: the norm is floored at 1e-12.
-Tensor unit_keys(const Tensor& k);
-
 /// Attention of queries q (B, H, N, E) over keys k and values v, as the config says. Clustered types
 /// group the queries with `gen`. A shared-QK config takes k as the query projection of the key
-/// positions and normalises it here (unit_keys). neural-clustering works on hidden states, not on q/k/v (it sorts
+/// positions and normalises it here (unit_rows). neural-clustering works on hidden states, not on q/k/v (it sorts
 /// the sequence before projecting it), so it is refused here: see nn/attention/neural_clustering.h;
 /// so is routing, whose centroids are a layer's state: see nn/attention/routing.h.
 Tensor attend(const AttentionConfig& config, const Tensor& q, const Tensor& k, const Tensor& v,

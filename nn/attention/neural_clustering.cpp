@@ -91,7 +91,8 @@ Tensor zero_padding(const Tensor& x, const Tensor& keep, const Tensor& lengths) 
 }
 
 // §3.1 and the losses, on words whose padding is zeroed; keep (B, N) bool is true at real words.
-NeuralClustering cluster_words(const Tensor& x, const Tensor& centroids, const Tensor& w_c, const Tensor& keep) {
+NeuralClustering cluster_words(const Tensor& x, const Tensor& centroids, const Tensor& w_c, const Tensor& keep,
+                               ClusteringLosses losses) {
   const int64_t B = x.size(0), N = x.size(1), D = x.size(2), C = centroids.size(-2);
   const Device device = x.device();
   const Tensor zero = zeros({}, x.options());
@@ -111,40 +112,60 @@ NeuralClustering cluster_words(const Tensor& x, const Tensor& centroids, const T
   const Tensor no_cluster = logical_and(keep, ne(column_max, column_max));                      // (B, N) bool
   const Tensor assignment = where(keep, where(no_cluster, full({}, -1.0, {DType::Int64, device}), argmax(u, 1)),
                                   full({}, double(C), {DType::Int64, device}));                 // (B, N)
-  // eq. 6: L1 = −(1/N) Σ_j φ(X_j W_C, Ĉ_{I_j}). The paper prints φ(X_j, Ĉ_{I_j}), but Ĉ is a
-  // combination of the rows X_j W_C (eq. 3) and eq. 2 compares centroids with X_j W_C, and the paper
-  // asks φ to be "consistent with Eq. 2": we read X_j as the word in that projected space (the
-  // printed form would compare vectors of two different spaces that merely share the size D). The
-  // sum is over real words and N is the sample's length (a sample of length 0 adds 0); L1 is then
-  // averaged over the batch.
+  // eq. 6: L1 = −(1/N) Σ_j φ(word_j, Ĉ_{I_j}), in the form `losses` picks:
+  //   projected: word_j = X_j W_C. The paper prints φ(X_j, Ĉ_{I_j}), but Ĉ is a combination of the
+  //     rows X_j W_C (eq. 3), eq. 2 compares centroids with X_j W_C, and the paper asks φ to be
+  //     "consistent with Eq. 2": we read X_j as the word in that projected space;
+  //   printed: word_j = X_j, as eq. 6 prints it (X_j and Ĉ_{I_j} then live in two spaces that merely
+  //     share the size D);
+  //   cosine: φ(a, b) = a·b / (‖a‖‖b‖) on word_j = X_j W_C, in L1 and in L2. A departure from the
+  //     paper: with the inner product both losses are unbounded below (Ĉ scales with W_C, so L1 and
+  //     L2 grow quadratically with it) and, weighted into the objective, they outgrow the task's loss
+  //     (docs/RESULTS.md); each cosine term lies in [−1, 1]. Eq. 2's similarity (the clustering
+  //     itself) is unchanged.
+  // The sum is over real words and N is the sample's length (a sample of length 0 adds 0); L1 is
+  // then averaged over the batch.
+  const bool cosine = losses == ClusteringLosses::Cosine;
+  const Tensor word = losses == ClusteringLosses::Printed ? x : xw;                                // (B, N, D)
   const Tensor assigned = logical_and(keep, logical_not(no_cluster));                              // (B, N)
   const Tensor cluster = where(assigned, assignment, zeros({}, {DType::Int64, device}));          // (B, N)
   const Tensor own_centroid = gather(c_hat, 1, expand(unsqueeze(cluster, 2), {B, N, D}));         // (B, N, D)
+  const Tensor phi = cosine ? sum(unit_rows(word) * unit_rows(own_centroid), {2}) : sum(word * own_centroid, {2});
   const Tensor similarity = where(no_cluster, full({}, std::numeric_limits<double>::quiet_NaN(), x.options()),
-                                  where(keep, sum(xw * own_centroid, {2}), zero));                 // (B, N)
+                                  where(keep, phi, zero));                                         // (B, N)
   const double no_limit = std::numeric_limits<double>::infinity();
   const Tensor words = clamp(sum(to(keep, x.dtype()), {1}), 1.0, no_limit);  // (B,) real words, at least 1
   const Tensor clustering_loss = -mean(sum(similarity, {1}) / words);
-  // eq. 11: L2 = −(1/C)(Σ_{i=2..C} φ(Ĉ_i, Ĉ_{i−1}) + φ(Ĉ_1, Ĉ_C)) = −(1/C) Σ_i φ(Ĉ_i, Ĉ_{(i−1) mod C});
-  // for C = 1 that is −|Ĉ_1|².
-  const Tensor sorting_loss = -mean(sum(c_hat * previous_block(c_hat, 1), {1, 2})) * (1.0 / double(C));
+  // eq. 11: L2 = −(1/C)(Σ_{i=2..C} φ(Ĉ_i, Ĉ_{i−1}) + φ(Ĉ_1, Ĉ_C)) = −(1/C) Σ_i φ(Ĉ_i, Ĉ_{(i−1) mod C}),
+  // φ the inner product (projected, printed) or the cosine; for C = 1 that is −|Ĉ_1|², or −1.
+  const Tensor centroid = cosine ? unit_rows(c_hat) : c_hat;  // (B, C, D)
+  const Tensor sorting_loss = -mean(sum(centroid * previous_block(centroid, 1), {1, 2})) * (1.0 / double(C));
 
   return {u, c_hat, assignment, clustering_loss, sorting_loss};
 }
 
 }  // namespace
 
+const char* losses_name(ClusteringLosses losses) {
+  switch (losses) {
+    case ClusteringLosses::Projected: return "projected";
+    case ClusteringLosses::Printed: return "printed";
+    case ClusteringLosses::Cosine: return "cosine";
+  }
+  return "?";
+}
+
 NeuralClustering neural_clustering(const Tensor& x, const Tensor& centroids, const Tensor& w_c,
-                                   const Tensor& lengths) {
+                                   const Tensor& lengths, ClusteringLosses losses) {
   check_clustering_inputs(kClusterOp, x, centroids);
   if (w_c.defined()) check_matrix(kClusterOp, "w_c", w_c, x.size(2), x.size(2), x);
   const Tensor keep = valid_positions(lengths, x.size(0), x.size(1), x.device(), kClusterOp);  // (B, N) bool
-  return cluster_words(zero_padding(x, keep, lengths), centroids, w_c, keep);
+  return cluster_words(zero_padding(x, keep, lengths), centroids, w_c, keep, losses);
 }
 
 NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Tensor& centroids,
                                                    const NeuralClusteringWeights& w, int64_t heads,
-                                                   const Tensor& lengths, Causal causal) {
+                                                   const Tensor& lengths, Causal causal, ClusteringLosses losses) {
   check_inputs(x_in, centroids, w, heads);
   const int64_t B = x_in.size(0), N = x_in.size(1), D = x_in.size(2), C = centroids.size(-2);
   const int64_t E = w.w_q.size(1) / heads, M = w.w_v.size(1) / heads;
@@ -155,7 +176,7 @@ NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Ten
   const Tensor x = zero_padding(x_in, keep, lengths);               // (B, N, D)
 
   // ---- neural clustering (§3.1, eq. 2–4, 6, 11) ----
-  const NeuralClustering clustering = cluster_words(x, centroids, w.w_c, keep);
+  const NeuralClustering clustering = cluster_words(x, centroids, w.w_c, keep, losses);
   const Tensor& assignment = clustering.assignment;  // (B, N)
   // eq. 5: X^S, I′ = Sort(X, I), stable: a cluster keeps its words in their original order.
   const Tensor order = argsort(assignment, 1);                              // (B, N) sorted → original

@@ -15,7 +15,8 @@
 ///      (cyclic); softmax(QKᵀ/√E)V per block and head (eq. 9);
 ///   4. put the rows back in the original order (eq. 10) and project with W_O;
 ///   5. return the clustering loss L1 (eq. 6) and the centroid sorting loss L2 (eq. 11), each
-///      averaged over the batch, for the caller to weight (appendix C, eq. 17).
+///      averaged over the batch, for the caller to weight (appendix C, eq. 17), in the form the
+///      caller picks (ClusteringLosses).
 ///
 /// Gradients. The output is differentiable in X, W_Q, W_K, W_V and W_O; the cluster assignment is
 /// piecewise constant, so the output passes no gradient to C or W_C (those learn through L1, L2 and
@@ -52,6 +53,19 @@
 
 namespace tapestry::attention {
 
+/// The form of the clustering losses L1 (eq. 6) and L2 (eq. 11). The paper's φ is the inner product,
+/// which makes both unbounded below: scaling up W_C or the words lowers them without limit, and with
+/// them as an objective the words grow until the task is lost (docs/RESULTS.md measured it). The
+/// .cpp gives each form's equation.
+enum class ClusteringLosses {
+  Projected,  ///< L1 = −(1/N) Σ_j X_j W_C · Ĉ_{I_j} (eq. 6 read in eq. 2's space); L2 = eq. 11
+  Printed,    ///< L1 = −(1/N) Σ_j X_j · Ĉ_{I_j}, eq. 6 as printed; L2 = eq. 11
+  Cosine,     ///< both on unit-length vectors, each term in [−1, 1]: a departure from the paper
+};
+
+/// "projected", "printed" or "cosine".
+const char* losses_name(ClusteringLosses losses);
+
 /// All of one floating dtype (float32 or float64), on x's device.
 struct NeuralClusteringWeights {
   Tensor w_c;  ///< (D, D)     W_C: the space in which words meet centroids (eq. 2)
@@ -84,16 +98,18 @@ struct NeuralClustering {
 /// Step 1 and the losses of neural_clustering_attention alone (the same code: the attention calls
 /// it), for clustering as a task of its own (ClusterFormer appendix A). x: (B, N, D), B, N ≥ 1;
 /// centroids: (C, D) or (B, C, D); w_c: (D, D), or undefined for the identity (clustering in the
-/// words' own space); lengths as below. Differentiable in x, centroids and
+/// words' own space); lengths and losses as below. Differentiable in x, centroids and
 /// w_c through U and Ĉ (the assignment is piecewise constant). Throws tapestry::Error naming the
 /// function on misuse.
-NeuralClustering neural_clustering(const Tensor& x, const Tensor& centroids, const Tensor& w_c, const Tensor& lengths);
+NeuralClustering neural_clustering(const Tensor& x, const Tensor& centroids, const Tensor& w_c, const Tensor& lengths,
+                                   ClusteringLosses losses);
 
 /// x: (B, N, D) word hidden states, B, N ≥ 1. centroids: (C, D) (a parameter, first layer) or (B, C, D)
 /// (the previous layer's Ĉ), C ≥ 1. heads divides the widths of W_Q and W_V. lengths: (B,) int64 or
-/// int32 in [0, N], or undefined for no padding. Throws tapestry::Error naming the function on misuse.
+/// int32 in [0, N], or undefined for no padding. `losses` picks the form of L1 and L2 (above); the
+/// output, Ĉ and the assignment do not depend on it. Throws tapestry::Error naming the function on misuse.
 NeuralClusteringResult neural_clustering_attention(const Tensor& x, const Tensor& centroids,
                                                    const NeuralClusteringWeights& weights, int64_t heads,
-                                                   const Tensor& lengths, Causal causal);
+                                                   const Tensor& lengths, Causal causal, ClusteringLosses losses);
 
 }  // namespace tapestry::attention

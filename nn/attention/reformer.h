@@ -25,7 +25,7 @@
 ///     j ≤ i of its bucket, which depend on positions ≤ i alone.
 ///
 /// Shared QK: the Reformer's keys are the unit-length query projection. attend() normalises k
-/// (unit_keys) and MultiheadAttention projects the keys with q_proj for this type; the function
+/// (unit_rows) and MultiheadAttention projects the keys with q_proj for this type; the function
 /// below attends with the k it is given and hashes the positions by k (in a shared-QK layer q_p and
 /// k_p point the same way, so queries and keys fall in one bucket).
 #pragma once

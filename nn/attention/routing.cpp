@@ -31,7 +31,7 @@ void check_centroids(const char* op, const Tensor& centroids, const QkvShape& s,
 
 // Each row of x (B, H, L, E) routed to its nearest centroid: argmax_c μ_c · x̂ -> (B, H, L) int64.
 Tensor nearest_centroid(const Tensor& x, const Tensor& centroids) {
-  return argmax(matmul(unit_keys(x), transpose(unsqueeze(centroids, 0), -1, -2)), -1);
+  return argmax(matmul(unit_rows(x), transpose(unsqueeze(centroids, 0), -1, -2)), -1);
 }
 
 // (B, H, L) bool, true at real positions.
@@ -44,7 +44,7 @@ Tensor real_positions(const Tensor& lengths, const QkvShape& s, int64_t L, Devic
 Tensor initial_routing_centroids(int64_t heads, int64_t clusters, int64_t head_dim, Generator& gen, Options options) {
   TP_CHECK(heads >= 1 && clusters >= 1 && head_dim >= 1, "initial_routing_centroids",
            "heads, clusters and head_dim must be positive, got ", heads, ", ", clusters, ", ", head_dim);
-  return unit_keys(randn({heads, clusters, head_dim}, gen, options));
+  return unit_rows(randn({heads, clusters, head_dim}, gen, options));
 }
 
 Tensor routing_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& centroids,
@@ -75,7 +75,7 @@ Tensor routing_attention(const Tensor& q, const Tensor& k, const Tensor& v, cons
   Tensor members;  // (B, H, C, w)
   {
     NoGradGuard no_grad;
-    const Tensor affinity = matmul(unsqueeze(centroids, 0), transpose(unit_keys(k.detach()), -1, -2));  // (B, H, C, S)
+    const Tensor affinity = matmul(unsqueeze(centroids, 0), transpose(unit_rows(k.detach()), -1, -2));  // (B, H, C, S)
     const Tensor ranked = masked_fill(affinity, logical_not(unsqueeze(real_keys, 2)), -std::numeric_limits<double>::infinity());
     members = topk(ranked, std::min(w, s.S), -1).indices;
   }
@@ -101,12 +101,12 @@ Tensor update_routing_centroids(const Tensor& q, const Tensor& k, const Tensor& 
     const int64_t L = x.size(2);
     const Tensor real = to(unsqueeze(real_positions(lengths, s, L, x.device(), op), 3), x.dtype());  // (B, H, L, 1)
     const Tensor member = one_hot(nearest_centroid(x, centroids), C, x.dtype()) * real;            // (B, H, L, C)
-    total = total + sum(matmul(transpose(member, -1, -2), unit_keys(x)), {0});                       // (H, C, E)
+    total = total + sum(matmul(transpose(member, -1, -2), unit_rows(x)), {0});                       // (H, C, E)
     count = count + unsqueeze(sum(member, {0, 2}), 2);                                               // (H, C, 1)
   }
   const double no_limit = std::numeric_limits<double>::infinity();
   const Tensor mean_member = total / clamp(count, 1.0, no_limit);
-  const Tensor moved = unit_keys(centroids * decay + mean_member * (1.0 - decay));
+  const Tensor moved = unit_rows(centroids * decay + mean_member * (1.0 - decay));
   return where(gt(count, scalar(0.0, count.options())), moved, centroids);
 }
 

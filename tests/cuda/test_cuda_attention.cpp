@@ -1,6 +1,7 @@
 // The baseline attentions on the GPU against the CPU, values and the gradients of q, k and v:
 // oracle-top, attention over listed keys, shared-QK full attention, causal improved-clustered,
-// routing and Reformer's LSH attention, with key padding and causal masks, at lengths around a warp
+// routing, Reformer's LSH attention and neural clustering attention with each form of its losses, with
+// key padding and causal masks, at lengths around a warp
 // and beyond one block. They are compositions of ops that run on the GPU already (matmul, softmax,
 // top-k, sort, gather, the clustered sparse products), so this checks the compositions end to end.
 //
@@ -10,6 +11,7 @@
 #include "nn/attention/clustered.h"
 #include "nn/attention/config.h"
 #include "nn/attention/full.h"
+#include "nn/attention/neural_clustering.h"
 #include "nn/attention/reformer.h"
 #include "nn/attention/routing.h"
 #include "tests/cuda/parity.h"
@@ -106,4 +108,33 @@ TEST_CASE("reformer attention: values and gradients (rounds, padding, causal)") 
           return attend(config, in[0], in[0], in[1], key_padding(2, n, in[0]), causal, gen);
         }, {input({2, 2, n, 8}, ++seed, dtype), input({2, 2, n, 4}, ++seed, dtype)}, attention_tol(dtype));
       }
+}
+
+TEST_CASE("neural clustering attention: output, Ĉ, L1 and L2 with every loss form, values and gradients") {
+  // The argmax of U decides the sort; random inputs leave no near-tie at these sizes, and both devices
+  // must agree on the assignment exactly.
+  uint64_t seed = 400;
+  const int64_t B = 2, D = 8, C = 3, H = 2;
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (int64_t n : lengths())
+      for (ClusteringLosses losses : {ClusteringLosses::Projected, ClusteringLosses::Printed, ClusteringLosses::Cosine})
+        for (Causal causal : {Causal::No, Causal::Yes}) {
+          INFO(dtype << " N " << n << " losses=" << losses_name(losses) << " causal " << (causal == Causal::Yes));
+          const std::vector<Tensor> inputs{input({B, n, D}, ++seed, dtype), input({C, D}, ++seed, dtype),
+                                           input({D, D}, ++seed, dtype),    input({D, D}, ++seed, dtype),
+                                           input({D, D}, ++seed, dtype),    input({D, D}, ++seed, dtype),
+                                           input({D, D}, ++seed, dtype)};
+          auto run = [&](const std::vector<Tensor>& in) {
+            const Tensor lengths = from_vector<int64_t>({n, std::max<int64_t>(1, 2 * n / 3)}, {B}, in[0].device());
+            return neural_clustering_attention(in[0], in[1], {in[2], in[3], in[4], in[5], in[6]}, H, lengths, causal,
+                                               losses);
+          };
+          check_values([&](const std::vector<Tensor>& in) { return run(in).assignment; }, inputs, kExact);
+          check_parity([&](const std::vector<Tensor>& in) { return run(in).output; }, inputs, attention_tol(dtype));
+          check_parity([&](const std::vector<Tensor>& in) { return run(in).centroids; }, inputs, attention_tol(dtype));
+          check_parity([&](const std::vector<Tensor>& in) {
+            const NeuralClusteringResult r = run(in);
+            return r.clustering_loss + r.sorting_loss * 0.5;
+          }, inputs, attention_tol(dtype));
+        }
 }
