@@ -49,6 +49,14 @@ OptionTable<ClusterOptions> make_table() {
         in_range(0, 1e6, Bounds::LowOpen), Recorded::Training);
   t.add("--nu", &O::nu, "neural: weight ν of the centroid sorting loss L2 (eq. 11)", in_range(0, 1e6),
         Recorded::Training);
+  t.add("--w-c", &O::w_c,
+        "neural: W_C, the map of the points into the space they meet the centroids in (eq. 2): identity (fixed) "
+        "or learned (from the identity)",
+        one_of({"identity", "learned"}), Recorded::Model);
+  t.add("--losses", &O::losses,
+        "neural: the form of L1 and L2: projected (the inner product, appendix A's), printed (the same without "
+        "W_C in L1), cosine (on unit vectors: bounded, a departure)",
+        one_of({"projected", "printed", "cosine"}), Recorded::Training);
   t.add("--kmeans-iterations", &O::kmeans_iterations, "kmeans: at most this many Lloyd updates",
         between(0, int64_t(1) << 30));
   t.add("--som-epochs", &O::som_epochs, "som: batch updates of the map", between(1, int64_t(1) << 20));
@@ -111,30 +119,44 @@ train::Metrics label_metrics(const std::vector<int64_t>& assignment, const std::
 }
 
 nlohmann::json fields(const ClusterOptions& o, const Points& p) {
-  return {{"data", p.source}, {"points", p.labels.size()}, {"dimensions", p.x.size(1)}, {"method", o.method},
-          {"clusters", o.clusters}};
+  nlohmann::json f = {{"data", p.source}, {"points", p.labels.size()}, {"dimensions", p.x.size(1)},
+                      {"method", o.method}, {"clusters", o.clusters}};
+  if (o.method == "neural") f["w_c"] = o.w_c, f["losses"] = o.losses;
+  return f;
 }
 
 // ---- the neural method ----
 
-// The centroids C (k, D), the model's only parameter.
+// The centroids C (k, D) and, with --w-c learned, W_C (D, D): the model's parameters.
 class Centroids : public nn::Module {
  public:
-  // k distinct points of x drawn with gen, times `scale`.
-  Centroids(const Tensor& x, int64_t k, double scale, Generator& gen) : Module("NeuralClustering") {
+  // k distinct points of x drawn with gen, times `scale`; W_C from the identity, so that training
+  // starts where the fixed identity is.
+  Centroids(const Tensor& x, int64_t k, double scale, bool learn_w_c, Generator& gen) : Module("NeuralClustering") {
     const Tensor chosen = tapestry::to(slice(argsort(rand({x.size(0)}, gen), 0), 0, 0, k), x.device());  // (k)
     centroids = register_parameter("centroids", index_select(x, 0, chosen) * scale);
+    const int64_t D = x.size(1);
+    if (learn_w_c) w_c = register_parameter("w_c", tapestry::to(one_hot(arange(D), D, x.dtype()), x.device()));
   }
   Tensor centroids;  ///< (k, D)
+  Tensor w_c;        ///< (D, D), or undefined: the identity
 };
 
-class NeuralRun : public train::Task {
-  // Appendix A's objective, the inner product of eq. 6 (W_C is the identity, so projected = printed).
-  static constexpr attention::ClusteringLosses kLosses = attention::ClusteringLosses::Projected;
+attention::ClusteringLosses losses_form(const std::string& name) {
+  using attention::ClusteringLosses;
+  return name == "cosine" ? ClusteringLosses::Cosine
+         : name == "printed" ? ClusteringLosses::Printed : ClusteringLosses::Projected;
+}
 
+class NeuralRun : public train::Task {
  public:
   NeuralRun(const Points& p, const ClusterOptions& o, Generator& gen, Device device)
-      : labels_(p.labels), x_(to(p.x, device)), model_(x_, o.clusters, o.scale, gen), batch_(o.batch), nu_(o.nu) {
+      : labels_(p.labels),
+        x_(to(p.x, device)),
+        model_(x_, o.clusters, o.scale, o.w_c == "learned", gen),
+        batch_(o.batch),
+        nu_(o.nu),
+        losses_(losses_form(o.losses)) {
     model_.to(device);
   }
 
@@ -145,7 +167,7 @@ class NeuralRun : public train::Task {
     const Tensor chosen = to(randint(0, n, {batch_}, gen), x_.device());
     const Tensor words = reshape(index_select(x_, 0, chosen), {1, batch_, d});  // (1, batch, D)
     const attention::NeuralClustering c =
-        attention::neural_clustering(words, model_.centroids, Tensor(), Tensor(), kLosses);
+        attention::neural_clustering(words, model_.centroids, model_.w_c, Tensor(), losses_);
     // eq. 6 (and eq. 17 without a task: µ = 1, λ = 0)
     const Tensor objective = nu_ > 0 ? c.clustering_loss + c.sorting_loss * nu_ : c.clustering_loss;
     return {objective, c.clustering_loss.item<double>(), {{"L1", c.clustering_loss.item<double>()}}, double(batch_)};
@@ -155,7 +177,7 @@ class NeuralRun : public train::Task {
   train::Evaluation evaluate() override {
     const int64_t n = x_.size(0);
     const attention::NeuralClustering c =
-        attention::neural_clustering(unsqueeze(x_, 0), model_.centroids, Tensor(), Tensor(), kLosses);
+        attention::neural_clustering(unsqueeze(x_, 0), model_.centroids, model_.w_c, Tensor(), losses_);
     train::Metrics m = label_metrics(reshape(c.assignment, {n}).to_vector<int64_t>(), labels_);
     m.push_back({"clustering_loss", c.clustering_loss.item<double>()});
     return {m, double(n)};
@@ -167,6 +189,7 @@ class NeuralRun : public train::Task {
   Centroids model_;
   int64_t batch_;
   double nu_;
+  attention::ClusteringLosses losses_;
 };
 
 // ---- K-means and the SOM ----

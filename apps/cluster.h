@@ -12,9 +12,12 @@
 // --method neural: learned centroids C (k, D), trained on the harness (train/trainer.h). A training
 // step draws --batch points (with replacement) as one sequence of words X and runs the clustering of
 // the neural clustering attention (nn/attention/neural_clustering.h, neural_clustering: eq. 2–4)
-// with W_C the identity; the objective is its clustering loss L1 (eq. 6), plus ν·L2 (eq. 11) when
-// --nu > 0. W_C is left out because φ is an inner product: L1 grows without bound with |W_C|, and
-// alone, without a task or a layer norm around it, nothing holds it back. The centroids start as
+// with W_C the identity (--w-c identity, the default) or learned from the identity (--w-c learned);
+// the objective is its clustering loss L1 (eq. 6), plus ν·L2 (eq. 11) when --nu > 0, in the form
+// --losses names (projected, the default: the inner product; printed; cosine: on unit vectors,
+// nn/attention/neural_clustering.h). A learned W_C meets a trivial minimum in every form: with the
+// inner product L1 falls without bound as |W_C| grows, with the cosine it reaches −1 once W_C maps
+// every point onto few directions (docs/RESULTS.md measured both). The centroids start as
 // --scale times k distinct points drawn from the data (the paper: "initialized randomly"); the
 // scale is the inverse temperature of U's softmax, which training is free to change.
 // An evaluation clusters all points as one sequence (eq. 2 normalises U over them) and assigns each
@@ -56,6 +59,8 @@ struct ClusterOptions {
   int64_t batch = 1000;           // neural: points per training sequence
   double scale = 5;               // neural: the initial centroids' length
   double nu = 0;                  // neural: weight ν of the centroid sorting loss L2
+  std::string w_c = "identity";   // neural: identity | learned
+  std::string losses = "projected";  // neural: projected | printed | cosine (nn/attention/neural_clustering.h)
   int64_t kmeans_iterations = 300;  // kmeans: at most this many Lloyd updates
   int64_t som_epochs = 30;          // som: batch updates
   double som_sigma = 0.1;           // som: the neighbourhood radius of the last update (lattice steps)

@@ -71,6 +71,17 @@ void write_idx_pair(const std::string& images, const std::string& labels, int n)
   write_bytes(labels, lab);
 }
 
+// The smoke options of `method` with k = 2 on a pair of IDX files of 6 images written in dir
+// (write_idx_pair), all of them clustered.
+ClusterOptions on_idx_pair(const TempDir& dir, const std::string& method) {
+  ClusterOptions o = smoke(method, 2);
+  o.images = dir.file("images.idx");
+  o.labels = dir.file("labels.idx");
+  o.max_points = 0;
+  write_idx_pair(o.images, o.labels, 6);
+  return o;
+}
+
 struct CliRun {
   int code = -1;
   std::string out, err;
@@ -94,6 +105,38 @@ TEST_CASE("cluster: neural clustering, K-means and the SOM group 2000 real MNIST
     CHECK(r.metric("nmi") > 0.3);
     CHECK(r.metric("clusters_used") >= 8);
   }
+}
+
+TEST_CASE("cluster: the neural method with a learned W_C and each loss form; W_C is checkpointed") {
+  TempDir dir;
+  ClusterOptions o = on_idx_pair(dir, "neural");
+  o.batch = 6;
+  o.train.steps = 3;
+  o.w_c = "learned";
+  for (const char* losses : {"projected", "printed", "cosine"}) {
+    INFO(losses);
+    o.losses = losses;
+    o.train.save = dir.file(std::string(losses) + ".ckpt");
+    const train::Report r = app::run_cluster(o);
+    CHECK(r.fields.at("w_c") == "learned");
+    CHECK(r.fields.at("losses") == losses);
+    CHECK(std::isfinite(r.metric("clustering_loss")));
+    const Checkpoint c = load_checkpoint(o.train.save);
+    REQUIRE(c.tensors.count("model.w_c") == 1);
+    CHECK(c.tensors.at("model.w_c").shape() == Shape{4, 4});
+    // Three Adam steps moved W_C off the identity it starts from.
+    CHECK(sum(abs(c.tensors.at("model.w_c") - from_vector<float>({1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1},
+                                                                   {4, 4})))
+              .item<double>() > 0);
+  }
+  o.train.save.clear();
+  o.w_c = "identity";
+  CHECK(app::run_cluster(o).parameters == 2 * 4);  // the centroids only
+  o.w_c = "random";
+  check_error([&] { app::check_cluster_options(o); }, {"--w-c", "identity | learned", "'random'"});
+  o.w_c = "learned";
+  o.losses = "l2";
+  check_error([&] { app::check_cluster_options(o); }, {"--losses", "projected | printed | cosine", "'l2'"});
 }
 
 TEST_CASE("cluster: k-means recovers three separated blobs, and refuses bad input") {
@@ -148,12 +191,8 @@ TEST_CASE("neural_clustering: the attention's clustering, alone; W_C undefined i
 
 TEST_CASE("cluster: bad input is refused with a message naming the file or the flag") {
   TempDir dir;
-  const std::string images = dir.file("images.idx"), labels = dir.file("labels.idx");
-  write_idx_pair(images, labels, 6);
-  ClusterOptions o = smoke("kmeans", 2);
-  o.images = images;
-  o.labels = labels;
-  o.max_points = 0;
+  ClusterOptions o = on_idx_pair(dir, "kmeans");
+  const std::string images = o.images;
   SUBCASE("a tiny IDX pair clusters perfectly") {
     const train::Report r = app::run_cluster(o);
     CHECK(r.metric("majority_accuracy") == 1.0);
