@@ -269,9 +269,9 @@ void add_attention_options(OptionTable<Options>& t, std::string Options::*train,
   t.add("--attention", train,
         "attention to train with: full, clustered:clusters=C,bits=R,iterations=L, "
         "improved-clustered:clusters=C,topk=k,bits=R,iterations=L, "
-        "neural-clustering:clusters=C,losses=cosine|projected|printed (clustered types default to bits=63, "
-        "iterations=10; neural-clustering's losses to cosine, a bounded departure from the paper: losses=printed is "
-        "eq. 6 as printed)",
+        "neural-clustering:clusters=k,losses=cosine|projected|printed (clustered types default to bits=63, "
+        "iterations=10; neural-clustering to the paper's k = 3 and to losses=cosine, a bounded departure from the "
+        "paper: losses=printed is eq. 6 as printed)",
         config, Recorded::Model);
   Check<std::string> optional_config{[config](const std::string& text) {
                                        return text.empty() ? std::string() : config.problem(text);
