@@ -142,12 +142,6 @@ class Centroids : public nn::Module {
   Tensor w_c;        ///< (D, D), or undefined: the identity
 };
 
-attention::ClusteringLosses losses_form(const std::string& name) {
-  using attention::ClusteringLosses;
-  return name == "cosine" ? ClusteringLosses::Cosine
-         : name == "printed" ? ClusteringLosses::Printed : ClusteringLosses::Projected;
-}
-
 class NeuralRun : public train::Task {
  public:
   NeuralRun(const Points& p, const ClusterOptions& o, Generator& gen, Device device)
@@ -156,7 +150,7 @@ class NeuralRun : public train::Task {
         model_(x_, o.clusters, o.scale, o.w_c == "learned", gen),
         batch_(o.batch),
         nu_(o.nu),
-        losses_(losses_form(o.losses)) {
+        losses_(attention::losses_from_name(o.losses, "--losses")) {
     model_.to(device);
   }
 

@@ -58,18 +58,6 @@ int64_t& field(AttentionConfig& c, const std::string& key) {
   return c.topk;
 }
 
-constexpr ClusteringLosses kLossForms[] = {ClusteringLosses::Projected, ClusteringLosses::Printed,
-                                          ClusteringLosses::Cosine};
-
-ClusteringLosses parse_losses(const std::string& value, const std::string& op) {
-  std::vector<std::string> names;
-  for (ClusteringLosses form : kLossForms) {
-    if (value == losses_name(form)) return form;
-    names.push_back(losses_name(form));
-  }
-  fail(op, "losses must be one of ", join(names), ", got '", value, "'");
-}
-
 }  // namespace
 
 std::string with_legacy_defaults(const std::string& text) {
@@ -114,7 +102,7 @@ AttentionConfig AttentionConfig::parse(const std::string& text) {
     TP_CHECK(std::find(type->keys.begin(), type->keys.end(), key) != type->keys.end(), op, "'", key,
              "' is not a setting of ", type->name, " (settings: ", join(type->keys), ")");
     if (key == "losses") {
-      config.losses = parse_losses(value, op);
+      config.losses = losses_from_name(value, op);
       continue;
     }
     TP_CHECK(value.size() < 10 && value.find_first_not_of("0123456789") == std::string::npos, op, key,

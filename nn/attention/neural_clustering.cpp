@@ -155,6 +155,15 @@ const char* losses_name(ClusteringLosses losses) {
   return "?";
 }
 
+ClusteringLosses losses_from_name(const std::string& name, const std::string& op) {
+  std::string names;
+  for (ClusteringLosses form : {ClusteringLosses::Projected, ClusteringLosses::Printed, ClusteringLosses::Cosine}) {
+    if (name == losses_name(form)) return form;
+    names += (names.empty() ? "" : ", ") + std::string(losses_name(form));
+  }
+  fail(op, "losses must be one of ", names, ", got '", name, "'");
+}
+
 NeuralClustering neural_clustering(const Tensor& x, const Tensor& centroids, const Tensor& w_c,
                                    const Tensor& lengths, ClusteringLosses losses) {
   check_clustering_inputs(kClusterOp, x, centroids);

@@ -47,6 +47,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/tensor.h"
 #include "nn/attention/common.h"
@@ -65,6 +66,8 @@ enum class ClusteringLosses {
 
 /// "projected", "printed" or "cosine".
 const char* losses_name(ClusteringLosses losses);
+/// The form losses_name gives `name`; throws Error naming `op` and the forms for any other text.
+ClusteringLosses losses_from_name(const std::string& name, const std::string& op);
 
 /// All of one floating dtype (float32 or float64), on x's device.
 struct NeuralClusteringWeights {
