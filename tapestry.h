@@ -30,6 +30,7 @@
 #include "nn/attention/common.h"
 #include "nn/attention/config.h"
 #include "nn/attention/full.h"
+#include "nn/attention/local.h"
 #include "nn/attention/neural_clustering.h"
 #include "nn/attention/reformer.h"
 #include "nn/attention/routing.h"

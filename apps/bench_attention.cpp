@@ -35,12 +35,12 @@ int64_t ceil_sqrt(int64_t n) {
 }
 
 // The attention `text` names at length n: AttentionConfig's defaults are §C.1's (C = 100, R = 63,
-// L = 10, k = 32); neural-clustering and routing take ⌈√N⌉ clusters unless the text sets them.
+// L = 10, k = 32); the kinds whose clusters follow the length (neural-clustering, routing) take ⌈√N⌉
+// clusters unless the text sets them.
 attention::AttentionConfig config_at(const std::string& text, int64_t n) {
-  attention::AttentionConfig config = attention::AttentionConfig::parse(text);
-  const bool per_length = config.type == attention::AttentionType::NeuralClustering ||
-                          config.type == attention::AttentionType::Routing;
-  if (per_length && text.find("clusters=") == std::string::npos) config.clusters = ceil_sqrt(n);
+  const attention::AttentionConfig config = attention::AttentionConfig::parse(text);
+  if (config.kind().clusters_follow_length() && text.find("clusters=") == std::string::npos)
+    return config.with("clusters", ceil_sqrt(n));
   return config;
 }
 
@@ -61,10 +61,10 @@ class AttentionLayer {
     options.dropout = 0.0;
     options.attention = config;
     nn::Module* layer = nullptr;
-    if (config.type == attention::AttentionType::NeuralClustering) {
+    if (config.kind().form() == attention::Form::HiddenStates) {
       clusterformer_ = std::make_shared<nn::ClusterFormerEncoderLayer>(options, gen_);
       // The first layer's centroids (ClusterFormerEncoder's initialisation): a parameter.
-      centroids_ = to(randn({config.clusters, kModel}, gen_) / std::sqrt(double(kModel)), device);
+      centroids_ = to(randn({config.get("clusters"), kModel}, gen_) / std::sqrt(double(kModel)), device);
       centroids_.set_requires_grad(true);
       layer = clusterformer_.get();
     } else {

@@ -16,7 +16,6 @@
 namespace tapestry::app {
 
 using attention::AttentionConfig;
-using attention::AttentionType;
 using data::CopyTask;
 using data::CopyTaskBatch;
 

@@ -84,7 +84,6 @@ nlohmann::json recorded_settings(const std::string& path, const std::string& tas
 
 Attentions attentions(const std::string& train, const std::string& eval) {
   using attention::AttentionConfig;
-  using attention::AttentionType;
   const auto parse = [](const char* flag, const std::string& text) {
     try {
       return AttentionConfig::parse(text);
@@ -95,25 +94,20 @@ Attentions attentions(const std::string& train, const std::string& eval) {
   Attentions a;
   a.train = parse("--attention", train);
   a.eval = eval.empty() ? a.train : parse("--eval-attention", eval);
-  const bool neural_train = a.train.type == AttentionType::NeuralClustering;
-  const bool neural_eval = a.eval.type == AttentionType::NeuralClustering;
-  TP_CHECK(!neural_train || a.eval == a.train, "--eval-attention", "a model trained with ", a.train.to_string(),
+  // A kind of Form::HiddenStates makes a ClusterFormer, whose weights a Transformer lacks.
+  const bool clusterformer_train = a.train.kind().form() == attention::Form::HiddenStates;
+  const bool clusterformer_eval = a.eval.kind().form() == attention::Form::HiddenStates;
+  TP_CHECK(!clusterformer_train || a.eval == a.train, "--eval-attention", "a model trained with ", a.train.to_string(),
            " (a ClusterFormer) can only be evaluated with the same attention, got ", a.eval.to_string());
-  TP_CHECK(neural_train || !neural_eval, "--eval-attention", "neural-clustering needs a model trained with it (a ",
-           "ClusterFormer has weights a Transformer lacks); this model is trained with ", a.train.to_string());
+  TP_CHECK(clusterformer_train || !clusterformer_eval, "--eval-attention", a.eval.name(), " needs a model trained with ",
+           "it (a ClusterFormer has weights a Transformer lacks); this model is trained with ", a.train.to_string());
   return a;
 }
 
 void check_attention_memory(const Attentions& a, int64_t batch, int64_t heads, int64_t length) {
-  using attention::AttentionType;
   const double memory = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
   const auto check = [&](const char* flag, const attention::AttentionConfig& c) {
-    const double n = double(length);
-    // Keys each query row is scored against, and rows per (sequence, head).
-    double rows = n, keys = n;
-    if (c.type == AttentionType::Clustered || c.type == AttentionType::ImprovedClustered) rows = double(c.clusters);
-    if (c.type == AttentionType::NeuralClustering) keys = 2 * std::ceil(n / double(c.clusters));
-    const double bytes = double(batch) * double(heads) * rows * keys * 4;
+    const double bytes = double(batch) * double(heads) * c.kind().score_elements(c, length) * 4;
     TP_CHECK(memory <= 0 || bytes <= memory, flag, c.to_string(), " at --batch ", batch, ", --heads ", heads,
              " and sequences of ", length, " needs at least ", format_bytes(int64_t(std::min(bytes, 0x1p62))),
              " for one layer's attention weights, more than this machine's ", format_bytes(int64_t(memory)),

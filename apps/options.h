@@ -267,11 +267,10 @@ void add_attention_options(OptionTable<Options>& t, std::string Options::*train,
   const auto config = parsed_by([](const std::string& text) { attention::AttentionConfig::parse(text); },
                                 "an attention config");
   t.add("--attention", train,
-        "attention to train with: full, clustered:clusters=C,bits=R,iterations=L, "
-        "improved-clustered:clusters=C,topk=k,bits=R,iterations=L, "
-        "neural-clustering:clusters=k,losses=cosine|projected|printed (clustered types default to bits=63, "
-        "iterations=10; neural-clustering to the paper's k = 3 and to losses=cosine, a bounded departure from the "
-        "paper: losses=printed is eq. 6 as printed)",
+        "attention to train with, KIND or KIND:KEY=VALUE,...; the kinds with their defaults: " +
+            attention::kinds_help() +
+            " (neural-clustering's losses=cosine is a bounded departure from the paper: losses=printed is eq. 6 "
+            "as printed)",
         config, Recorded::Model);
   Check<std::string> optional_config{[config](const std::string& text) {
                                        return text.empty() ? std::string() : config.problem(text);
@@ -281,8 +280,8 @@ void add_attention_options(OptionTable<Options>& t, std::string Options::*train,
 }
 
 // Fails fast, naming the flag, when the attention weights of one layer would not fit in this
-// machine's memory: (B, H, C, N) float32 for the clustered types, (B, H, N, N) for full and, per
-// block, neural-clustering. A cheap lower bound, taken before anything is allocated, so that e.g.
+// machine's memory: B · H · score_elements(N) float32 (attention::Kind: (C, N) per head for the
+// clustered kinds, (N, N) for full). A cheap lower bound, taken before anything is allocated, so that e.g.
 // clustered:clusters=60000 at a large batch fails at once rather than after minutes of swapping.
 void check_attention_memory(const Attentions& a, int64_t batch, int64_t heads, int64_t length);
 

@@ -61,14 +61,14 @@ OptionTable<TranslateOptions> make_table() {
   const auto config = parsed_by([](const std::string& text) { attention::AttentionConfig::parse(text); },
                                 "an attention config");
   t.add("--encoder-attention", &O::encoder_attention,
-        "the encoder's self-attention: full, clustered:clusters=C, improved-clustered:clusters=C,topk=k, "
-        "neural-clustering:clusters=C",
+        "the encoder's self-attention, KIND or KIND:KEY=VALUE,... (the kinds: --attention of tapestry copy-task)",
         config, Recorded::Model);
   t.add("--decoder-attention", &O::decoder_attention,
-        "the decoder's causal self-attention: full, or neural-clustering:clusters=C (masked; decodes without the "
-        "key/value cache)",
-        config,
-        Recorded::Model);
+        "the decoder's causal self-attention: " +
+            attention::kind_names([](const attention::Kind& k) { return k.has_causal_form(); }) +
+            " (" + attention::kind_names([](const attention::Kind& k) { return k.decodes_incrementally(); }) +
+            " decode with the key/value cache, the others re-run the prefix)",
+        config, Recorded::Model);
   Check<std::string> optional_config{[config](const std::string& text) {
                                        return text.empty() ? std::string() : config.problem(text);
                                      },
@@ -270,7 +270,9 @@ class TranslateRun : public InspectableTask {
   // Something to inspect in the encoder's self-attention or in the decoder's.
   std::string cannot_inspect() const override {
     const std::string encoder = models::nothing_to_inspect(model_.options().encoder_attention);
-    const std::string decoder = models::nothing_to_inspect(model_.options().decoder_attention);
+    // A Transformer decoder's layers are not traced (Translator::Output has a ClusterFormer decoder's).
+    const std::string decoder = model_.clustering_decoder ? models::nothing_to_inspect(model_.options().decoder_attention)
+                                                          : "only a ClusterFormer decoder is inspected";
     return encoder.empty() || decoder.empty() ? "" : "encoder: " + encoder + "; decoder: " + decoder;
   }
 
@@ -386,10 +388,10 @@ void check_translate_options(const TranslateOptions& o) {
   train::check_options(o.train);
   TP_CHECK(o.source_lang != o.target_lang, "--target-lang", "source and target files need different suffixes, both are '",
            o.source_lang, "'");
-  const attention::AttentionType decoder = attention::AttentionConfig::parse(o.decoder_attention).type;
-  TP_CHECK(decoder == attention::AttentionType::Full || decoder == attention::AttentionType::NeuralClustering,
-           "--decoder-attention", "the decoder's causal self-attention must be full or neural-clustering (the "
-           "clustered types have no causal form), got '", o.decoder_attention, "'");
+  const attention::AttentionConfig decoder = attention::AttentionConfig::parse(o.decoder_attention);
+  TP_CHECK(decoder.kind().has_causal_form(), "--decoder-attention", "the decoder's self-attention must have a causal ",
+           "form (", attention::kind_names([](const attention::Kind& k) { return k.has_causal_form(); }), "), got '",
+           o.decoder_attention, "'");
   attentions(o.encoder_attention, o.eval_attention);  // refuses pairs that cannot work (apps/options.h)
 }
 

@@ -17,9 +17,12 @@
 
 namespace tapestry::models {
 
-using attention::AttentionType;
 
 namespace {
+
+// The k of the improved-clustered rows the report compares for a clustered layer, which has no top-k
+// of its own: improved-clustered's default.
+constexpr int64_t kReportedTopk = 32;
 
 constexpr const char* kOp = "inspect";
 
@@ -173,7 +176,8 @@ std::shared_ptr<nn::TransformerEncoder> transformer_of(const InspectedStack& sta
   return encoder;
 }
 
-bool is_neural(const InspectedStack& stack) { return stack.attention.type == AttentionType::NeuralClustering; }
+// A ClusterFormer stack (neural clustering of the hidden states), else a Transformer with clustered queries.
+bool is_neural(const InspectedStack& stack) { return stack.attention.kind().form() == attention::Form::HiddenStates; }
 
 // The tensors whose gradients a stack's layers report, in order: per neural-clustering layer the
 // centroids, W_C, W_Q, W_K, W_V and the input; per clustered layer W_Q, W_K, W_V and the input.
@@ -248,7 +252,7 @@ void inspect_clustered(const InspectedStack& stack, const std::vector<std::vecto
     Tensor k = attn.project_keys_values(y, y, Tensor()).keys;
     if (attention::shares_qk(config)) k = attention::unit_rows(k);
     const attention::QueryClusters clusters =
-        attention::cluster_queries(q, stack.lengths, {config.clusters, config.bits, config.iterations}, gen);
+        attention::cluster_queries(q, stack.lengths, attention::clustering_options(config), gen);
     std::vector<int64_t> ids = clusters.ids.to_vector<int64_t>();  // (B, H, N)
     const int64_t B = q.size(0), N = q.size(2);
     const std::vector<int64_t> lengths = real_lengths(stack.lengths, B, N);
@@ -261,7 +265,8 @@ void inspect_clustered(const InspectedStack& stack, const std::vector<std::vecto
     }
     AttentionMap map;
     map.layer = int64_t(i);
-    layer.attention = attention_reports(q, k, clusters, lengths, config.topk, &map);
+    const int64_t topk = config.has("topk") ? config.get("topk") : kReportedTopk;
+    layer.attention = attention_reports(q, k, clusters, lengths, topk, &map);
     layer.positions = N;
     map.stack = stack.name;
     result.maps.push_back(std::move(map));
@@ -277,20 +282,7 @@ nlohmann::json summary(const metrics::Spread& s) {
 
 }  // namespace
 
-std::string nothing_to_inspect(const attention::AttentionConfig& config) {
-  switch (config.type) {
-    case AttentionType::Clustered:
-    case AttentionType::ImprovedClustered:
-    case AttentionType::NeuralClustering:
-      return "";
-    case AttentionType::Full:
-      return "full attention has no clusters and no clustering losses: every query attends to every key and "
-             "the task loss is the only loss";
-    default:
-      return std::string(attention::type_name(config.type)) +
-             " attention is not inspected: only clustered, improved-clustered and neural-clustering attention";
-  }
-}
+std::string nothing_to_inspect(const attention::AttentionConfig& config) { return config.kind().not_inspected(); }
 
 Inspection inspect(nn::Module& model, const std::function<InspectedPass(Generator& gen)>& forward,
                    const InspectionOptions& o) {

@@ -14,16 +14,14 @@
 
 namespace tapestry::models {
 
-using attention::AttentionType;
-
 Translator::Translator(const TranslatorOptions& o, Generator& gen) : Module("Translator"), options_(o) {
   TP_CHECK(o.vocabulary >= 5, name(), "the vocabulary needs the 4 special ids and at least one piece, got ",
            o.vocabulary);
   TP_CHECK(o.encoder_layers >= 1 && o.decoder_layers >= 1, name(), "needs at least one encoder and one decoder layer, got ",
            o.encoder_layers, " and ", o.decoder_layers);
-  TP_CHECK(o.decoder_attention.type == AttentionType::Full || o.decoder_attention.type == AttentionType::NeuralClustering,
-           name(), "the decoder's self-attention must be full or neural-clustering: the clustered types have no "
-           "causal form (got '", o.decoder_attention.to_string(), "')");
+  TP_CHECK(o.decoder_attention.kind().has_causal_form(), name(), "the decoder's self-attention must have a causal ",
+           "form (", attention::kind_names([](const attention::Kind& k) { return k.has_causal_form(); }), "), got '",
+           o.decoder_attention.to_string(), "'");
   nn::TransformerLayerOptions layer = layer_options(name().c_str(), o.heads, o.head_dim, o.ff, o.dropout,
                                                     o.encoder_attention);
   const int64_t D = layer.d_model;
@@ -35,7 +33,7 @@ Translator::Translator(const TranslatorOptions& o, Generator& gen) : Module("Tra
   positions = register_module("positions", std::make_shared<nn::SinusoidalPositionalEncoding>(D));
   encoder = register_module("encoder", nn::make_encoder(layer, o.encoder_layers, gen, o.clustering));
   layer.attention = o.decoder_attention;
-  if (o.decoder_attention.type == AttentionType::NeuralClustering)
+  if (o.decoder_attention.kind().form() == attention::Form::HiddenStates)
     clustering_decoder =
         register_module("decoder", std::make_shared<nn::ClusterFormerDecoder>(layer, o.decoder_layers, gen));
   else

@@ -38,7 +38,7 @@ struct TranslatorOptions {
   double dropout = 0.1;    ///< the encoder and decoder layers' dropout (nn::TransformerLayerOptions::dropout)
   bool tie_output = true;  ///< the output projection is the embedding table (no weights of its own)
   attention::AttentionConfig encoder_attention;  ///< the encoder's self-attention
-  attention::AttentionConfig decoder_attention;  ///< the decoder's causal self-attention: full or neural-clustering
+  attention::AttentionConfig decoder_attention;  ///< the decoder's causal self-attention: any kind with a causal form
   nn::ClusteringLossWeights clustering;          ///< µ, ν for a neural-clustering encoder or decoder (eq. 17)
 };
 
@@ -76,9 +76,11 @@ class Translator : public nn::Module {
   /// a neural-clustering decoder, its µ·L1 + ν·L2 (else undefined).
   nn::EncoderOutput decode(const Tensor& x, const Tensor& memory, const Tensor& lengths, const Tensor& memory_lengths,
                            Generator& gen);
-  /// Whether the decoder keeps keys and values for incremental decoding (a neural-clustering decoder
-  /// does not: nn/clusterformer.h).
-  bool has_decoder_cache() const { return decoder != nullptr; }
+  /// Whether the decoder keeps keys and values for incremental decoding: a Transformer decoder whose
+  /// self-attention kind decodes incrementally (attention::Kind::decodes_incrementally: full). A neural-clustering decoder (nn/clusterformer.h) and the other kinds re-run the prefix.
+  bool has_decoder_cache() const {
+    return decoder != nullptr && options_.decoder_attention.kind().decodes_incrementally();
+  }
 
   /// The encoder's self-attention (nn::Encoder::set_attention), e.g. to evaluate with another.
   void set_encoder_attention(const attention::AttentionConfig& config) { encoder->set_attention(config); }

@@ -9,7 +9,6 @@
 
 namespace tapestry::nn {
 
-using attention::AttentionType;
 using attention::Causal;
 
 namespace {
@@ -20,8 +19,13 @@ Tensor uniform_weight(int64_t rows, int64_t cols, Generator& gen) {
   return rand({rows, cols}, gen) * (2 * bound) - bound;
 }
 
+// The form of the clustering losses a neural-clustering config names (its setting "losses").
+attention::ClusteringLosses clustering_losses(const attention::AttentionConfig& config) {
+  return attention::ClusteringLosses(config.get("losses"));
+}
+
 void check_neural(const char* layer, const TransformerLayerOptions& options) {
-  TP_CHECK(options.attention.type == AttentionType::NeuralClustering, layer,
+  TP_CHECK(options.attention.kind().form() == attention::Form::HiddenStates, layer,
            "needs neural-clustering attention, got '", options.attention.to_string(), "'");
 }
 
@@ -58,7 +62,7 @@ void accumulate(ClusterFormerOutput& out, const ClusterFormerOutput& layer, size
 
 // §3.1: "C is initialized randomly in the first layer" — N(0, 1/D), so the first similarities are O(1).
 Tensor initial_centroids(const TransformerLayerOptions& options, Generator& gen) {
-  return randn({options.attention.clusters, options.d_model}, gen) / std::sqrt(double(options.d_model));
+  return randn({options.attention.get("clusters"), options.d_model}, gen) / std::sqrt(double(options.d_model));
 }
 
 }  // namespace
@@ -83,7 +87,7 @@ ClusterFormerOutput ClusterFormerEncoderLayer::forward(const Tensor& x, const Te
   // §3.1–3.2 inside the first residual block: the clustering sees what the attention sees.
   const Tensor h = residual(options_.norm, x, *norm1, *dropout1, gen, [&](const Tensor& y) {
     return clustering_attention(x, y, centroids, {w_c, w_q, w_k, w_v, w_o}, options_.heads, lengths, causal,
-                                options_.attention.losses, out);
+                                clustering_losses(options_.attention), out);
   });
   out.output = residual(options_.norm, h, *norm2, *dropout2, gen, [&](const Tensor& y) { return ff->forward(y, gen); });
   return out;
@@ -154,7 +158,7 @@ ClusterFormerOutput ClusterFormerDecoderLayer::forward(const Tensor& x, const Te
   // Appendix B: the decoder's self-attention is the masked form of §3.2.
   const Tensor h1 = residual(options_.norm, x, *norm1, *dropout1, gen, [&](const Tensor& y) {
     return clustering_attention(x, y, centroids, {w_c, w_q, w_k, w_v, w_o}, options_.heads, lengths, Causal::Yes,
-                                options_.attention.losses, out);
+                                clustering_losses(options_.attention), out);
   });
   const Tensor h2 = residual(options_.norm, h1, *norm2, *dropout2, gen, [&](const Tensor& y) {
     return cross_attn->forward(y, memory, memory, {lengths, memory_lengths}, Causal::No, gen);

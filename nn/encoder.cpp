@@ -12,7 +12,7 @@ Tensor EncoderOutput::objective(const Tensor& task_loss) const {
 
 std::shared_ptr<Encoder> make_encoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen,
                                       const ClusteringLossWeights& weights) {
-  if (options.attention.type == attention::AttentionType::NeuralClustering)
+  if (options.attention.kind().form() == attention::Form::HiddenStates)
     return std::make_shared<ClusterFormerEncoder>(options, num_layers, gen, weights);
   return std::make_shared<TransformerEncoder>(options, num_layers, gen);
 }

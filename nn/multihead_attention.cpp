@@ -1,14 +1,12 @@
 #include "nn/multihead_attention.h"
 
 #include "core/autograd.h"
-#include "nn/attention/routing.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
 
 namespace tapestry::nn {
 
 using attention::AttentionConfig;
-using attention::AttentionType;
 using attention::Causal;
 using attention::Padding;
 
@@ -26,25 +24,14 @@ bool same(const Tensor& a, const Tensor& b) { return a.impl_ptr() == b.impl_ptr(
 }  // namespace
 
 void MultiheadAttention::check_attention(const std::string& layer, const AttentionConfig& config, Causal causal) {
-  switch (config.type) {
-    case AttentionType::Full:
-    case AttentionType::OracleTop:
-    case AttentionType::Routing:
-    case AttentionType::Reformer:
-      return;
-    case AttentionType::ImprovedClustered:
-      return;
-    case AttentionType::Clustered:
-      TP_CHECK(causal == Causal::No, layer, attention::type_name(config.type),
-               " attention has no causal form; causal self-attention must be full, oracle-top or improved-clustered",
-               " (got '", config.to_string(), "')");
-      return;
-    case AttentionType::NeuralClustering:
-      break;
-  }
-  fail(layer, "neural-clustering attention is handled by the ClusterFormer encoder layer, not by ",
-       "MultiheadAttention: it clusters the hidden states before the projections and returns clustering ",
-       "losses and centroids besides its output (got '", config.to_string(), "')");
+  const attention::Kind& kind = config.kind();
+  TP_CHECK(kind.form() == attention::Form::Heads, layer, config.name(), " attention is handled by the ClusterFormer ",
+           "layers, not by MultiheadAttention: it clusters the hidden states before the projections and returns ",
+           "clustering losses and centroids besides its output (got '", config.to_string(), "')");
+  TP_CHECK(causal == Causal::No || kind.has_causal_form(), layer, config.name(),
+           " attention has no causal form; causal self-attention must be one of ",
+           attention::kind_names([](const attention::Kind& k) { return k.has_causal_form() && k.form() == attention::Form::Heads; }),
+           " (got '", config.to_string(), "')");
 }
 
 MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& options, Generator& gen)
@@ -57,9 +44,9 @@ MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& options,
   k_proj = register_module("k_proj", std::make_shared<Linear>(D, D, gen, options.bias));
   v_proj = register_module("v_proj", std::make_shared<Linear>(D, D, gen, options.bias));
   out_proj = register_module("out_proj", std::make_shared<Linear>(D, D, gen, options.bias));
-  if (options.attention.type == AttentionType::Routing)
-    routing_centroids_ = register_buffer(
-        kCentroids, attention::initial_routing_centroids(options.heads, options.attention.clusters, D / options.heads, gen));
+  for (const auto& [buffer, value] : options.attention.kind().initial_state(options.attention, options.heads,
+                                                                          D / options.heads, gen, Options{}))
+    state_[buffer] = register_buffer(buffer, value);
 }
 
 AttentionConfig MultiheadAttention::parse_attention(const std::string& layer, const std::string& text) {
@@ -72,16 +59,21 @@ AttentionConfig MultiheadAttention::parse_attention(const std::string& layer, co
 
 void MultiheadAttention::set_attention(const AttentionConfig& config) {
   check_attention(name(), config, Causal::No);
-  options_.attention = config;
-  const bool fits = routing_centroids_.defined() && routing_centroids_.size(1) == config.clusters;
-  if (config.type == AttentionType::Routing && !fits) {
-    TP_CHECK(!has_buffer(kCentroids), name(), "this layer was built for ", routing_centroids_.size(1),
-             " routing clusters; it cannot route to ", config.clusters, " (got '", config.to_string(), "')");
-    // A layer built for another attention: centroids that are not saved, from a fixed seed.
-    Generator gen(0);
-    routing_centroids_ = attention::initial_routing_centroids(options_.heads, config.clusters,
-                                                              options_.d_model / options_.heads, gen, q_proj->weight.options());
+  // The state this layer keeps (its buffers, or state made for an earlier switch) stays where it fits
+  // the new config; a layer built for another attention gets state that is not saved, from a fixed seed.
+  Generator gen(0);
+  attention::State state = config.kind().initial_state(config, options_.heads, options_.d_model / options_.heads, gen,
+                                                       q_proj->weight.options());
+  for (auto& [buffer_name, value] : state) {
+    const auto earlier = state_.find(buffer_name);
+    const Tensor* kept = has_buffer(buffer_name) ? &buffer(buffer_name) : earlier != state_.end() ? &earlier->second : nullptr;
+    if (kept && kept->shape() == value.shape()) value = *kept;
+    else TP_CHECK(!has_buffer(buffer_name), name(), "this layer keeps '", buffer_name, "' of shape ",
+                  to_string(kept->shape()), " for the attention it was built with; '", config.to_string(), "' needs ",
+                  to_string(value.shape()));
   }
+  options_.attention = config;
+  state_ = std::move(state);
 }
 
 void MultiheadAttention::set_attention(const std::string& config) { set_attention(parse_attention(name(), config)); }
@@ -125,15 +117,12 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   const bool shared = attention::shares_qk(options_.attention);
   const Tensor k = shared && same(k_in, q_in) ? q : split_heads((shared ? q_proj : k_proj)->forward(k_in));
   const Tensor v = split_heads(v_proj->forward(v_in));
-  Tensor attended;  // (B, H, N, E)
-  if (options_.attention.type == AttentionType::Routing) {
-    attended = attention::routing_attention(q, shared ? attention::unit_rows(k) : k, v, routing_centroids_, padding, causal);
-    if (is_training()) {
-      NoGradGuard no_grad;
-      copy_(routing_centroids_, attention::update_routing_centroids(q, k, routing_centroids_, padding));
-    }
-  } else {
-    attended = attention::attend(options_.attention, q, k, v, padding, causal, gen);
+  const Tensor attended = attention::attend(options_.attention, q, k, v, padding, causal, gen, state_);  // (B, H, N, E)
+  if (is_training() && !state_.empty()) {
+    NoGradGuard no_grad;
+    attention::State moved = state_;
+    options_.attention.kind().update_state(options_.attention, q, k, padding, moved);
+    for (auto& [buffer, value] : state_) copy_(value, moved.at(buffer));
   }
   return merge_heads(attended);
 }
@@ -169,7 +158,7 @@ Tensor MultiheadAttention::forward_cached(const Tensor& query, const KeyValues& 
            " and values ", to_string(cached.values.shape()), " hold different numbers of positions");
   const Padding padding{Tensor(), key_lengths};
   return merge_heads(attention::attend(options_.attention, split_heads(q_proj->forward(query)), cached.keys,
-                                       cached.values, padding, Causal::No, gen));
+                                       cached.values, padding, Causal::No, gen, state_));
 }
 
 }  // namespace tapestry::nn

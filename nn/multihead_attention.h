@@ -1,7 +1,6 @@
 /// @file
 /// Multi-head attention as a layer: q/k/v projections, H heads, an attention chosen by config
-/// (nn/attention/config.h: full, clustered, improved-clustered, oracle-top, routing, reformer), and an
-/// output projection.
+/// (nn/attention/config.h: any kind of Form::Heads), and an output projection.
 ///
 /// Shape letters: B batch, N queries, S keys, D model width, H heads, E = D / H head width.
 #pragma once
@@ -39,22 +38,20 @@ struct KeyValues {
 /// Padded keys are never attended to, and the padded rows of all three inputs are zeroed before the
 /// projections, so no value there (not even NaN or inf) can reach a real position. Outputs at padded
 /// queries are finite and meaningless.
-/// Causal::Yes: query i sees keys j ≤ i (needs N = S; full, oracle-top and improved-clustered, whose
-/// causal form is nn/attention/clustered.h: causal_improved_clustered_attention; clustered has none).
-/// Routing (nn/attention/routing.h): a layer built with a routing config keeps its centroids (H, C,
-/// E) as the buffer "routing_centroids" (initialised from `gen`, saved in checkpoints) and moves them
-/// by the moving average after every forward in train mode; none in eval mode. A layer built for
-/// another attention and switched to routing (to evaluate a model with it) gets centroids that are
-/// not saved, random unit vectors from a fixed seed, updated the same way in train mode.
+/// Causal::Yes: query i sees keys j ≤ i (needs N = S; the kinds whose has_causal_form() says so).
+/// State (attention::Kind::initial_state): a layer built with a kind that keeps state (routing's
+/// centroids (H, C, E), "routing_centroids") registers it as buffers (initialised from `gen`, saved
+/// in checkpoints) and lets the kind move it after every forward in train mode; none in eval mode. A
+/// layer built for another attention and switched to such a kind (to evaluate a model with it) gets
+/// state that is not saved, from a fixed seed, updated the same way in train mode.
 /// Shared-QK configs (full:shared-qk=1): the keys are q_proj of the key input, normalised in attend;
 /// k_proj stays a parameter (unused while shared), so checkpoints fit either kind.
-/// gen: the clustered types draw their hash planes from it on every call (in both modes); full
+/// gen: the clustered kinds draw their hash planes from it on every call (in both modes); full
 /// attention draws nothing.
 ///
-/// Attention types. neural-clustering is not a MultiheadAttention: it clusters the hidden states
-/// before projecting them and returns losses and centroids besides its output, so it is handled by
-/// the ClusterFormer encoder layer. Asking for it here throws. (check_attention is the one branch
-/// point that knows which types this class runs.)
+/// Kinds of attention::Form::HiddenStates (neural-clustering) are not a MultiheadAttention: they
+/// cluster the hidden states before projecting them and return losses and centroids besides their
+/// output, so the ClusterFormer layers run them. Asking for one here throws.
 class MultiheadAttention : public Module {
  public:
   /// The four projections, initialised from `gen` (as nn::Linear); throws Error for bad options.
@@ -77,7 +74,8 @@ class MultiheadAttention : public Module {
   Tensor forward_cached(const Tensor& query, const KeyValues& cached, const Tensor& key_lengths, Generator& gen);
 
   /// The attention used from the next forward on; the projections are kept, so a model trained with
-  /// one attention can be evaluated with another. Throws for neural-clustering.
+  /// one attention can be evaluated with another. Throws for a kind of Form::HiddenStates, and for a
+  /// kind whose state does not fit the state this layer was built with.
   void set_attention(const attention::AttentionConfig& config);
   void set_attention(const std::string& config);  ///< parsed by AttentionConfig::parse
   /// The attention it runs now.
@@ -96,17 +94,17 @@ class MultiheadAttention : public Module {
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
   ///@}
 
-  /// The routing centroids (H, C, E) it routes by now; undefined until it runs routing attention.
-  const Tensor& routing_centroids() const { return routing_centroids_; }
+  /// The state its attention keeps now, by name (routing: "routing_centroids" (H, C, E)); empty for
+  /// the kinds that keep none.
+  const attention::State& attention_state() const { return state_; }
 
  private:
   Tensor split_heads(const Tensor& x) const;   // (B, L, D) -> (B, H, L, E)
   Tensor merge_heads(const Tensor& x) const;   // (B, H, L, E) -> out_proj of (B, L, D)
   void check_model_input(const char* what, const Tensor& x) const;
 
-  static constexpr const char* kCentroids = "routing_centroids";
   MultiheadAttentionOptions options_;
-  Tensor routing_centroids_;  // (H, C, E); the buffer "routing_centroids" when built for routing
+  attention::State state_;  // the attention's state; registered buffers when built for its kind
 };
 
 }  // namespace tapestry::nn

@@ -147,8 +147,10 @@ Tensor TransformerDecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, 
                                        : " and a cache that was never started");
   // Attending over the cached keys without a mask is causal attention only when a query's output
   // depends on the earlier keys alone, not on how later positions cluster or route.
-  TP_CHECK(options_.attention.type == attention::AttentionType::Full, name(),
-           "incremental decoding needs full self-attention, got '", options_.attention.to_string(), "'");
+  TP_CHECK(options_.attention.kind().decodes_incrementally(), name(), "incremental decoding needs a self-attention ",
+           "whose queries depend on the earlier keys alone (",
+           attention::kind_names([](const attention::Kind& k) { return k.decodes_incrementally(); }), "), got '",
+           options_.attention.to_string(), "'");
   const Tensor h1 = residual(options_.norm, x, *norm1, *dropout1, gen, [&](const Tensor& y) {
     const KeyValues now = self_attn->project_keys_values(y, y, Tensor());
     cache.self = cache.self.keys.defined()

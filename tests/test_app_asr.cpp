@@ -119,6 +119,19 @@ TEST_CASE("asr: learns the phonemes of a few dozen synthetic utterances; its che
   CHECK(per.value() < 0.3);
 }
 
+TEST_CASE("asr: every attention kind trains a few steps") {
+  TempDir dir;
+  write_corpus(dir.file("c"));
+  for (const attention::Kind* kind : attention::kinds()) {
+    CAPTURE(kind->name());
+    app::AsrOptions o = tiny(dir.file("c"));
+    o.attention = kind->name();
+    const train::Report r = app::run_asr(o);
+    CHECK(r.steps == 4);
+    CHECK(std::isfinite(r.metric("loss")));
+  }
+}
+
 TEST_CASE("asr: a resumed run continues exactly, SpecAugment masks included; eval reads the model settings from the checkpoint") {
   TempDir dir;
   write_corpus(dir.file("c"));

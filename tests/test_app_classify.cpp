@@ -4,6 +4,7 @@
 // The tests on the prepared data sets skip with one line when `make data` has not run, and fail
 // when CI is set.
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -92,6 +93,19 @@ TEST_CASE("classify: the naive Bayes floor beats the majority class on Brown's 1
   CHECK(r.fields.at("classes") == 15);
   CHECK(r.fields.at("documents").at("valid").get<int64_t>() == 28);  // 2 of each genre, 1 of science fiction
   CHECK(r.metric("accuracy") >= r.fields.at("majority_accuracy").get<double>() + 0.2);
+}
+
+TEST_CASE("classify: every attention kind trains a few steps") {
+  TempDir dir;
+  write_corpus(dir.file("corpus"), {"a", "b", "c"}, 10);
+  for (const attention::Kind* kind : attention::kinds()) {
+    CAPTURE(kind->name());
+    app::ClassifyOptions o = tiny(dir.file("corpus"));
+    o.attention = kind->name();
+    const train::Report r = app::run_classify(o);
+    CHECK(r.steps == 6);
+    CHECK(std::isfinite(r.metric("loss")));
+  }
 }
 
 TEST_CASE("classify: the split is stratified, deterministic and independent of the seed") {

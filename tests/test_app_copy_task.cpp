@@ -86,8 +86,9 @@ TEST_CASE("copy-task: learns far above chance (masked accuracy 0.1) with every c
   // word see 12 of them. Measured at seed 0 (masked accuracy at step 400): improved-clustered 0.98,
   // full 0.99, clustered 0.77 (seeds 1, 2: 0.24, 0.61: its hashing makes it the least steady),
   // neural clustering with its default losses (cosine, µ = ν = 1e-3) 0.76 (seeds 1, 2: 0.55, 0.66).
+  // local:window=10 reaches the copied word's symbols, 9 positions back.
   for (const std::string attention :
-       {"improved-clustered:clusters=6,topk=8", "full", "clustered:clusters=9", "neural-clustering"}) {
+       {"improved-clustered:clusters=6,topk=8", "full", "clustered:clusters=9", "neural-clustering", "local:window=10"}) {
     CAPTURE(attention);
     CopyTaskOptions o = app::copy_task_preset(Preset::Smoke);
     o.length = 8;
@@ -101,6 +102,21 @@ TEST_CASE("copy-task: learns far above chance (masked accuracy 0.1) with every c
     CHECK(r.metric("token_accuracy") >= 0.8);
     CHECK(r.metric("loss") < 1.0);
   }
+}
+
+TEST_CASE("copy-task: every attention kind trains a few steps, from the library and the command line") {
+  for (const attention::Kind* kind : attention::kinds()) {
+    CAPTURE(kind->name());
+    CopyTaskOptions o = tiny();
+    o.attention = kind->name();
+    const Report r = app::run_copy_task(o);
+    CHECK(r.steps == 3);
+    CHECK(std::isfinite(r.metric("loss")));
+  }
+  TempDir dir;
+  const Run run = run_cli(dir, "copy-task --preset smoke --length 5 --steps 2 --eval-every 0 --attention local:window=3 --json");
+  check_run(run, 0, {});
+  CHECK(nlohmann::json::parse(run.out)["attention"] == "local:window=3");
 }
 
 TEST_CASE("copy-task: a resumed run continues exactly (model, optimizer, schedule, generator)") {

@@ -1,6 +1,7 @@
 // `tapestry reverse`, the smallest app on the training harness: it learns (far above chance), and its
 // command line is the harness's.
 
+#include <cmath>
 #include <cstdlib>
 #include <tuple>
 
@@ -21,6 +22,21 @@ TEST_CASE("reverse: learns to write 8 symbols backwards (chance: 0.1 per token)"
   CHECK(r.metric("token_accuracy") >= 0.9);
   CHECK(r.metric("sequence_accuracy") >= 0.5);
   CHECK(r.best_metric == "token_accuracy");
+}
+
+TEST_CASE("reverse: every attention kind trains a few steps") {
+  for (const attention::Kind* kind : attention::kinds()) {
+    CAPTURE(kind->name());
+    app::ReverseOptions o;
+    o.length = 6;
+    o.train.steps = 2;
+    o.train.threads = 1;
+    o.train.progress = false;
+    o.attention = kind->name();
+    const train::Report r = app::run_reverse(o);
+    CHECK(r.steps == 2);
+    CHECK(std::isfinite(r.metric("loss")));
+  }
 }
 
 TEST_CASE("reverse command line: --help, --json, a bad flag") {

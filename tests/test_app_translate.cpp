@@ -157,6 +157,36 @@ TEST_CASE("translate: a neural-clustering decoder trains, and its checkpoint eva
   CHECK(result["loss"].get<double>() == doctest::Approx(trained.metric("loss")).epsilon(1e-6));
 }
 
+TEST_CASE("translate: every kind with a causal form trains as the decoder; a clustered decoder is refused") {
+  TempDir dir;
+  write_corpus(dir.file("corpus"));
+  for (const attention::Kind* kind : attention::kinds()) {
+    CAPTURE(kind->name());
+    app::TranslateOptions o = tiny(dir.file("corpus"));
+    o.decoder_attention = kind->name() + std::string(kind->form() == attention::Form::HiddenStates ? ":clusters=2" : "");
+    if (kind->form() == attention::Form::HiddenStates) o.encoder_attention = o.decoder_attention;
+    if (!kind->has_causal_form()) {
+      check_error([&] { app::run_translate(o); }, {"--decoder-attention", "must have a causal form", "local"});
+      continue;
+    }
+    const train::Report r = app::run_translate(o);
+    CHECK(r.steps == 4);
+    CHECK(std::isfinite(r.metric("loss")));
+    CHECK(std::isfinite(r.metric("bleu")));
+  }
+  // Through the command line: a local and a causal improved-clustered decoder train and decode.
+  for (const std::string decoder : {"local:window=4", "improved-clustered:clusters=2,topk=3"}) {
+    CAPTURE(decoder);
+    const auto [code, out, err] = run_shell(
+        dir, std::string(TAPESTRY_CLI) + " translate train --preset smoke --data " + dir.file("corpus") +
+                 " --vocab-size 30 --encoder-layers 1 --decoder-layers 1 --heads 2 --head-dim 8 --ff 32 --max-tokens 256" +
+                 " --steps 3 --eval-every 0 --threads 1 --decoder-attention " + decoder + " --json");
+    INFO(err);
+    REQUIRE(code == 0);
+    CHECK(nlohmann::json::parse(out)["steps"] == 3);
+  }
+}
+
 TEST_CASE("translate: bad data gives errors that name the file") {
   TempDir dir;
   write_corpus(dir.file("corpus"));
@@ -196,9 +226,10 @@ TEST_CASE("translate command line: --help, bad flags, missing checkpoint") {
   std::tie(code, out, err) = run_shell(dir, cli + "train --beam 0");
   CHECK(code == 2);
   CHECK(err.find("--beam") != std::string::npos);
-  std::tie(code, out, err) = run_shell(dir, cli + "train --decoder-attention improved-clustered");
+  std::tie(code, out, err) = run_shell(dir, cli + "train --decoder-attention clustered");
   CHECK(code == 2);
   CHECK(err.find("--decoder-attention") != std::string::npos);
+  CHECK(err.find("causal form") != std::string::npos);
   std::tie(code, out, err) = run_shell(dir, cli + "eval");
   CHECK(code == 2);
   CHECK(err.find("--resume") != std::string::npos);

@@ -5,6 +5,7 @@
 #include "nn/attention/clustered.h"
 #include "nn/attention/config.h"
 #include "nn/attention/full.h"
+#include "nn/attention/neural_clustering.h"
 
 using namespace tapestry;
 using namespace tapestry::attention;
@@ -220,10 +221,11 @@ TEST_CASE("cluster_queries: deterministic, padding excluded, C = 1 and C > N def
 
 TEST_CASE("attention config strings parse, print and round-trip") {
   const AttentionConfig c = AttentionConfig::parse("improved-clustered:clusters=15,topk=32");
-  CHECK(c.type == AttentionType::ImprovedClustered);
-  CHECK(c.clusters == 15);
-  CHECK(c.topk == 32);
-  CHECK(c.bits == 63);
+  CHECK(c.name() == "improved-clustered");
+  CHECK(&c.kind() == &AttentionConfig::parse("improved-clustered").kind());
+  CHECK(c.get("clusters") == 15);
+  CHECK(c.get("topk") == 32);
+  CHECK(c.get("bits") == 63);
   CHECK(c.to_string() == "improved-clustered:clusters=15,bits=63,iterations=10,topk=32");
   for (const char* text : {"full", "clustered:clusters=7,bits=20,iterations=3", "neural-clustering:clusters=4"}) {
     const AttentionConfig parsed = AttentionConfig::parse(text);
@@ -234,13 +236,13 @@ TEST_CASE("attention config strings parse, print and round-trip") {
   // paper's 3; a text from before either existed reads as it meant then (with_legacy_defaults, what
   // old checkpoints' settings pass through).
   const AttentionConfig nc = AttentionConfig::parse("neural-clustering");
-  CHECK(nc.losses == ClusteringLosses::Cosine);
-  CHECK(nc.clusters == 3);
+  CHECK(ClusteringLosses(nc.get("losses")) == ClusteringLosses::Cosine);
+  CHECK(nc.get("clusters") == 3);
   CHECK(nc.to_string() == "neural-clustering:clusters=3,losses=cosine");
-  CHECK(AttentionConfig::parse("clustered").clusters == 100);
+  CHECK(AttentionConfig::parse("clustered").get("clusters") == 100);
   for (const char* form : {"projected", "printed", "cosine"}) {
     const AttentionConfig c = AttentionConfig::parse(std::string("neural-clustering:clusters=8,losses=") + form);
-    CHECK(losses_name(c.losses) == std::string(form));
+    CHECK(losses_name(ClusteringLosses(c.get("losses"))) == std::string(form));
     CHECK(c.to_string() == std::string("neural-clustering:clusters=8,losses=") + form);
     CHECK(AttentionConfig::parse(c.to_string()) == c);
   }
@@ -266,11 +268,34 @@ TEST_CASE("attention config strings parse, print and round-trip") {
   check_error([] { AttentionConfig::parse("clustered:clusters=65537"); }, {"clusters must be in [1, 65536]", "65537"});
   check_error([] { AttentionConfig::parse("improved-clustered:topk=1048577"); }, {"topk must be in [1, 1048576]"});
   check_error([] { AttentionConfig::parse("clustered:clusters=99999999999"); }, {"clusters must be a non-negative integer"});
-  CHECK(AttentionConfig::parse("clustered:clusters=65536,iterations=1000,bits=1").iterations == 1000);
-  CHECK(AttentionConfig::parse("clustered:iterations=0").iterations == 0);
+  CHECK(AttentionConfig::parse("clustered:clusters=65536,iterations=1000,bits=1").get("iterations") == 1000);
+  CHECK(AttentionConfig::parse("clustered:iterations=0").get("iterations") == 0);
   check_error([] { AttentionConfig::parse("clustered:clusters=x"); }, {"clusters must be a non-negative integer"});
   check_error([] { AttentionConfig::parse("clustered:clusters"); }, {"expected key=value"});
   check_error([] { AttentionConfig::parse("clustered:clusters=2,clusters=3"); }, {"given twice"});
+  // with() sets one setting, range-checked; get() refuses a setting the kind lacks.
+  CHECK(AttentionConfig::parse("routing").with("clusters", 7) == AttentionConfig::parse("routing:clusters=7"));
+  check_error([] { AttentionConfig::parse("routing").with("clusters", 0); }, {"clusters must be in [1, 65536]"});
+  check_error([] { AttentionConfig::parse("full").get("clusters"); }, {"full attention has no setting 'clusters'"});
+  CHECK(AttentionConfig() == AttentionConfig::parse("full"));
+}
+
+TEST_CASE("attention kinds: every kind parses with its defaults, round-trips, and names its settings in --help") {
+  const std::string help = kinds_help();
+  for (const Kind* kind : kinds()) {
+    INFO(kind->name());
+    const AttentionConfig c = AttentionConfig::parse(kind->name());
+    CHECK(&c.kind() == kind);
+    CHECK(AttentionConfig::parse(c.to_string()) == c);
+    CHECK(help.find(kind->name()) != std::string::npos);
+    for (const Setting& s : kind->settings()) {
+      CHECK(c.get(s.key) == s.fallback);
+      CHECK(help.find(s.key + "=") != std::string::npos);
+    }
+    CHECK(c.kind().score_elements(c, 64) > 0);
+  }
+  CHECK(kind_names([](const Kind& k) { return !k.has_causal_form(); }) == "clustered");
+  CHECK(kind_names([](const Kind& k) { return k.form() == Form::HiddenStates; }) == "neural-clustering");
 }
 
 TEST_CASE("attention refuses bad input") {

@@ -219,7 +219,7 @@ TEST_CASE("set_attention on the stacks reaches every layer; improved-clustered w
   encoder.set_attention("improved-clustered:clusters=2,topk=6");
   for (const auto& layer : *encoder.layers) {
     CHECK(layer->self_attn->attention().to_string() == "improved-clustered:clusters=2,bits=63,iterations=10,topk=6");
-    CHECK(layer->options().attention.type == attention::AttentionType::ImprovedClustered);
+    CHECK(layer->options().attention.name() == "improved-clustered");
   }
   const Tensor improved = encoder.forward(x, lens, g);
   check_close(slice(select(improved, 0, 0), 0, 0, 6), slice(select(full, 0, 0), 0, 0, 6), 1e-12, 1e-9);
@@ -227,13 +227,13 @@ TEST_CASE("set_attention on the stacks reaches every layer; improved-clustered w
 
   nn::TransformerDecoder decoder(small_options(nn::NormPosition::Post), 2, gen);
   decoder.set_cross_attention("clustered:clusters=2");
-  CHECK((*decoder.layers)[1]->cross_attn->attention().type == attention::AttentionType::Clustered);
-  CHECK((*decoder.layers)[1]->self_attn->attention().type == attention::AttentionType::Full);
+  CHECK((*decoder.layers)[1]->cross_attn->attention().name() == "clustered");
+  CHECK((*decoder.layers)[1]->self_attn->attention().name() == "full");
   check_error([&] { decoder.set_self_attention("clustered:clusters=2"); },
               {"TransformerDecoder", "clustered attention has no causal form"});
   // improved-clustered has a causal form (causal_improved_clustered_attention)
   (*decoder.layers)[0]->set_self_attention("improved-clustered");
-  CHECK((*decoder.layers)[0]->self_attn->attention().type == attention::AttentionType::ImprovedClustered);
+  CHECK((*decoder.layers)[0]->self_attn->attention().name() == "improved-clustered");
   decoder.set_self_attention("full");
 }
 
@@ -251,11 +251,11 @@ TEST_CASE("Transformer layers and stacks: bad options and bad input name the lay
   check_error([&] { nn::TransformerEncoder(small_options(nn::NormPosition::Pre), 0, gen); },
               {"TransformerEncoder", "at least one layer"});
   check_error([&] { nn::TransformerEncoder(small_options(nn::NormPosition::Pre, "neural-clustering"), 1, gen); },
-              {"TransformerEncoder", "ClusterFormer encoder layer"});
+              {"TransformerEncoder", "ClusterFormer layers"});
   bad = small_options(nn::NormPosition::Post, "clustered");
   check_error([&] { nn::TransformerDecoderLayer(bad, gen); }, {"TransformerDecoderLayer", "no causal form"});
   bad = small_options(nn::NormPosition::Post);
-  bad.cross_attention.type = attention::AttentionType::NeuralClustering;
+  bad.cross_attention = attention::AttentionConfig::parse("neural-clustering");
   check_error([&] { nn::TransformerDecoderLayer(bad, gen); }, {"TransformerDecoderLayer", "ClusterFormer"});
 
   nn::TransformerEncoder encoder(small_options(nn::NormPosition::Pre), 1, gen);

@@ -11,6 +11,8 @@
 /// cluster (id C), never counted in a centroid, and get a zero output.
 #pragma once
 
+#include <vector>
+
 #include "core/random.h"
 #include "nn/attention/common.h"
 
@@ -22,6 +24,14 @@ struct ClusteringOptions {
   int64_t bits = 63;       ///< R, hash bits, 1..63
   int64_t iterations = 10; ///< L, Lloyd iterations
 };
+
+struct Setting;
+class AttentionConfig;
+/// The settings clustered and improved-clustered share (clusters, bits, iterations), with §C.1's
+/// defaults C = 100, R = 63, L = 10 (defined in nn/attention/kinds/clustered.cpp).
+std::vector<Setting> clustering_settings();
+/// The grouping a clustered config names.
+ClusteringOptions clustering_options(const AttentionConfig& config);
 
 /// The cluster of each query, from cluster_queries.
 struct QueryClusters {

@@ -1,46 +1,29 @@
 #include "nn/attention/config.h"
 
 #include <algorithm>
-#include <limits>
-#include <vector>
 
 #include "core/config_text.h"
-#include "nn/attention/clustered.h"
-#include "nn/attention/full.h"
-#include "nn/attention/reformer.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
 
 namespace tapestry::attention {
 
-namespace {
+// Every kind, in the order --help lists them; each is defined in nn/attention/kinds/<name>.cpp.
+const Kind& full_kind();
+const Kind& clustered_kind();
+const Kind& improved_clustered_kind();
+const Kind& neural_clustering_kind();
+const Kind& oracle_top_kind();
+const Kind& routing_kind();
+const Kind& reformer_kind();
+const Kind& local_kind();
 
-struct TypeInfo {
-  AttentionType type;
-  const char* name;
-  std::vector<std::string> keys;
-  int64_t clusters = AttentionConfig{}.clusters;  // the type's default number of clusters
-};
-
-const std::vector<TypeInfo>& types() {
-  static const std::vector<TypeInfo> all{
-      {AttentionType::Full, "full", {"shared-qk"}},
-      {AttentionType::Clustered, "clustered", {"clusters", "bits", "iterations", "shared-qk"}},
-      {AttentionType::ImprovedClustered, "improved-clustered", {"clusters", "bits", "iterations", "topk", "shared-qk"}},
-      // ClusterFormer's k = 3 (§4.1, §4.3: translation and sentence matching): a block is N/3 words.
-      {AttentionType::NeuralClustering, "neural-clustering", {"clusters", "losses"}, kNeuralClusteringClusters},
-      {AttentionType::OracleTop, "oracle-top", {"topk", "shared-qk"}},
-      {AttentionType::Routing, "routing", {"clusters", "shared-qk"}},
-      {AttentionType::Reformer, "reformer", {"rounds", "bucket"}},
-  };
+const std::vector<const Kind*>& kinds() {
+  static const std::vector<const Kind*> all{&full_kind(),       &clustered_kind(), &improved_clustered_kind(),
+                                            &neural_clustering_kind(), &oracle_top_kind(), &routing_kind(),
+                                            &reformer_kind(),   &local_kind()};
   return all;
 }
 
-const TypeInfo& info(AttentionType type) {
-  for (const auto& t : types())
-    if (t.type == type) return t;
-  return types().front();
-}
+namespace {
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -48,17 +31,134 @@ std::string join(const std::vector<std::string>& items) {
   return out.empty() ? "none" : out;
 }
 
-int64_t& field(AttentionConfig& c, const std::string& key) {
-  if (key == "clusters") return c.clusters;
-  if (key == "bits") return c.bits;
-  if (key == "iterations") return c.iterations;
-  if (key == "shared-qk") return c.shared_qk;
-  if (key == "rounds") return c.rounds;
-  if (key == "bucket") return c.bucket;
-  return c.topk;
+// The index of `key` among the kind's settings, or -1.
+int64_t find_setting(const std::vector<Setting>& settings, const std::string& key) {
+  for (size_t i = 0; i < settings.size(); ++i)
+    if (settings[i].key == key) return int64_t(i);
+  return -1;
+}
+
+std::string value_text(const Setting& s, int64_t value) {
+  return s.names.empty() ? std::to_string(value) : s.names[size_t(value)];
+}
+
+std::string range_text(const Setting& s) {
+  if (!s.names.empty()) return join(s.names);
+  return "[" + std::to_string(s.min) + ", " + std::to_string(s.max) + "]";
+}
+
+// The value `text` gives setting s; throws Error naming `op`.
+int64_t read_value(const Setting& s, const std::string& text, const std::string& op) {
+  if (!s.names.empty()) {
+    const auto it = std::find(s.names.begin(), s.names.end(), text);
+    TP_CHECK(it != s.names.end(), op, s.key, " must be one of ", join(s.names), ", got '", text, "'");
+    return int64_t(it - s.names.begin());
+  }
+  TP_CHECK(text.size() < 10 && !text.empty() && text.find_first_not_of("0123456789") == std::string::npos, op,
+           s.key, " must be a non-negative integer, got '", text, "'");
+  const int64_t value = std::stoll(text);
+  // Upper bounds keep a typo from hanging a run (iterations=999999999 ran Lloyd for hours); they are
+  // far above what the papers use (C ≤ 200, L = 10, k ≤ 128).
+  TP_CHECK(value >= s.min && value <= s.max, op, s.key, " must be in ", range_text(s), ", got ", value);
+  return value;
 }
 
 }  // namespace
+
+AttentionConfig::AttentionConfig() : kind_(&full_kind()) {
+  for (const Setting& s : kind_->settings()) values_.push_back(s.fallback);
+}
+
+AttentionConfig AttentionConfig::parse(const std::string& text) {
+  const std::string op = "attention config '" + text + "'";
+  const ConfigText items = split_config(text, op);
+  AttentionConfig config;
+  config.kind_ = nullptr;
+  for (const Kind* k : kinds())
+    if (items.type == k->name()) config.kind_ = k;
+  if (!config.kind_) {
+    std::vector<std::string> names;
+    for (const Kind* k : kinds()) names.push_back(k->name());
+    fail(op, "unknown attention type '", items.type, "' (known: ", join(names), ")");
+  }
+  const std::vector<Setting> settings = config.kind_->settings();
+  config.values_.clear();
+  for (const Setting& s : settings) config.values_.push_back(s.fallback);
+  for (const auto& [key, value] : items.items) {
+    const int64_t i = find_setting(settings, key);
+    if (i < 0) {
+      std::vector<std::string> keys;
+      for (const Setting& s : settings) keys.push_back(s.key);
+      fail(op, "'", key, "' is not a setting of ", config.name(), " (settings: ", join(keys), ")");
+    }
+    config.values_[size_t(i)] = read_value(settings[size_t(i)], value, op);
+  }
+  return config;
+}
+
+std::string AttentionConfig::to_string() const {
+  std::string out = name();
+  bool first = true;
+  const std::vector<Setting> settings = kind_->settings();
+  for (size_t i = 0; i < settings.size(); ++i) {
+    if (settings[i].key == "shared-qk" && values_[i] == 0) continue;  // a flag is printed only when on
+    out += (first ? ":" : ",") + settings[i].key + "=" + value_text(settings[i], values_[i]);
+    first = false;
+  }
+  return out;
+}
+
+bool AttentionConfig::operator==(const AttentionConfig& other) const {
+  return kind_ == other.kind_ && values_ == other.values_;
+}
+
+const std::string& AttentionConfig::name() const {
+  static const std::map<const Kind*, std::string> names = [] {
+    std::map<const Kind*, std::string> out;
+    for (const Kind* k : kinds()) out[k] = k->name();
+    return out;
+  }();
+  return names.at(kind_);
+}
+
+bool AttentionConfig::has(const std::string& key) const { return find_setting(kind_->settings(), key) >= 0; }
+
+int64_t AttentionConfig::get(const std::string& key) const {
+  const int64_t i = find_setting(kind_->settings(), key);
+  TP_CHECK(i >= 0, "AttentionConfig", name(), " attention has no setting '", key, "'");
+  return values_[size_t(i)];
+}
+
+AttentionConfig AttentionConfig::with(const std::string& key, int64_t value) const {
+  const std::vector<Setting> settings = kind_->settings();
+  const int64_t i = find_setting(settings, key);
+  TP_CHECK(i >= 0, "AttentionConfig", name(), " attention has no setting '", key, "'");
+  const Setting& s = settings[size_t(i)];
+  const int64_t max = s.names.empty() ? s.max : int64_t(s.names.size()) - 1;
+  TP_CHECK(value >= (s.names.empty() ? s.min : 0) && value <= max, "AttentionConfig", key, " must be in ",
+           range_text(s), ", got ", value);
+  AttentionConfig out = *this;
+  out.values_[size_t(i)] = value;
+  return out;
+}
+
+std::string kind_names(bool (*keep)(const Kind&)) {
+  std::vector<std::string> names;
+  for (const Kind* k : kinds())
+    if (keep(*k)) names.push_back(k->name());
+  return join(names);
+}
+
+std::string kinds_help() {
+  std::string out;
+  for (const Kind* k : kinds()) {
+    std::string settings;
+    for (const Setting& s : k->settings())
+      settings += (settings.empty() ? "" : ",") + s.key + "=" + value_text(s, s.fallback);
+    out += (out.empty() ? "" : "; ") + k->name() + (settings.empty() ? "" : ":" + settings);
+  }
+  return out;
+}
 
 std::string with_legacy_defaults(const std::string& text) {
   ConfigText items;
@@ -67,114 +167,22 @@ std::string with_legacy_defaults(const std::string& text) {
   } catch (const Error&) {
     return text;  // not a config: the caller's own check reports it
   }
-  if (items.type != type_name(AttentionType::NeuralClustering)) return text;
+  if (items.type != neural_clustering_kind().name()) return text;
   const auto given = [&](const char* key) {
     return std::any_of(items.items.begin(), items.items.end(), [&](const auto& item) { return item.first == key; });
   };
   std::string out = text;
   const auto append = [&](const std::string& item) { out += (out.find(':') == std::string::npos ? ":" : ",") + item; };
   if (!given("clusters")) append("clusters=" + std::to_string(kLegacyNeuralClusteringClusters));
-  if (!given("losses")) append(std::string("losses=") + losses_name(kLegacyClusteringLosses));
+  if (!given("losses")) append(std::string("losses=") + kLegacyClusteringLosses);
   return out;
 }
 
-const char* type_name(AttentionType type) { return info(type).name; }
-
-bool shares_qk(const AttentionConfig& config) {
-  return config.type == AttentionType::Reformer || config.shared_qk == 1;
-}
-
-AttentionConfig AttentionConfig::parse(const std::string& text) {
-  const std::string op = "attention config '" + text + "'";
-  const ConfigText items = split_config(text, op);
-  const TypeInfo* type = nullptr;
-  for (const auto& t : types())
-    if (items.type == t.name) type = &t;
-  if (!type) {
-    std::vector<std::string> names;
-    for (const auto& t : types()) names.push_back(t.name);
-    fail(op, "unknown attention type '", items.type, "' (known: ", join(names), ")");
-  }
-  AttentionConfig config;
-  config.type = type->type;
-  config.clusters = type->clusters;
-  for (const auto& [key, value] : items.items) {
-    TP_CHECK(std::find(type->keys.begin(), type->keys.end(), key) != type->keys.end(), op, "'", key,
-             "' is not a setting of ", type->name, " (settings: ", join(type->keys), ")");
-    if (key == "losses") {
-      config.losses = losses_from_name(value, op);
-      continue;
-    }
-    TP_CHECK(value.size() < 10 && value.find_first_not_of("0123456789") == std::string::npos, op, key,
-             " must be a non-negative integer, got '", value, "'");
-    field(config, key) = std::stoll(value);
-  }
-  // Upper bounds keep a typo from hanging a run (iterations=999999999 ran Lloyd for hours); they are
-  // far above what the papers use (C ≤ 200, L = 10, k ≤ 128).
-  TP_CHECK(config.clusters >= 1 && config.clusters <= kMaxClusters, op, "clusters must be in [1, ", kMaxClusters,
-           "], got ", config.clusters);
-  TP_CHECK(config.bits >= 1 && config.bits <= 63, op, "bits must be in [1, 63], got ", config.bits);
-  TP_CHECK(config.iterations <= kMaxIterations, op, "iterations must be in [0, ", kMaxIterations, "], got ",
-           config.iterations);
-  TP_CHECK(config.topk >= 1 && config.topk <= kMaxTopk, op, "topk must be in [1, ", kMaxTopk, "], got ",
-           config.topk);
-  TP_CHECK(config.shared_qk <= 1, op, "shared-qk must be 0 or 1, got ", config.shared_qk);
-  TP_CHECK(config.rounds >= 1 && config.rounds <= kMaxRounds, op, "rounds must be in [1, ", kMaxRounds, "], got ",
-           config.rounds);
-  TP_CHECK(config.bucket >= 1 && config.bucket <= kMaxTopk, op, "bucket must be in [1, ", kMaxTopk, "], got ",
-           config.bucket);
-  return config;
-}
-
-std::string AttentionConfig::to_string() const {
-  const TypeInfo& t = info(type);
-  AttentionConfig copy = *this;  // field() hands out a mutable reference
-  std::string out = t.name;
-  bool first = true;
-  for (const std::string& key : t.keys) {
-    if (key == "shared-qk" && shared_qk == 0) continue;  // a flag is printed only when on
-    const std::string value = key == "losses" ? losses_name(losses) : std::to_string(field(copy, key));
-    out += (first ? ":" : ",") + key + "=" + value;
-    first = false;
-  }
-  return out;
-}
-
-bool AttentionConfig::operator==(const AttentionConfig& other) const { return to_string() == other.to_string(); }
+bool shares_qk(const AttentionConfig& config) { return config.kind().shares_qk(config); }
 
 Tensor attend(const AttentionConfig& config, const Tensor& q, const Tensor& k, const Tensor& v,
-              const Padding& padding, Causal causal, Generator& gen) {
-  const ClusteringOptions options{config.clusters, config.bits, config.iterations};
-  const Tensor keys = shares_qk(config) ? unit_rows(k) : k;
-  switch (config.type) {
-    case AttentionType::Full:
-      return full_attention(q, keys, v, padding, causal);
-    case AttentionType::OracleTop:
-      return oracle_top_attention(q, keys, v, config.topk, padding, causal);
-    case AttentionType::Reformer:
-      return reformer_attention(q, keys, v, {config.rounds, config.bucket}, gen, padding, causal);
-    case AttentionType::Clustered:
-    case AttentionType::ImprovedClustered: {
-      TP_CHECK(causal == Causal::No || config.type == AttentionType::ImprovedClustered, "attend",
-               type_name(config.type), " attention has no causal form; use full, oracle-top, improved-clustered",
-               " or neural-clustering for a causal model");
-      check_qkv("attend", q, k, v);
-      if (causal == Causal::Yes)
-        return causal_improved_clustered_attention(q, keys, v, cluster_queries_causal(q, padding.query_lengths, options, gen),
-                                                   config.topk, padding);
-      const QueryClusters clusters = cluster_queries(q, padding.query_lengths, options, gen);
-      return config.type == AttentionType::Clustered
-                 ? clustered_attention(q, keys, v, clusters, padding)
-                 : improved_clustered_attention(q, keys, v, clusters, config.topk, padding);
-    }
-    case AttentionType::Routing:
-      fail("attend", "routing attention routes by centroids that a layer keeps and updates; use routing_attention ",
-           "with the centroids (nn/attention/routing.h) or the attention layer");
-    case AttentionType::NeuralClustering:
-      break;
-  }
-  fail("attend", "neural-clustering attention sorts the hidden states before projecting them, so it ",
-       "cannot be applied to given q/k/v; use neural_clustering_attention (or the attention layer)");
+              const Padding& padding, Causal causal, Generator& gen, const State& state) {
+  return config.kind().attend(config, q, shares_qk(config) ? unit_rows(k) : k, v, padding, causal, gen, state);
 }
 
 }  // namespace tapestry::attention

@@ -1,5 +1,6 @@
 // The baseline attentions on the GPU against the CPU, values and the gradients of q, k and v:
-// oracle-top, attention over listed keys, shared-QK full attention, causal improved-clustered,
+// oracle-top, attention over listed keys, shared-QK full attention, sliding-window (local) attention,
+// causal improved-clustered,
 // routing, Reformer's LSH attention and neural clustering attention with each form of its losses, with
 // key padding and causal masks, at lengths around a warp
 // and beyond one block. They are compositions of ops that run on the GPU already (matmul, softmax,
@@ -11,6 +12,7 @@
 #include "nn/attention/clustered.h"
 #include "nn/attention/config.h"
 #include "nn/attention/full.h"
+#include "nn/attention/local.h"
 #include "nn/attention/neural_clustering.h"
 #include "nn/attention/reformer.h"
 #include "nn/attention/routing.h"
@@ -56,6 +58,21 @@ TEST_CASE("oracle-top and shared-QK full attention: values and gradients (paddin
           return attend(shared, in[0], in[0], in[2], key_padding(2, n, in[0]), causal, gen);
         }, qkv, attention_tol(dtype));
       }
+}
+
+TEST_CASE("local attention: values and gradients (windows, padding, causal)") {
+  uint64_t seed = 200;
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (int64_t n : lengths())
+      for (int64_t window : {0, 5, 40})
+        for (Causal causal : {Causal::No, Causal::Yes}) {
+          INFO(dtype << " N " << n << " window " << window << " causal " << (causal == Causal::Yes));
+          const std::vector<Tensor> qkv{input({2, 3, n, 8}, ++seed, dtype), input({2, 3, n, 8}, ++seed, dtype),
+                                        input({2, 3, n, 5}, ++seed, dtype)};
+          check_parity([&](const std::vector<Tensor>& in) {
+            return local_attention(in[0], in[1], in[2], window, key_padding(2, n, in[0]), causal);
+          }, qkv, attention_tol(dtype));
+        }
 }
 
 TEST_CASE("causal improved-clustered: values and gradients with the CPU's clusters") {
