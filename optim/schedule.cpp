@@ -25,17 +25,14 @@ ScheduleState Schedule::state_dict() const {
   state.lr = lrs_[0];
   state.group_base_lrs.assign(base_lrs_.begin() + 1, base_lrs_.end());
   state.group_lrs.assign(lrs_.begin() + 1, lrs_.end());
-  state.best = best_;
-  state.bad_steps = bad_steps_;
+  save_own_state(state);
   return state;
 }
 
 void Schedule::load_state_dict(const ScheduleState& state) {
   TP_CHECK(state.schedule == name_, name_, "cannot load a state saved by ",
            state.schedule.empty() ? std::string("(unnamed)") : state.schedule);
-  TP_CHECK(state.steps >= 0 && state.bad_steps >= 0, name_, "negative counts in the state: steps ",
-           state.steps, ", bad_steps ", state.bad_steps);
-  TP_CHECK(!std::isnan(state.best), name_, "the state's best metric is NaN");
+  TP_CHECK(state.steps >= 0, name_, "negative counts in the state: steps ", state.steps);
   TP_CHECK(state.group_base_lrs.size() + 1 == lrs_.size() && state.group_lrs.size() + 1 == lrs_.size(), name_,
            "the state has rates for ", state.group_base_lrs.size() + 1, " and ", state.group_lrs.size() + 1,
            " parameter groups, the optimizer has ", lrs_.size());
@@ -46,11 +43,10 @@ void Schedule::load_state_dict(const ScheduleState& state) {
     detail::check_lr(name_, base_lrs[g]);
     detail::check_lr(name_, lrs[g]);
   }
+  load_own_state(state);
   for (size_t g = 0; g < lrs.size(); ++g) set_lr(g, lrs[g]);
   steps_ = state.steps;
   base_lrs_ = std::move(base_lrs);
-  best_ = state.best;
-  bad_steps_ = state.bad_steps;
 }
 
 // ---- StepSchedule ----
@@ -134,6 +130,18 @@ void ReduceOnPlateau::step(double metric) {
     const double reduced = std::max(lrs_[g] * options_.factor, options_.min_lr);
     if (reduced < lrs_[g]) set_lr(g, reduced);
   }
+}
+
+void ReduceOnPlateau::save_own_state(ScheduleState& state) const {
+  state.best = best_;
+  state.bad_steps = bad_steps_;
+}
+
+void ReduceOnPlateau::load_own_state(const ScheduleState& state) {
+  TP_CHECK(state.bad_steps >= 0, name_, "negative counts in the state: bad_steps ", state.bad_steps);
+  TP_CHECK(!std::isnan(state.best), name_, "the state's best metric is NaN");
+  best_ = state.best;
+  bad_steps_ = state.bad_steps;
 }
 
 }  // namespace tapestry::optim

@@ -15,6 +15,10 @@
 /// built. ReduceOnPlateau is fed a metric instead (step(metric)). A schedule holds a reference to its
 /// optimizer, which must outlive it.
 ///
+/// A loop that drives any schedule without knowing its kind (train/trainer.h) calls the hooks instead:
+/// on_step() after every optimizer step and on_evaluation(metric) after every evaluation; each schedule
+/// acts on the one it is stepped by and ignores the other.
+///
 /// With parameter groups (optim/param_groups.h) a schedule sets every group's rate, as PyTorch's
 /// torch.optim.lr_scheduler does: each group keeps the rate it had when the schedule was built (its
 /// base rate, torch's `initial_lr`), and the formula is applied to it. For the step schedules that is
@@ -67,23 +71,33 @@ class Schedule {
   const std::vector<double>& base_lrs() const { return base_lrs_; }
   int64_t steps() const { return steps_; }  ///< steps taken
 
+  /// After each optimizer step: a StepSchedule steps (step()); the others do nothing.
+  virtual void on_step() {}
+  /// After each evaluation, with its metric oriented so that lower is better: ReduceOnPlateau steps
+  /// (step(metric)); the others do nothing.
+  virtual void on_evaluation(double /*metric*/) {}
+
   ScheduleState state_dict() const;  ///< the state a checkpoint saves
   /// Refuses another schedule's state, and one for another number of parameter groups; sets every
-  /// group's learning rate in the optimizer to the restored rate.
+  /// group's learning rate in the optimizer to the restored rate. A refused state changes nothing.
   void load_state_dict(const ScheduleState& state);
 
  protected:
   /// Schedules `optimizer`, whose groups' current rates are base_lrs().
   Schedule(const char* name, Optimizer& optimizer);
   void set_lr(size_t group, double lr);  ///< group `group`'s rate, here and in the optimizer
+  /// Writes a derived schedule's own state (ReduceOnPlateau's best metric) into `state`; the base's
+  /// fields are written already, and the others keep ScheduleState's defaults.
+  virtual void save_own_state(ScheduleState& /*state*/) const {}
+  /// Checks, then restores, a derived schedule's own part of `state`; load_state_dict calls it after
+  /// checking its own fields and before changing any, so a throw here leaves the schedule as it was.
+  virtual void load_own_state(const ScheduleState& /*state*/) {}
 
   const char* name_;  ///< see name()
   Optimizer& optimizer_;  ///< the optimizer whose rate it sets
   std::vector<double> base_lrs_;  ///< see base_lrs()
   std::vector<double> lrs_;  ///< see lrs()
   int64_t steps_ = 0;  ///< see steps()
-  double best_ = std::numeric_limits<double>::infinity();  ///< the best metric so far (ReduceOnPlateau)
-  int64_t bad_steps_ = 0;  ///< metrics without improvement since the last (ReduceOnPlateau)
 };
 
 /// A schedule that is a function of the step number.
@@ -91,6 +105,7 @@ class StepSchedule : public Schedule {
  public:
   /// Advances one step: each group's lr becomes its rate of step steps() + 1.
   void step();
+  void on_step() override { step(); }  ///< step()
   /// The default group's learning rate of optimizer step s ≥ 1: group_rate(s, base_lr()).
   double rate(int64_t s) const { return group_rate(s, base_lr()); }
   /// The learning rate of optimizer step s ≥ 1 for a group whose base rate is `base_lr` (the formulas
@@ -161,11 +176,18 @@ class ReduceOnPlateau : public Schedule {
   /// Throws Error for options out of range.
   explicit ReduceOnPlateau(Optimizer& optimizer, ReduceOnPlateauOptions options = {});
   void step(double metric);  ///< one evaluation's metric (lower is better), as above
+  void on_evaluation(double metric) override { step(metric); }  ///< step(metric)
   double best() const { return best_; }  ///< the best metric so far (+∞ before the first)
   int64_t bad_steps() const { return bad_steps_; }  ///< consecutive metrics without improvement
 
+ protected:
+  void save_own_state(ScheduleState& state) const override;  ///< best and bad_steps
+  void load_own_state(const ScheduleState& state) override;  ///< refuses a NaN best and negative bad_steps
+
  private:
   ReduceOnPlateauOptions options_;
+  double best_ = std::numeric_limits<double>::infinity();  ///< see best()
+  int64_t bad_steps_ = 0;  ///< see bad_steps()
 };
 
 }  // namespace tapestry::optim

@@ -109,6 +109,55 @@ TEST_CASE("ReduceOnPlateau reduces on the (patience + 1)-th bad metric and stops
   CHECK(sgd.lr() == doctest::Approx(0.01).epsilon(1e-15));
 }
 
+TEST_CASE("schedule hooks: a step schedule steps on on_step, a plateau on on_evaluation, each ignores the other") {
+  // Driven through the base class, as the Trainer drives them, each equals its own step().
+  optim::SGD sgd({weight()}, {1.0}), sgd_direct({weight()}, {1.0});
+  optim::InverseSqrtSchedule hooked(sgd, 2), direct(sgd_direct, 2);
+  optim::Schedule& step_schedule = hooked;
+  for (int k = 0; k < 4; ++k) {
+    step_schedule.on_evaluation(1.0 + k);  // ignored
+    step_schedule.on_step();
+    direct.step();
+    CHECK(sgd.lr() == sgd_direct.lr());
+  }
+  CHECK(hooked.steps() == 4);
+
+  optim::SGD plateau_sgd({weight()}, {1.0}), direct_plateau_sgd({weight()}, {1.0});
+  optim::ReduceOnPlateau plateau(plateau_sgd, {/*factor=*/0.5, /*patience=*/0, /*min_lr=*/0.0});
+  optim::ReduceOnPlateau plateau_direct(direct_plateau_sgd, {0.5, 0, 0.0});
+  optim::Schedule& metric_schedule = plateau;
+  for (double metric : {1.0, 2.0, 0.5, 0.7}) {
+    metric_schedule.on_step();  // ignored
+    metric_schedule.on_evaluation(metric);
+    plateau_direct.step(metric);
+    CHECK(plateau_sgd.lr() == direct_plateau_sgd.lr());
+  }
+  CHECK(plateau.steps() == 4);
+  CHECK(plateau.best() == 0.5);
+  CHECK(plateau_sgd.lr() == 0.25);
+}
+
+TEST_CASE("schedule state: only ReduceOnPlateau keeps a best metric; a refused state changes nothing") {
+  optim::SGD sgd({weight()}, {1.0});
+  optim::CosineSchedule cosine(sgd, 10);
+  cosine.step();
+  const optim::ScheduleState saved = cosine.state_dict();
+  CHECK(std::isinf(saved.best));  // the defaults: what checkpoints have always recorded for step schedules
+  CHECK(saved.bad_steps == 0);
+
+  optim::SGD sgd2({weight()}, {1.0});
+  optim::ReduceOnPlateau plateau(sgd2, {0.5, 0, 0.0});
+  plateau.step(1.0);
+  plateau.step(2.0);  // reduces to 0.5
+  optim::ScheduleState bad = plateau.state_dict();
+  bad.lr = 0.125;
+  bad.best = std::nan("");
+  check_error([&] { plateau.load_state_dict(bad); }, {"ReduceOnPlateau", "NaN"});
+  CHECK(plateau.lr() == 0.5);
+  CHECK(sgd2.lr() == 0.5);
+  CHECK(plateau.best() == 1.0);
+}
+
 TEST_CASE("schedules resume exactly from a saved state") {
   // A cosine schedule and an optimizer saved together mid-warmup...
   Tensor w = weight();

@@ -5,15 +5,17 @@
 ///   for step = first+1 .. options.steps:
 ///     zero grads; s = task.step(gen); s.objective.backward(); refuse a non-finite loss;
 ///     clip the gradients (the global norm, and groups with a clip of their own); optimizer step;
-///     schedule step
+///     schedule.on_step()
 ///     every eval_every steps and at the last: evaluate (no grad, eval mode), log, keep the best,
+///       schedule.on_evaluation(the best metric, lower is better),
 ///       stop early after `patience` evaluations without a new best
 ///     every save_every steps: checkpoint
 ///     every inspect_every steps (and before the first step of a fresh run): log task.inspect()
 ///   checkpoint at the end; report
 ///
 /// with progress on stderr, a JSON-lines log, checkpoints that resume exactly (train/run_state.h),
-/// and --eval-only. Usage:
+/// and --eval-only. Trainer::train is this recipe; its pieces (the run, its steps, evaluations and
+/// checkpoints, the meter of the steps) are in train/training_run.h. Usage:
 ///
 ///   train::RunSpec spec{"copy-task", identity, {"masked_accuracy", train::Goal::Max}};
 ///   train::Trainer trainer(spec, options.train);
