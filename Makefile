@@ -10,6 +10,13 @@ CMAKE_ARGS ?=
 # e.g. make run DEVICE=cpu RUN_FLAGS="--steps 1000 --json" (a repeated flag's last value wins).
 DEVICE     ?= auto
 RUN_FLAGS  ?=
+# `make run` builds the `tapestry` program alone. Without a GPU it builds it without the CUDA kernels
+# and without MPI, in its own folder (RUN_BUILD, default build-cpu), so that the quick start waits for
+# neither nvcc nor the test suites; `make test` builds everything in $(BUILD). With a GPU it builds in
+# $(BUILD), with CUDA.
+HAS_GPU    := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
+RUN_BUILD  ?= $(if $(HAS_GPU),$(BUILD),build-cpu)
+RUN_CMAKE  := $(if $(HAS_GPU),$(CUDA_FLAGS),-DTAPESTRY_CUDA=OFF -DTAPESTRY_MPI=OFF)
 # `make install`: where the headers, library, binary, CMake package and tapestry.pc go.
 PREFIX     ?= /usr/local
 
@@ -30,8 +37,14 @@ build: setup
 
 # The main job: the masked copy task (smoke preset, improved-clustered attention) on the best device
 # present; README.md says what it prints.
-run: build
-	$(BUILD)/tapestry copy-task --preset smoke --attention improved-clustered:clusters=15,topk=32 --device $(DEVICE) $(RUN_FLAGS)
+run:
+	@scripts/setup run
+	@echo "make run: configuring $(RUN_BUILD) ($(if $(HAS_GPU),with CUDA,CPU only: no GPU found))"
+	@mkdir -p $(RUN_BUILD) && cmake -S . -B $(RUN_BUILD) -DCMAKE_BUILD_TYPE=Release $(RUN_CMAKE) $(CMAKE_ARGS) \
+	  > $(RUN_BUILD)/configure.log 2>&1 || { cat $(RUN_BUILD)/configure.log; exit 1; }
+	@echo "make run: building the tapestry program in $(RUN_BUILD) with $(JOBS) jobs (a few minutes on two cores)"
+	cmake --build $(RUN_BUILD) -j $(JOBS) --target tapestry_cli
+	$(RUN_BUILD)/tapestry copy-task --preset smoke --attention improved-clustered:clusters=15,topk=32 --device $(DEVICE) $(RUN_FLAGS)
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -V

@@ -303,6 +303,7 @@ void check_asr_options(const AsrOptions& o) {
   const Attentions a = attentions(o.attention, o.eval_attention);
   // The longest utterance of the corpus is a few hundred frames: a batch of them, as positions.
   check_attention_memory(a, std::max<int64_t>(1, o.batch_frames / 1000), o.heads, 1000 / o.stack + 1);
+  check_clustering_weights(o.mu, o.nu, {o.attention});
 }
 
 train::Report run_asr(const AsrOptions& o) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <sstream>
 #include <limits>
 #include <new>
 
@@ -122,6 +123,14 @@ std::string failure_status(const std::exception& e) {
   const bool out_of_memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr ||
                              message.find("out of memory") != std::string::npos;
   return out_of_memory ? std::string("out of memory") : "failed: " + message;
+}
+
+std::vector<std::string> split_at(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, separator)) parts.push_back(part);
+  return parts;
 }
 
 std::vector<std::string> split_types(const std::string& text) {

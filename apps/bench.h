@@ -84,6 +84,9 @@ double number(const nlohmann::json& row, const char* key);
 // else "failed: <message>".
 std::string failure_status(const std::exception& e);
 
+// "a,b,,c" -> {"a", "b", "", "c"}: text split at every `separator`.
+std::vector<std::string> split_at(const std::string& text, char separator);
+
 // "full,improved-clustered:clusters=15,topk=32" -> {"full", "improved-clustered:clusters=15,topk=32"}:
 // split at commas, except that a piece of the form key=value belongs to the type before it.
 std::vector<std::string> split_types(const std::string& text);

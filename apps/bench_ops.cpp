@@ -59,16 +59,8 @@ std::vector<int64_t> parse_shape(const std::string& text) {
   return dims.size() == 4 ? dims : std::vector<int64_t>{};
 }
 
-std::vector<std::string> split(const std::string& text, char separator) {
-  std::vector<std::string> parts;
-  std::stringstream in(text);
-  std::string part;
-  while (std::getline(in, part, separator)) parts.push_back(part);
-  return parts;
-}
-
 std::string check_shapes(const std::string& text) {
-  for (const std::string& shape : split(text, ','))
+  for (const std::string& shape : split_at(text, ','))
     if (parse_shape(shape).empty()) return "expected shapes MxKxN or BxMxKxN separated by commas, got '" + shape + "'";
   return {};
 }
@@ -263,7 +255,7 @@ int run(const OpsOptions& o) {
   const std::string flops = device.is_cuda() ? "TFLOP/s" : "GFLOP/s";
   Table products({"matmul B×M×K×N", "ms", flops, std::string(reference_gemm_name(device)) + " " + flops,
                   "time ×reference"});
-  for (const std::string& text : split(shapes, ',')) {
+  for (const std::string& text : split_at(shapes, ',')) {
     nlohmann::json row = matmul_row(parse_shape(text), o, device);
     products.add({shape_text(row["shape"]),
                   row["status"] == "ok" ? format("%.3f", number(row, "ms")) : row["status"].get<std::string>(),
@@ -277,7 +269,7 @@ int run(const OpsOptions& o) {
     const nlohmann::json config = {{"elements", elements},
                                    {"softmax_width", kSoftmaxWidth},
                                    {"layer_norm_width", kLayerNormWidth},
-                                   {"matmul", split(shapes, ',')},
+                                   {"matmul", split_at(shapes, ',')},
                                    {"dtype", "float32"},
                                    {"repeats", o.common.repeats},
                                    {"warmup", o.common.warmup},

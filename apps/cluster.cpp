@@ -264,6 +264,8 @@ void check_cluster_options(const ClusterOptions& o) {
   train::check_options(o.train);
   TP_CHECK(o.images.empty() == o.labels.empty(), o.images.empty() ? "--labels" : "--images",
            "--images and --labels go together: give both IDX files or neither");
+  TP_CHECK(o.images.empty() || o.data == ClusterOptions().data, "--data", "--images replaces the data set: give --data '",
+           o.data, "' or --images, not both");
   TP_CHECK(o.max_points == 0 || o.clusters <= o.max_points, "--clusters", "k = ", o.clusters,
            " exceeds --max-points ", o.max_points);
   if (o.method != "neural")

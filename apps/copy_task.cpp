@@ -179,6 +179,7 @@ void check_copy_task_options(const CopyTaskOptions& o) {
   table().check(o);
   train::check_options(o.train);
   check_attention_memory(attentions(o.attention, o.eval_attention), o.batch, o.heads, 2 * o.length + 2);
+  check_clustering_weights(o.mu, o.nu, {o.attention});
 }
 
 train::Report run_copy_task(const CopyTaskOptions& o) {

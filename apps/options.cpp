@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "core/caching_allocator.h"
+#include "nn/encoder.h"
 #include "train/run_state.h"
 
 namespace tapestry::app {
@@ -102,6 +103,16 @@ Attentions attentions(const std::string& train, const std::string& eval) {
   TP_CHECK(clusterformer_train || !clusterformer_eval, "--eval-attention", a.eval.name(), " needs a model trained with ",
            "it (a ClusterFormer has weights a Transformer lacks); this model is trained with ", a.train.to_string());
   return a;
+}
+
+void check_clustering_weights(double mu, double nu, const std::vector<std::string>& attentions) {
+  const nn::ClusteringLossWeights defaults;
+  if (mu == defaults.mu && nu == defaults.nu) return;
+  for (const std::string& text : attentions)
+    if (attention::AttentionConfig::parse(text).kind().form() == attention::Form::HiddenStates) return;
+  fail(mu != defaults.mu ? "--mu" : "--nu", "weights a clustering loss, and the attention has none (only ",
+       attention::kind_names([](const attention::Kind& k) { return k.form() == attention::Form::HiddenStates; }),
+       " has): drop --mu and --nu or train with neural clustering");
 }
 
 void check_attention_memory(const Attentions& a, int64_t batch, int64_t heads, int64_t length) {

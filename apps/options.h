@@ -279,6 +279,10 @@ void add_attention_options(OptionTable<Options>& t, std::string Options::*train,
   t.add("--eval-attention", eval, "attention to evaluate with (default: the training attention)", optional_config);
 }
 
+// Refuses --mu / --nu away from their defaults (nn::ClusteringLossWeights) when no attention of the
+// run (`attentions`, config texts) has clustering losses: they would be accepted and ignored.
+void check_clustering_weights(double mu, double nu, const std::vector<std::string>& attentions);
+
 // Fails fast, naming the flag, when the attention weights of one layer would not fit in this
 // machine's memory: B · H · score_elements(N) float32 (attention::Kind: (C, N) per head for the
 // clustered kinds, (N, N) for full). A cheap lower bound, taken before anything is allocated, so that e.g.

@@ -393,6 +393,7 @@ void check_translate_options(const TranslateOptions& o) {
            "form (", attention::kind_names([](const attention::Kind& k) { return k.has_causal_form(); }), "), got '",
            o.decoder_attention, "'");
   attentions(o.encoder_attention, o.eval_attention);  // refuses pairs that cannot work (apps/options.h)
+  check_clustering_weights(o.mu, o.nu, {o.encoder_attention, o.decoder_attention});
 }
 
 train::Report run_translate(const TranslateOptions& o) {

@@ -101,6 +101,10 @@ ClusterFormerEncoder::ClusterFormerEncoder(const TransformerLayerOptions& option
   TP_CHECK(std::isfinite(weights.mu) && weights.mu >= 0 && std::isfinite(weights.nu) && weights.nu >= 0,
            "ClusterFormerEncoder", "the clustering loss weights µ, ν must be finite and non-negative (eq. 17), got ",
            weights.mu, " and ", weights.nu);
+  // λ weights the task loss, which the encoder never sees: a λ other than 1 would be ignored.
+  TP_CHECK(weights.lambda == 1.0, "ClusterFormerEncoder", "λ weights the task loss, which the encoder does not see ",
+           "(its auxiliary loss is µ·L1 + ν·L2); weight the task loss where it is computed, or use ClusterFormerLoss; ",
+           "got λ = ", weights.lambda);
   centroids = register_parameter("centroids", initial_centroids(options, gen));
   layers = register_module("layers", std::make_shared<ModuleList<ClusterFormerEncoderLayer>>());
   for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<ClusterFormerEncoderLayer>(options, gen));

@@ -32,8 +32,8 @@ struct ClusterFormerOutput {
 /// W_O (D, D) start uniform in ±1/√D.
 class ClusterFormerEncoderLayer : public Module {
  public:
-  /// Initial values from `gen`; throws Error for bad options or an attention other than
-  /// neural-clustering.
+  /// Initial values from `gen`; throws Error for bad options, an attention other than
+  /// neural-clustering, or a λ other than 1 (which it would have no task loss to apply to).
   ClusterFormerEncoderLayer(const TransformerLayerOptions& options, Generator& gen);
   /// x (B, N, D), centroids (C, D) or (B, C, D); the clustering runs on the layer's input to the
   /// attention (after the norm in pre-norm).
@@ -62,11 +62,11 @@ class ClusterFormerEncoderLayer : public Module {
 /// num_layers ClusterFormer layers ("layers.0", ...), the initial centroids ("centroids", (C, D),
 /// N(0, 1/D) so that the first similarities are O(1)), and for pre-norm a final LayerNorm ("norm").
 /// As an Encoder, encode() returns the output and the auxiliary loss µ·L1 + ν·L2 of eq. 17 with the
-/// `weights` given here (µ, ν ≥ 0; λ is ignored: the task loss is added with weight 1).
+/// `weights` given here (µ, ν ≥ 0; λ must be 1: the task loss is the caller's, added with weight 1).
 class ClusterFormerEncoder : public Encoder {
  public:
-  /// Initial values from `gen`; throws Error for bad options or an attention other than
-  /// neural-clustering.
+  /// Initial values from `gen`; throws Error for bad options, an attention other than
+  /// neural-clustering, or a λ other than 1 (which it would have no task loss to apply to).
   ClusterFormerEncoder(const TransformerLayerOptions& options, int64_t num_layers, Generator& gen,
                        const ClusteringLossWeights& weights = {});
   /// x (B, N, D), lengths (B) int64 or undefined: the output and the summed losses L1, L2.

@@ -217,6 +217,10 @@ TEST_CASE("cluster: bad input is refused with a message naming the file or the f
     o.labels.clear();
     check_error([&] { app::check_cluster_options(o); }, {"--images", "--labels"});
   }
+  SUBCASE("--data beside --images") {  // the images replace the data set: refused, not ignored
+    o.data = "fashion-mnist";
+    check_error([&] { app::check_cluster_options(o); }, {"--data", "--images"});
+  }
   SUBCASE("k-means writes no checkpoint") {
     o.train.save = dir.file("model.ckpt");
     check_error([&] { app::check_cluster_options(o); }, {"--method", "--save"});

@@ -181,11 +181,11 @@ TEST_CASE("copy-task: train with full attention, evaluate with clustered and imp
     CHECK(r.fields["attention"] == "full");
     CHECK(r.fields["eval_attention"].get<std::string>().rfind(config, 0) == 0);
     CHECK(r.steps == 5);
-    CHECK(r.metric("masked_accuracy") >= 0);
-    CHECK(r.metric("masked_accuracy") <= 1);
-    CHECK(std::isfinite(r.metric("loss")));
-    // Improved-clustered with top-k = 32 >= N = 12 keys is full attention.
+    // Improved-clustered with top-k = 32 >= N = 12 keys is full attention; clustered with 15
+    // clusters for 12 queries nearly so (queries that hash alike share a centroid), and it runs:
+    // its loss differs from full attention's.
     if (config.rfind("improved", 0) == 0) CHECK(r.metric("loss") == doctest::Approx(own.metric("loss")).epsilon(1e-4));
+    else CHECK((r.metric("loss") != own.metric("loss") && r.metric("loss") == doctest::Approx(own.metric("loss")).epsilon(0.05)));
   }
   // A second evaluation of the same checkpoint gives the same numbers: the held-out data and the
   // evaluation's hashing are fixed by the seed.
@@ -214,6 +214,12 @@ TEST_CASE("copy-task: the model settings and a neural-clustering model's evaluat
   o = tiny();
   o.train.eval_only = true;
   check_error([&] { app::run_copy_task(o); }, {"--eval-only", "--resume"});
+  // µ and ν weight clustering losses: with an attention that has none they are refused, not ignored.
+  o = tiny();
+  o.mu = 0;
+  check_error([&] { app::run_copy_task(o); }, {"--mu", "the attention has none", "neural-clustering"});
+  o.attention = "neural-clustering:clusters=2";
+  CHECK(app::run_copy_task(o).steps == 3);
 }
 
 TEST_CASE("copy-task: a neural-clustering checkpoint from before the loss forms resumes with the projected form") {

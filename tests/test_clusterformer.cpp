@@ -108,6 +108,11 @@ TEST_CASE("ClusterFormer layers refuse other attentions and bad input") {
   full.attention = AttentionConfig::parse("full");
   check_error([&] { nn::ClusterFormerEncoder(full, 2, gen); }, {"ClusterFormerEncoder", "neural-clustering", "'full'"});
   check_error([&] { nn::ClusterFormerEncoder(options(nn::NormPosition::Post), 0, gen); }, {"ClusterFormerEncoder", "layer"});
+  // λ weights the task loss, which the encoder never sees: refused rather than ignored.
+  check_error([&] { nn::ClusterFormerEncoder(options(nn::NormPosition::Post), 1, gen, {1e-3, 1e-3, 0.5}); },
+              {"ClusterFormerEncoder", "λ weights the task loss", "0.5"});
+  check_error([&] { nn::ClusterFormerEncoder(options(nn::NormPosition::Post), 1, gen, {-1.0, 1e-3, 1.0}); },
+              {"ClusterFormerEncoder", "µ, ν must be finite and non-negative"});
   nn::TransformerLayerOptions odd = options(nn::NormPosition::Post);
   odd.heads = 3;
   check_error([&] { nn::ClusterFormerEncoderLayer(odd, gen); }, {"ClusterFormerEncoderLayer", "heads"});

@@ -11,7 +11,7 @@
 ///   reformer:rounds=4,bucket=32
 ///   local:window=16
 ///
-/// Each kind is one file, nn/attention/kinds/<name>.cpp: a subclass of Kind that declares its name,
+/// Each kind is one file in nn/attention/kinds/, named after it (local.cpp): a subclass of Kind that declares its name,
 /// its settings (key, default, range, help), whether it has a causal form, the state a layer keeps
 /// for it, its memory model, what the inspector reads of it, and how it attends. kinds() lists them
 /// (nn/attention/config.cpp, one line each). Nothing outside nn/attention asks which kind a config
@@ -43,7 +43,10 @@ class Kind;
 struct Setting {
   std::string key;     ///< "clusters"
   int64_t fallback;    ///< the value when the text leaves the key out
-  int64_t min, max;    ///< the range parse() accepts
+  ///@{
+  /// The range parse() accepts (inclusive).
+  int64_t min, max;
+  ///@}
   std::string help;    ///< one phrase for --help: "C, query clusters"
   std::vector<std::string> names = {};  ///< the values by name (losses=cosine), empty for integers
 };
@@ -61,7 +64,7 @@ class AttentionConfig {
   /// Same kind and settings.
   bool operator==(const AttentionConfig& other) const;
 
-  const Kind& kind() const { return *kind_; }
+  const Kind& kind() const { return *kind_; }  ///< the kind: ask it what the attention can do
   const std::string& name() const;  ///< the kind's name: "full", "clustered", ...
   /// The value of `key`; throws Error when the kind has no such setting.
   int64_t get(const std::string& key) const;
@@ -84,14 +87,14 @@ enum class Form { Heads, HiddenStates };
 /// The tensors a layer keeps for its attention between calls, by buffer name (routing's centroids).
 using State = std::map<std::string, Tensor>;
 
-/// An attention kind: subclass it in nn/attention/kinds/<name>.cpp and list it in kinds().
+/// An attention kind: subclass it in a file of its own in nn/attention/kinds/ and list it in kinds().
 class Kind {
  public:
   virtual ~Kind() = default;
   virtual std::string name() const = 0;       ///< what configs call it: "local"
   virtual std::string summary() const = 0;    ///< one phrase for --help, with its paper
-  virtual std::vector<Setting> settings() const { return {}; }
-  virtual Form form() const { return Form::Heads; }
+  virtual std::vector<Setting> settings() const { return {}; }  ///< its keys, in the order to_string prints them
+  virtual Form form() const { return Form::Heads; }  ///< where it attends (see Form)
   /// Whether it has a causal form (a decoder's self-attention may use it).
   virtual bool has_causal_form() const = 0;
   /// Whether a causal decoder may attend over the keys it has cached so far with no mask: a query's
