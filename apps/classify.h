@@ -5,7 +5,9 @@
 // Data (--data): `brown` (15 genres, list file), `spam-assassin` (5 groups, folder per class),
 // `spam-assassin-2way` (ham: easy-ham-1, easy-ham-2, hard-ham-1; spam: spam-1, spam-2), all prepared
 // by `make data` (docs/DATA.md); or a path: a folder per class, or a list file of path<TAB>label
-// lines (--layout, by default chosen by whether the path is a folder or a file).
+// lines (--layout, by default chosen by whether the path is a folder or a file). Reading, splitting
+// and tokenizing are data/classification_corpus.h's; the naive Bayes floor and the scores,
+// models/document_classification.h's.
 //
 // Split: stratified and deterministic, independent of --seed (data/split.h). Within each class the documents are
 // ordered by the 64-bit FNV-1a hash of their path relative to the corpus root (ties by the path);
@@ -18,8 +20,8 @@
 // means as the metrics and their sample standard deviations as `<metric>_std`.
 //
 // Tokens: SentencePiece (--vocab-size pieces) trained on the training split (at most
-// kSentencePieceTextBytes of its text, documents in hash order); documents are cut to their first
-// --max-length tokens. The model file goes beside each checkpoint as `<checkpoint>.spm` (--save,
+// data::kSentencePieceTextBytes of its text, documents in hash order); documents are cut to their
+// first --max-length tokens. The model file goes beside each checkpoint as `<checkpoint>.spm` (--save,
 // --save-best); --resume and --eval-only read `<resume>.spm`, so a checkpoint classifies on its own.
 // A run without a checkpoint keeps its SentencePiece model in memory only. A document with no
 // tokens is left out and counted ("empty_documents" in the report, and a line on stderr); entries
@@ -36,6 +38,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -43,12 +46,10 @@
 
 #include "apps/app.h"
 #include "apps/inspect.h"
+#include "data/classification_corpus.h"
 #include "train/trainer.h"
 
 namespace tapestry::app {
-
-// The most text SentencePiece trains on (it is the slowest part of preparing a large corpus).
-inline constexpr int64_t kSentencePieceTextBytes = int64_t{8} << 20;
 
 struct ClassifyOptions {
   std::string data = "brown";      // brown | spam-assassin | spam-assassin-2way | a folder | a list file
@@ -75,7 +76,12 @@ struct ClassifyOptions {
   std::string baseline = "none";   // none | bow: multinomial naive Bayes on the same tokens, no training run
   train::TrainOptions train;
 
-  ClassifyOptions();
+  ClassifyOptions() {  // the harness's settings that differ for classification
+    train.optimizer = "adam:lr=1e-3";
+    train.clip = 1.0;
+    train.steps = 2000;
+    train.eval_every = 200;
+  }
 };
 
 enum class ClassifyPreset {
@@ -92,11 +98,26 @@ void check_classify_options(const ClassifyOptions& options);
 // documents, a checkpoint of other classes or settings, and what the harness refuses.
 train::Report run_classify(const ClassifyOptions& options);
 
+// The steps of run_classify, for the runs of apps/classify_sweep.cpp. The corpus settings of `o`, its
+// flags named in errors: SentencePiece read beside --resume, or trained and saved to each of
+// `spm_paths`; skipped entries, left-out documents and (with progress) tokenizing on stderr.
+data::ClassificationCorpusOptions classify_corpus_options(const ClassifyOptions& o,
+                                                          const std::vector<std::string>& spm_paths = {});
+// Trains (or evaluates; with --baseline bow, fits and scores naive Bayes) on a corpus already prepared
+// with `o`'s corpus settings; the report's seconds count from `start`.
+train::Report run_classify_prepared(const ClassifyOptions& o, const data::TokenizedCorpus& corpus,
+                                    std::chrono::steady_clock::time_point start);
+// --folds K (apps/classify_sweep.cpp): K runs, run f trained on every fold but f and evaluated on fold
+// f; the report is the last run's, its metrics the folds' means, with each fold's figures and the
+// standard deviations.
+train::Report run_classify_folds(const ClassifyOptions& o, const data::ClassifiedDocuments& corpus);
+
 // `tapestry inspect` of a classify checkpoint (apps/inspect.h), on the CPU: the first held-out
 // batches of its recorded corpus and split, tokenized by the SentencePiece model beside it.
 InspectedCheckpoint inspect_classify_checkpoint(const CheckpointRequest& request);
 
-// Several models on one corpus, read, split and tokenized once with `corpus`'s options. Each of `runs`
+// Several models on one corpus, read, split and tokenized once with `corpus`'s options
+// (apps/classify_sweep.cpp). Each of `runs`
 // sets its own model and training options (attention, µ, ν, seed, steps); the corpus options (data,
 // fractions, vocab_size, max_length, eval_split) are `corpus`'s. The reports come in `runs`' order.
 struct SameCorpusRuns {

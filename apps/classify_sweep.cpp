@@ -1,10 +1,13 @@
-// `tapestry classify sweep`: ClusterFormer's Table 4 (accuracy, time and memory against the number of
-// clusters k, next to full attention) and Table 5 (the clustering losses each on or off, several
-// seeds) as one grid of classify runs on one prepared corpus, written as Markdown and JSON.
+// Classify's runs of many models or splits of one corpus: `tapestry classify sweep`, ClusterFormer's
+// Table 4 (accuracy, time and memory against the number of clusters k, next to full attention) and
+// Table 5 (the clustering losses each on or off, several seeds) as one grid of classify runs on one
+// prepared corpus, written as Markdown and JSON; and --folds K, K runs on the folds of one corpus.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,6 +83,59 @@ std::string markdown(const ClassifyOptions& base, const SweepOptions& s, const S
 }
 
 }  // namespace
+
+train::Report run_classify_folds(const ClassifyOptions& o, const data::ClassifiedDocuments& corpus) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto by_class = data::hash_order(corpus, o.max_per_class);
+  nlohmann::json folds = nlohmann::json::array();
+  std::map<std::string, std::vector<double>> values;
+  train::Report report;
+  for (int64_t f = 0; f < o.folds; ++f) {
+    ClassifyOptions fold = o;
+    fold.eval_split = "test";
+    const data::TokenizedCorpus p =
+        data::tokenize_corpus(corpus, classify_corpus_options(fold), data::stratified_fold(by_class, o.folds, f));
+    report = run_classify_prepared(fold, p, std::chrono::steady_clock::now());
+    nlohmann::json row = {{"fold", f}, {"documents", p.split.train.size() + p.split.test.size()},
+                          {"test_documents", p.split.test.size()}, {"majority_accuracy", p.majority_accuracy}};
+    values["majority_accuracy"].push_back(p.majority_accuracy);
+    for (const auto& [name, value] : report.metrics) {
+      row[name] = value;
+      values[name].push_back(value);
+    }
+    folds.push_back(row);
+    if (o.train.progress)
+      std::fprintf(stderr, "classify: fold %lld of %lld: %s\n", (long long)f + 1, (long long)o.folds,
+                   report.metrics_text().c_str());
+  }
+  for (auto& [name, value] : report.metrics) {
+    const metrics::Summary s = metrics::summarize(values.at(name));
+    value = s.mean;
+    report.fields[name + "_std"] = s.std;
+  }
+  report.fields["majority_accuracy"] = metrics::summarize(values.at("majority_accuracy")).mean;
+  report.fields["folds"] = folds;
+  report.fields.erase("documents");
+  report.best = report.metric("accuracy");
+  report.best_step = report.steps;
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+SameCorpusRuns run_classify_on_one_corpus(const ClassifyOptions& corpus_options,
+                                          const std::vector<ClassifyOptions>& runs) {
+  check_classify_options(corpus_options);
+  for (const ClassifyOptions& o : runs) check_classify_options(o);
+  const data::ClassificationCorpusOptions c = classify_corpus_options(corpus_options);
+  const data::TokenizedCorpus p = data::tokenize_corpus(data::read_classification_corpus(c), c);
+  SameCorpusRuns out;
+  out.classes = int64_t(p.classes.size());
+  out.train_tokens = p.train_tokens;
+  out.majority_accuracy = p.majority_accuracy;
+  for (const ClassifyOptions& o : runs)
+    out.reports.push_back(run_classify_prepared(o, p, std::chrono::steady_clock::now()));
+  return out;
+}
 
 void check_sweep_options(const ClassifyOptions& o, const SweepOptions& s) {
   check_classify_options(o);
