@@ -207,9 +207,12 @@ void check_classify_options(const ClassifyOptions& o) {
            o.pooling == "cls" ? " + 1 (the [CLS] token)" : "", " = ", longest, ", got ", o.batch_tokens);
   TP_CHECK(o.valid_fraction + o.test_fraction < 1, "--valid-fraction",
            "with --test-fraction leaves no training document: their sum must be below 1");
-  if (o.baseline == "bow")
+  if (o.baseline == "bow") {
     TP_CHECK(o.train.save.empty() && o.train.save_best.empty() && o.train.resume.empty(), "--baseline",
              "bow fits naive Bayes and writes no checkpoint: drop --save, --save-best and --resume");
+    TP_CHECK(o.train.device == "auto" || o.train.device == "cpu", "--device", "bow fits naive Bayes on the CPU, got '",
+             o.train.device, "'");
+  }
   TP_CHECK(o.folds != 1, "--folds", "needs at least 2 folds (0: no cross-validation)");
   if (o.folds > 0)
     TP_CHECK(o.train.save.empty() && o.train.save_best.empty() && o.train.resume.empty() && o.train.log.empty() &&
@@ -259,6 +262,7 @@ InspectedCheckpoint inspect_classify_checkpoint(const CheckpointRequest& request
 
 train::Report run_classify(const ClassifyOptions& o) {
   check_classify_options(o);
+  check_clustering_weights(o.mu, o.nu, {o.attention});  // not for the sweep, whose full runs share its µ, ν
   const auto start = std::chrono::steady_clock::now();
   const data::ClassifiedDocuments corpus = data::read_classification_corpus(classify_corpus_options(o));
   if (o.folds > 0) return run_classify_folds(o, corpus);

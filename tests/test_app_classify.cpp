@@ -93,6 +93,12 @@ TEST_CASE("classify: the naive Bayes floor beats the majority class on Brown's 1
   CHECK(r.fields.at("classes") == 15);
   CHECK(r.fields.at("documents").at("valid").get<int64_t>() == 28);  // 2 of each genre, 1 of science fiction
   CHECK(r.metric("accuracy") >= r.fields.at("majority_accuracy").get<double>() + 0.2);
+  // It runs on the CPU only, and has no clustering losses: other settings are refused, not ignored.
+  o.train.device = "cuda";
+  check_error([&] { app::run_classify(o); }, {"--device", "naive Bayes on the CPU", "cuda"});
+  o.train.device = "auto";
+  o.mu = 0;
+  check_error([&] { app::run_classify(o); }, {"--mu", "the attention has none"});
 }
 
 TEST_CASE("classify: every attention kind trains a few steps") {
