@@ -90,23 +90,9 @@ Points read_points(const ClusterOptions& o) {
   } else {
     p.source = images;
   }
-  const data::LabelledImages read = data::read_idx_images(images, labels);
-  const int64_t total = read.size(), d = read.rows * read.cols;
-  const int64_t n = o.max_points > 0 ? std::min(o.max_points, total) : total;
-  TP_CHECK(n >= 1 && d >= 1, kTask, images, " holds no image with a pixel (", total, " images of ", read.rows, " x ",
-           read.cols, ")");
-  // Evenly spaced images ⌊j·total/n⌋ (apps/cluster.h).
-  std::vector<float> x(size_t(n * d));
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t source = j * total / n;
-    const uint8_t* pixels = read.pixels.data() + source * d;
-    double squared = 0;
-    for (int64_t t = 0; t < d; ++t) squared += double(pixels[t]) * pixels[t];
-    const double inverse = squared > 0 ? 1.0 / std::sqrt(squared) : 0.0;  // the /255 cancels
-    for (int64_t t = 0; t < d; ++t) x[size_t(j * d + t)] = float(pixels[t] * inverse);
-    p.labels.push_back(read.labels[size_t(source)]);
-  }
-  p.x = from_vector(x, {n, d});
+  data::ImagePoints points = data::unit_image_points(data::read_idx_images(images, labels), o.max_points, images);
+  p.x = points.x;  // evenly spaced unit-length images (apps/cluster.h)
+  p.labels = std::move(points.labels);
   return p;
 }
 

@@ -2,6 +2,8 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -9,6 +11,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "core/creation.h"
 #include "core/error.h"
 
 namespace tapestry::data {
@@ -137,6 +140,26 @@ LabelledImages read_idx_images(const std::string& images_path, const std::string
   result.pixels = std::move(images.data);
   result.labels.assign(labels.data.begin(), labels.data.end());
   return result;
+}
+
+ImagePoints unit_image_points(const LabelledImages& images, int64_t max_points, const std::string& source) {
+  const int64_t total = images.size(), d = images.rows * images.cols;
+  const int64_t n = max_points > 0 ? std::min(max_points, total) : total;
+  TP_CHECK(n >= 1 && d >= 1, "unit_image_points", source, " holds no image with a pixel (", total, " images of ",
+           images.rows, " x ", images.cols, ")");
+  ImagePoints p;
+  std::vector<float> x(size_t(n * d));
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t from = j * total / n;
+    const uint8_t* pixels = images.pixels.data() + from * d;
+    double squared = 0;
+    for (int64_t t = 0; t < d; ++t) squared += double(pixels[t]) * pixels[t];
+    const double inverse = squared > 0 ? 1.0 / std::sqrt(squared) : 0.0;  // a /255 would cancel
+    for (int64_t t = 0; t < d; ++t) x[size_t(j * d + t)] = float(pixels[t] * inverse);
+    p.labels.push_back(images.labels[size_t(from)]);
+  }
+  p.x = from_vector(x, {n, d});
+  return p;
 }
 
 }  // namespace tapestry::data

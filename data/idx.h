@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor.h"
+
 namespace tapestry::data {
 
 ///@{
@@ -51,5 +53,15 @@ struct LabelledImages {
 /// Throws read_idx's errors, and Error naming the file when the images are not 3-D, the labels not
 /// 1-D, or their counts differ.
 LabelledImages read_idx_images(const std::string& images_path, const std::string& labels_path);
+
+/// Images as points to cluster: n = min(max_points, N) images (all when max_points is 0), evenly
+/// spaced (image ⌊j·N/n⌋ for j < n), each flattened to rows·cols values scaled to unit length (an
+/// all-zero image stays zero); x (n, rows·cols) float32 on the host, and their labels.
+struct ImagePoints {
+  Tensor x;                     ///< (n, rows·cols) float32
+  std::vector<int64_t> labels;  ///< (n)
+};
+/// Throws Error naming `source` when there is no image with a pixel.
+ImagePoints unit_image_points(const LabelledImages& images, int64_t max_points, const std::string& source);
 
 }  // namespace tapestry::data

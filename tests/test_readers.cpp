@@ -3,6 +3,7 @@
 #include <sndfile.h>
 #include <zlib.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <filesystem>
@@ -427,6 +428,20 @@ TEST_CASE("readers: IDX, plain and gzip, images with labels") {
   CHECK(set.cols == 4);
   CHECK(set.pixels.size() == 24);
   CHECK(set.labels == std::vector<int64_t>{7, 0, 9});
+  // As points to cluster: unit-length rows, evenly spaced when fewer are asked for.
+  const ImagePoints all = unit_image_points(set, 0, "set");
+  REQUIRE(all.x.shape() == Shape{3, 8});
+  CHECK(all.labels == set.labels);
+  const std::vector<float> x = all.x.to_vector<float>();
+  for (size_t i = 0; i < 3; ++i) {
+    double squared = 0;
+    for (size_t t = 0; t < 8; ++t) squared += double(set.pixels[i * 8 + t]) * set.pixels[i * 8 + t];
+    for (size_t t = 0; t < 8; ++t) CHECK(x[i * 8 + t] == doctest::Approx(set.pixels[i * 8 + t] / std::sqrt(squared)));
+  }
+  const ImagePoints two = unit_image_points(set, 2, "set");  // images 0 and ⌊3/2⌋ = 1
+  CHECK(two.labels == std::vector<int64_t>{7, 0});
+  CHECK(two.x.shape() == Shape{2, 8});
+  check_error([&] { unit_image_points(LabelledImages{}, 0, "empty.idx"); }, {"empty.idx", "holds no image with a pixel"});
 }
 
 TEST_CASE("readers: IDX refuses wrong magic, dtypes, absurd dims, truncated and corrupt files") {
