@@ -24,6 +24,13 @@ int main(int argc, char** argv) {
       return 0;
     };
   });
+  cli.add("attentions", "List the attention kinds that --attention takes: each with what it is, its settings (default, "
+          "range, meaning) and whether a decoder may use it", [](CLI::App&) {
+    return [] {
+      std::cout << attention::describe_kinds();
+      return 0;
+    };
+  });
   app::add_asr(cli);
   app::add_classify(cli);
   app::add_cluster(cli);

@@ -117,6 +117,9 @@ TEST_CASE("copy-task: every attention kind trains a few steps, from the library 
   const Run run = run_cli(dir, "copy-task --preset smoke --length 5 --steps 2 --eval-every 0 --attention local:window=3 --json");
   check_run(run, 0, {});
   CHECK(nlohmann::json::parse(run.out)["attention"] == "local:window=3");
+  const Run listed = run_cli(dir, "attentions");  // the kinds, as the registry describes them
+  check_run(listed, 0, {});
+  for (const attention::Kind* kind : attention::kinds()) CHECK(listed.out.find(kind->name() + ": ") != std::string::npos);
 }
 
 TEST_CASE("copy-task: a resumed run continues exactly (model, optimizer, schedule, generator)") {

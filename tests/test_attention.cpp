@@ -294,6 +294,13 @@ TEST_CASE("attention kinds: every kind parses with its defaults, round-trips, an
     }
     CHECK(c.kind().score_elements(c, 64) > 0);
   }
+  const std::string described = describe_kinds();
+  for (const Kind* kind : kinds()) {
+    CHECK(described.find(kind->name() + ": " + kind->summary()) != std::string::npos);
+    for (const Setting& s : kind->settings()) CHECK(described.find(s.help) != std::string::npos);
+  }
+  CHECK(described.find("  window=32  ([0, 1048576]) W, keys on each side") != std::string::npos);
+  CHECK(described.find("  losses=cosine  (projected, printed, cosine)") != std::string::npos);
   CHECK(kind_names([](const Kind& k) { return !k.has_causal_form(); }) == "clustered");
   CHECK(kind_names([](const Kind& k) { return k.form() == Form::HiddenStates; }) == "neural-clustering");
 }

@@ -160,6 +160,16 @@ std::string kinds_help() {
   return out;
 }
 
+std::string describe_kinds() {
+  std::string out;
+  for (const Kind* k : kinds()) {
+    out += k->name() + ": " + k->summary() + "\n  causal form: " + (k->has_causal_form() ? "yes" : "no") + "\n";
+    for (const Setting& s : k->settings())
+      out += "  " + s.key + "=" + value_text(s, s.fallback) + "  (" + range_text(s) + ") " + s.help + "\n";
+  }
+  return out;
+}
+
 std::string with_legacy_defaults(const std::string& text) {
   ConfigText items;
   try {

@@ -130,8 +130,11 @@ class Kind {
 const std::vector<const Kind*>& kinds();
 /// The names of the kinds that pass `keep`, joined by ", ": for refusals that say what is allowed.
 std::string kind_names(bool (*keep)(const Kind&));
-/// Every kind with its settings and defaults, for --help.
+/// Every kind with its settings and defaults on one line, for --help.
 std::string kinds_help();
+/// Every kind on lines of its own: its name and summary, whether it has a causal form, and each
+/// setting with its default, range and help (`tapestry attentions`).
+std::string describe_kinds();
 
 /// neural-clustering's default number of clusters k: ClusterFormer's k = 3 (§4.1, §4.3).
 constexpr int64_t kNeuralClusteringClusters = 3;
