@@ -219,8 +219,9 @@ void add_train_options(OptionTable<Options>& t, train::TrainOptions Options::*g)
   t.add("--clip", g, &T::clip, "max global gradient norm, 0: no clipping", {}, Recorded::Training);
   t.add("--param-groups", g, &T::param_groups,
         "parameter groups with their own settings (optim/param_groups.h): groups split by ';', name patterns "
-        "(* and ?, over the full parameter names) by '|', then :lr=X,weight_decay=X,clip=global|none|X (clip X: "
-        "clipped alone to norm X, out of --clip's norm; none: not clipped), e.g. "
+        "(* and ?, over the full parameter names) by '|', then :lr=X,weight_decay=X,clip=global|none|X,"
+        "rule=optimizer|sgd (clip X: clipped alone to norm X, out of --clip's norm; none: not clipped; rule=sgd: "
+        "updated by plain SGD whatever --optimizer is), e.g. "
         "'*.w_c|*.centroids:lr=1e-3,clip=1;*.bias|*norm*:weight_decay=0'; parameters no group matches keep "
         "--optimizer's lr and weight decay",
         {}, Recorded::Training);

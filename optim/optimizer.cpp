@@ -7,6 +7,7 @@
 #include "ops/common.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
+#include "optim/sgd.h"
 
 namespace tapestry::optim {
 
@@ -88,7 +89,7 @@ void Optimizer::set_param_groups(const ParamGroupsConfig& config, const std::vec
   std::vector<ParamGroup> groups{{"", {}, fallback.lr, fallback.weight_decay, {}}};
   for (const ParamGroupSpec& spec : config.groups) {
     ParamGroup group{spec.to_string(), {}, spec.lr.value_or(fallback.lr),
-                     spec.weight_decay.value_or(fallback.weight_decay), spec.clip};
+                     spec.weight_decay.value_or(fallback.weight_decay), spec.clip, spec.rule};
     detail::check_lr(name_, group.lr);
     detail::check_non_negative(name_, "weight_decay", group.weight_decay);
     if (group.clip.policy == ClipPolicy::Own) detail::check_positive(name_, "clip", group.clip.max_norm);
@@ -130,7 +131,12 @@ void Optimizer::step() {
       for (size_t k = 0; k < buffer_names_.size(); ++k) buffers_[i].push_back(zeros_like(p));
     }
     ++steps_[i];
-    update(p, grads[i], buffers_[i], steps_[i], groups_[group_of_[i]]);
+    const ParamGroup& group = groups_[group_of_[i]];
+    if (group.rule == GroupRule::Sgd) {
+      sgd_step(p, grads[i], group.lr, group.weight_decay);  // its buffers stay zero
+    } else {
+      update(p, grads[i], buffers_[i], steps_[i], group);
+    }
     p.storage().bump_version();
   }
 }

@@ -29,7 +29,8 @@
 ///
 /// Group 0 is the default group: the parameters no group matches, with the constructor's learning
 /// rate and weight decay. Each step updates a parameter with its group's learning rate and weight
-/// decay; without groups every parameter is in group 0 and the update is the constructor's.
+/// decay, and by its group's rule (the optimizer's, or plain SGD for a group with rule=sgd); without
+/// groups every parameter is in group 0 and the update is the constructor's.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +65,7 @@ struct ParamGroup {
   double lr = 0.0;             ///< its learning rate in force (schedules change it)
   double weight_decay = 0.0;   ///< its weight decay, in the optimizer's form (L2, or AdamW's decoupled)
   GroupClip clip;              ///< how its gradients are clipped (optim/clip.h: clip_grad_norm_by_group)
+  GroupRule rule = GroupRule::Optimizer;  ///< the optimizer's update, or plain SGD (optim/sgd.h: sgd_step)
 };
 
 /// The base of every optimizer (see the top of this file): it owns the parameter list, the parameter

@@ -92,8 +92,11 @@ ParamGroupSpec parse_group(const std::string& text, const std::string& op) {
       detail::check_non_negative(op.c_str(), "weight_decay", *group.weight_decay);
     } else if (key == "clip") {
       group.clip = parse_clip(value, op);
+    } else if (key == "rule") {
+      TP_CHECK(value == "optimizer" || value == "sgd", op, "rule must be optimizer or sgd, got '", value, "'");
+      group.rule = value == "sgd" ? GroupRule::Sgd : GroupRule::Optimizer;
     } else {
-      fail(op, "'", key, "' is not a setting of a parameter group (settings: lr, weight_decay, clip)");
+      fail(op, "'", key, "' is not a setting of a parameter group (settings: lr, weight_decay, clip, rule)");
     }
   }
   return group;
@@ -131,6 +134,7 @@ std::string ParamGroupSpec::to_string() const {
   if (weight_decay) items.push_back("weight_decay=" + format_config_number(*weight_decay));
   if (clip.policy == ClipPolicy::Own) items.push_back("clip=" + format_config_number(clip.max_norm));
   if (clip.policy == ClipPolicy::None) items.push_back("clip=none");
+  if (rule == GroupRule::Sgd) items.push_back("rule=sgd");
   for (size_t i = 0; i < items.size(); ++i) out += (i ? "," : ":") + items[i];
   return out;
 }

@@ -16,13 +16,18 @@
 ///   clip=global      the group's gradients join the global-norm clip (--clip); the default
 ///   clip=X           they are clipped by their own norm to X > 0, and left out of the global norm
 ///   clip=none        they are not clipped, and left out of the global norm
+///   rule=sgd         the group is updated by plain SGD, θ ← θ − lr·(g + λθ), whatever the optimizer
+///                    (with Adam, the clustering parameters' steps then scale with their gradient and
+///                    so with µ and ν, where Adam's steps are about lr whatever the gradient's size);
+///                    its parameters' state buffers stay zero. rule=optimizer: the optimizer's own
+///                    rule, the default. PyTorch needs a second optimizer for this.
 ///
 /// Parameters that no group matches form the default group, with the optimizer's own learning rate
 /// and weight decay, joining the global clip. A parameter matched by two groups, and a group that
 /// matches no parameter, are errors (ParamGroupsConfig::assign). The empty text means no groups: every
 /// parameter is in the default group, and training is exactly what it is without this config.
-/// to_string() writes the settings given, in the order lr, weight_decay, clip (clip only when it is
-/// not global), so parse(to_string(c)) == c; it is what checkpoints record.
+/// to_string() writes the settings given, in the order lr, weight_decay, clip, rule (clip only when it
+/// is not global, rule only when it is sgd), so parse(to_string(c)) == c; it is what checkpoints record.
 #pragma once
 
 #include <cstddef>
@@ -49,14 +54,21 @@ struct GroupClip {
   }
 };
 
+/// Which rule updates a group's parameters.
+enum class GroupRule {
+  Optimizer,  ///< the optimizer's own (the default)
+  Sgd,        ///< plain SGD, θ ← θ − lr·(g + λθ) (optim/sgd.h: sgd_step)
+};
+
 /// One group as written: the patterns that choose its parameters and the settings it overrides.
 struct ParamGroupSpec {
   std::vector<std::string> patterns;  ///< name patterns ('*', '?'), at least one, none empty
   std::optional<double> lr;            ///< the group's learning rate; none: the optimizer's
   std::optional<double> weight_decay;  ///< the group's weight decay; none: the optimizer's
   GroupClip clip;                      ///< the group's clipping
+  GroupRule rule = GroupRule::Optimizer;  ///< the group's update rule
 
-  /// "pattern|pattern:lr=...,weight_decay=...,clip=..." with the settings given (see the top of this file).
+  /// "pattern|pattern:lr=...,weight_decay=...,clip=...,rule=sgd" with the settings given (see the top of this file).
   std::string to_string() const;
   /// Whether `name` matches one of the patterns.
   bool matches(const std::string& name) const;

@@ -19,6 +19,11 @@ struct SGDOptions {
   Nesterov nesterov = Nesterov::No;  ///< Yes needs momentum > 0
 };
 
+/// One plain SGD step of `param` (contiguous, float32 or float64) from `grad` (contiguous, the same
+/// shape, dtype and device), in place and off the tape: θ ← θ − lr·(g + λθ), λ = weight_decay.
+/// SGD without momentum is this; so is a parameter group with rule=sgd (optim/param_groups.h).
+void sgd_step(const Tensor& param, const Tensor& grad, double lr, double weight_decay);
+
 /// Per step, for each parameter with a gradient (the buffer b starts at 0):
 ///   g ← g + λθ;   b ← μ b + g;   θ ← θ − lr·(g + μ b) with Nesterov, θ ← θ − lr·b without.
 /// State: "momentum_buffer" (when momentum > 0).

@@ -11,6 +11,7 @@
 using namespace tapestry;
 using namespace tapestry::testing;
 using optim::ClipPolicy;
+using optim::GroupRule;
 using optim::ParamGroupsConfig;
 
 namespace {
@@ -84,6 +85,9 @@ TEST_CASE("param groups: the text parses, prints and parses back to itself") {
         "a:lr=0.25,weight_decay=0.0002,clip=none");
   CHECK(ParamGroupsConfig::parse("a:clip=none").groups[0].clip.policy == ClipPolicy::None);
   CHECK(ParamGroupsConfig::parse("a:clip=0.1").to_string() == "a:clip=0.1");
+  CHECK(ParamGroupsConfig::parse("a:rule=sgd,clip=none").to_string() == "a:clip=none,rule=sgd");
+  CHECK(ParamGroupsConfig::parse("a:rule=sgd").groups[0].rule == GroupRule::Sgd);
+  CHECK(ParamGroupsConfig::parse("a:rule=optimizer").to_string() == "a");  // the default, not printed
   CHECK(ParamGroupsConfig::parse("a:lr=0.1") == ParamGroupsConfig::parse("a:lr=1e-1"));
   CHECK(!(ParamGroupsConfig::parse("a:lr=0.1") == ParamGroupsConfig::parse("a")));
 
@@ -162,6 +166,40 @@ TEST_CASE("param groups: Adam and AdamW update each group with its own lr and we
   // dec.w (default, λ 0.01):       θ = −1·(1 − 0.001·0.01) − 0.001·0.5/(0.5 + 1e-8) = −1.00098999998
   // dec.bias (default):            θ = 4·(1 − 0.001·0.01) − 0.001·2/(2 + 1e-8) = 3.9989600000050003
   step_and_check(adamw, w, kGrads1, {1.800000001, -1.00098999998, 3.9989600000050003});
+}
+
+TEST_CASE("param groups: a rule=sgd group is updated by plain SGD inside Adam, and its state survives a reload") {
+  // Adam (lr 0.001) for the default group; enc.w by plain SGD at lr 0.1 with L2 weight decay 0.5:
+  //   θ ← θ − lr·(g + λθ), as a torch.optim.SGD over that parameter alone would do.
+  Named n = three_parameters();
+  optim::Adam adam(n.params, {/*lr=*/0.001});
+  adam.set_param_groups(ParamGroupsConfig::parse("enc.*:lr=0.1,weight_decay=0.5,rule=sgd"), n.names);
+  REQUIRE(adam.param_groups().size() == 2);
+  CHECK(adam.param_groups()[1].rule == GroupRule::Sgd);
+  // Step 1. enc.w: θ = 2 − 0.1·(1 + 0.5·2) = 1.8. The Adam parameters: θ ← θ − lr·g/(|g| + ε),
+  //   dec.w = −1 − 0.001·0.5/(0.5 + 1e-8) = −1.00099999998, dec.bias = 4 − 0.001·2/(2 + 1e-8) = 3.999000000005.
+  step_and_check(adam, n, kGrads1, {1.8, -1.00099999998, 3.999000000005});
+  // Step 2. enc.w: θ = 1.8 − 0.1·(−0.5 + 0.5·1.8) = 1.76: no momentum, whatever Adam's moments
+  // would say. dec.w: m = 0.07, v = 0.00031225, θ = −1.00099999998 − 0.001·(m/0.19)/(√(v/0.001999) + ε)
+  // = −1.0019321795952254; dec.bias as in the Adam case above, 3.998067820372085.
+  const std::vector<double> after_step1{value(n.params[0]), value(n.params[1]), value(n.params[2])};
+  const optim::OptimizerState saved = adam.state_dict();
+  CHECK(saved.groups == std::vector<std::string>{"enc.*:lr=0.1,weight_decay=0.5,rule=sgd"});
+  CHECK(value(saved.buffers.at("exp_avg.0")) == 0.0);  // its buffers stay zero
+  CHECK(value(saved.buffers.at("exp_avg_sq.0")) == 0.0);
+  const std::vector<double> step2{1.76, -1.0019321795952254, 3.998067820372085};
+  step_and_check(adam, n, kGrads2, step2, 1e-13);
+
+  // The same second step from the saved state in a fresh optimizer: the group comes back with its rule.
+  Named m({"enc.w", "dec.w", "dec.bias"}, {{after_step1[0]}, {after_step1[1]}, {after_step1[2]}});
+  optim::Adam again(m.params, {/*lr=*/0.001});
+  again.set_param_groups(ParamGroupsConfig::parse("enc.*:lr=0.1,weight_decay=0.5,rule=sgd"), m.names);
+  again.load_state_dict(saved);
+  step_and_check(again, m, kGrads2, step2, 1e-13);
+  // An optimizer whose group uses Adam's own rule refuses that state: the groups differ.
+  optim::Adam plain(three_parameters().params, {/*lr=*/0.001});
+  plain.set_param_groups(ParamGroupsConfig::parse("enc.*:lr=0.1,weight_decay=0.5"), m.names);
+  check_error([&] { plain.load_state_dict(saved); }, {"parameter groups", "rule=sgd"});
 }
 
 TEST_CASE("param groups: without groups the optimizers and clipping are unchanged, bit for bit") {
@@ -335,7 +373,9 @@ TEST_CASE("param groups: bad --param-groups text is refused naming the flag") {
       {"a b", {"pattern 'a b'", "space"}},
       {"a:", {"group 1", "expected key=value"}},
       {"a:lr", {"expected key=value, got 'lr'"}},
-      {"a:momentum=0.9", {"'momentum' is not a setting", "lr, weight_decay, clip"}},
+      {"a:momentum=0.9", {"'momentum' is not a setting", "lr, weight_decay, clip, rule"}},
+      {"a:rule=adam", {"rule must be optimizer or sgd", "'adam'"}},
+      {"a:rule=", {"expected key=value, got 'rule='"}},
       {"a:lr=fast", {"lr must be a finite number", "'fast'"}},
       {"a:lr=-1", {"learning rate", "-1"}},
       {"a:lr=nan", {"lr must be a finite number"}},

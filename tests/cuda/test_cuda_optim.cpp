@@ -126,6 +126,17 @@ TEST_CASE("Adam and AdamW with amsgrad on the device: the maximum buffer too") {
   }, 6);
 }
 
+TEST_CASE("parameter groups on the device: own learning rates, and a group by plain SGD inside Adam") {
+  check_optimizer([](std::vector<Tensor> p) {
+    auto adam = std::make_unique<optim::Adam>(p, optim::AdamOptions{1e-2});
+    std::vector<std::string> names;
+    for (size_t i = 0; i < p.size(); ++i) names.push_back("p" + std::to_string(i));
+    adam->set_param_groups(optim::ParamGroupsConfig::parse("p1|p3|p4:lr=0.05,weight_decay=0.01,rule=sgd;p5:lr=3e-3"),
+                           names);
+    return adam;
+  }, 4);
+}
+
 TEST_CASE("RAdam's PyTorch convention on the device, across its switch (rho_t > 5 from t = 6)") {
   check_optimizer([](std::vector<Tensor> p) {
     optim::RAdamOptions o{1e-2, {0.9, 0.999}, 1e-3, 0.01};
