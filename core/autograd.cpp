@@ -183,12 +183,21 @@ struct Gradients::Sink {
 };
 
 // What one op's backward sent to each of its inputs, for a GraphRecorder's edges: the sum of the
-// gradients it passed to accumulate(), or, for an input whose buffer() it wrote into in place, the
-// buffer's change.
+// gradients it passed to accumulate(), plus, for an input whose buffer() it wrote into in place, the
+// buffer's change. A tensor read as two inputs of the op (matmul(x, x), x * x) has one buffer for
+// both, whose change would mix their shares: each such input gets a buffer of its own instead
+// (`own`), added to the tensor's gradient once the op's backward has run.
 struct Gradients::Shares {
   std::vector<Tensor> sent;
   std::vector<Tensor> before;  // the buffer when the op first asked for it
-  explicit Shares(size_t inputs) : sent(inputs), before(inputs) {}
+  std::vector<Tensor> own;     // an aliased input's own buffer
+  std::vector<char> aliased;   // the input's tensor is another input of the op too
+  explicit Shares(const std::vector<std::shared_ptr<AutogradMeta>>& inputs)
+      : sent(inputs.size()), before(inputs.size()), own(inputs.size()), aliased(inputs.size(), 0) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      for (size_t j = 0; j < inputs.size() && inputs[i]; ++j)
+        if (j != i && inputs[j] == inputs[i]) aliased[i] = 1;
+  }
   void add(size_t i, const Tensor& g) {
     if (before[i].defined()) return;  // the buffer's change will hold it
     sent[i] = sent[i].defined() ? tapestry::add(sent[i], g) : g;
@@ -240,6 +249,11 @@ void Gradients::accumulate(size_t i, Tensor g) {
 
 const Tensor& Gradients::buffer(size_t i) {
   TP_CHECK(needs(i), "buffer", "internal error: input ", i, " needs no gradient");
+  if (shares_ && shares_->aliased[i]) {
+    Tensor& own = shares_->own[i];
+    if (!own.defined()) own = zeros(specs_[i].shape, {specs_[i].dtype, specs_[i].device});
+    return own;
+  }
   const auto& meta = inputs_[i];
   if (!meta->pending.defined()) sink_.add(meta, zeros(specs_[i].shape, {specs_[i].dtype, specs_[i].device}));
   if (shares_ && !shares_->before[i].defined()) shares_->before[i] = clone(meta->pending);
@@ -334,7 +348,7 @@ void backward(const Tensor& root, const Tensor& seed, Retain retain) {
       const bool drawn = graph && entry.graph == graph_hooks::serial(*graph);
       std::unique_ptr<Gradients::Shares> shares;
       if (drawn) {
-        shares = std::make_unique<Gradients::Shares>(entry.inputs.size());
+        shares = std::make_unique<Gradients::Shares>(entry.inputs);
         for (size_t k = 0; k < grad_outputs.size(); ++k)
           graph_hooks::output_gradient(*graph, entry.graph_node, k, l2_norm(grad_outputs[k]));
       }
@@ -349,6 +363,10 @@ void backward(const Tensor& root, const Tensor& seed, Retain retain) {
           if (!entry.inputs[k]) continue;
           const Tensor& before = shares->before[k];
           Tensor share = shares->sent[k];
+          if (const Tensor& own = shares->own[k]; own.defined()) {
+            sink.add(entry.inputs[k], own);
+            share = share.defined() ? add(share, own) : own;
+          }
           if (before.defined()) {
             const Tensor change = sub(entry.inputs[k]->pending, before);
             share = share.defined() ? add(share, change) : change;

@@ -2,6 +2,7 @@
 // computation whose gradients are known, each edge's norms against the gradients computed directly,
 // a Transformer encoder collapsed into one box per layer, the DOT and SVG drawings, and bad input.
 #include <cmath>
+#include <functional>
 
 #include "core/tape_graph.h"
 #include "core/tape_graph_draw.h"
@@ -201,6 +202,63 @@ TEST_CASE("tape graph of a Transformer encoder collapsed into one box per layer,
   CHECK(dot.find("label=\"layers.1\"") != std::string::npos);  // the open layer's cluster
   CHECK(dot.find("shape=box3d") != std::string::npos);
   CHECK(to_svg(open).find("kind-module") != std::string::npos);
+}
+
+// a ⊙ b² whose backward writes both inputs' gradients into their buffers in place, asking for both
+// buffers before writing either (what an op may do; with a read as both inputs, the same buffer).
+Tensor product_in_place(const Tensor& a, const Tensor& b) {
+  Tensor out = a.detach() * b.detach() * b.detach();
+  record("product_in_place", {a, b}, {out}, [as = Saved(a), bs = Saved(b)](const std::vector<Tensor>& dy, Gradients& g) {
+    const Tensor none;
+    const Tensor& da = g.needs(0) ? g.buffer(0) : none;
+    const Tensor& db = g.needs(1) ? g.buffer(1) : none;
+    const Tensor &av = as.get(), &bv = bs.get();
+    if (da.defined()) add_(da, dy[0] * bv * bv);
+    if (db.defined()) add_(db, dy[0] * av * bv * 2.0);
+  });
+  return out;
+}
+
+TEST_CASE("tape graph: an op that reads one tensor as two inputs sends each edge its own input's gradient") {
+  Tape::current().clear();
+  const Tensor x = uniform({3, 3}, 11).set_requires_grad(true);
+  const Tensor c = uniform({3, 3}, 12);
+  // The same computations on two separate clones of x give each input's gradient directly.
+  const auto direct = [&](const std::function<Tensor(const Tensor&, const Tensor&)>& f) {
+    const Tensor a = clone(x.detach()).set_requires_grad(true), b = clone(x.detach()).set_requires_grad(true);
+    sum(f(a, b) * c).backward();
+    return std::make_pair(a.grad(), b.grad());
+  };
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&, const Tensor&)>>> ops = {
+      {"matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }},
+      {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }},
+      {"product_in_place", [](const Tensor& a, const Tensor& b) { return product_in_place(a, b); }},
+  };
+  for (const auto& [name, f] : ops) {
+    INFO("op " << name);
+    const auto [da, db] = direct(f);
+    // Two different shares, but for x ⊙ x, whose two are equal.
+    if (name != "mul") REQUIRE(std::abs(norm_of(da) - norm_of(db)) > 1e-3 * norm_of(da));
+    x.zero_grad();
+    GraphRecorder recorder({{"x", x}});
+    sum(f(x, x) * c).backward();
+    const TapeGraph g = recorder.graph({"loss"});
+    const int64_t leaf = node_named(g, "x", NodeKind::Parameter);
+    std::vector<GraphEdge> from_x;
+    for (const GraphEdge& e : g.edges)
+      if (e.from == leaf) from_x.push_back(e);
+    REQUIRE(from_x.size() == 2);
+    const int64_t op = from_x[0].to;
+    CHECK(g.nodes[size_t(op)].label == name);
+    CHECK(from_x[1].to == op);
+    CHECK(edge_into(g, op, 0).from == leaf);
+    CHECK(edge_into(g, op, 1).from == leaf);
+    check_norm(edge_into(g, op, 0).grad_norms[0], norm_of(da));
+    check_norm(edge_into(g, op, 1).grad_norms[0], norm_of(db));
+    // The tensor's gradient is still the sum of both, with or without the recorder.
+    check_close(x.grad(), da + db, 1e-12, 1e-12);
+    check_norm(g.nodes[size_t(leaf)].grad_norms[0][0], norm_of(da + db));
+  }
 }
 
 TEST_CASE("tape graph refuses a tape with nothing recorded, a graph asked before backward, and bad calls") {
