@@ -7,6 +7,8 @@
 #include "core/cuda.h"
 #include "core/device.h"
 #include "core/random.h"
+#include "core/tape_graph.h"
+#include "core/tape_graph_draw.h"
 #include "core/tensor.h"
 #include "data/audio.h"
 #include "data/batch.h"

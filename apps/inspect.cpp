@@ -14,6 +14,7 @@
 #include "apps/options.h"
 #include "apps/reverse.h"
 #include "apps/translate.h"
+#include "core/tape_graph_draw.h"
 #include "models/inspection.h"
 
 namespace tapestry::app {
@@ -30,7 +31,9 @@ OptionTable<InspectOptions> make_table() {
   t.add("--compare", &O::compare, "a later checkpoint of the same run: how many words change cluster, centroid movement");
   t.add("--batches", &O::batches, "held-out batches inspected together", between(1, 1 << 10));
   t.add("--json", &O::json, "write the inspection as JSON to FILE (docs/INSPECT.md)");
-  t.add("--html", &O::html, "write a self-contained page of plots to FILE");
+  t.add("--html", &O::html, "write a self-contained page of plots to FILE, with the autograd graph of the inspected pass");
+  t.add("--graph", &O::graph, "write the autograd graph of the inspected pass as Graphviz DOT to FILE: each edge with "
+        "each loss's gradient norm, cuts (argmax, sort, hashing) marked");
   t.add("--log", &O::log, "a JSON-lines training log with --inspect-every records, drawn over the run in --html");
   t.add("--seed", &O::seed, "seed of the clustered types' hashing");
   t.add("--threads", &O::threads, "CPU threads, 0: OpenMP's default");
@@ -50,7 +53,8 @@ const std::map<std::string, Inspector>& inspectors() {
 
 // The checkpoint at `path` (given as `flag`), inspected by the app that wrote it. Errors name the
 // flag and the path.
-InspectedCheckpoint inspect_one(const std::string& path, const InspectOptions& o, const char* flag) {
+InspectedCheckpoint inspect_one(const std::string& path, const InspectOptions& o, const char* flag,
+                                models::DrawGraph graph = models::DrawGraph::No) {
   train::RunIdentity identity;
   try {
     identity = train::read_identity(path);
@@ -61,7 +65,7 @@ InspectedCheckpoint inspect_one(const std::string& path, const InspectOptions& o
   TP_CHECK(app != inspectors().end(), flag, "'", path, "' is a ", identity.task,
            " checkpoint; tapestry inspect reads checkpoints of asr, classify, copy-task, reverse and translate");
   try {
-    return app->second({path, o.batches, o.seed, flag});
+    return app->second({path, o.batches, o.seed, flag, graph});
   } catch (const Error& e) {
     const std::string what = e.what();
     if (what.find(path) != std::string::npos) throw;  // says which file already
@@ -90,14 +94,18 @@ int run_inspect(const InspectOptions& o) {
   const train::ScopedThreads threads(o.threads);
   check_writable(o.json, "--json");
   check_writable(o.html, "--html");
+  check_writable(o.graph, "--graph");
   nlohmann::json document;
-  if (!o.checkpoint.empty()) document = inspect_checkpoint(o);
+  std::optional<TapeGraph> graph;
+  const bool draws = !o.graph.empty() || !o.html.empty();
+  if (!o.checkpoint.empty()) document = inspect_checkpoint(o, draws ? &graph : nullptr);
   const std::vector<nlohmann::json> history = o.log.empty() ? std::vector<nlohmann::json>() : read_inspect_log(o.log);
   if (!document.is_null()) std::printf("%s", inspection_table(document).c_str());
   if (!history.empty()) std::printf("%s", history_table(history).c_str());
   std::fflush(stdout);
   if (!o.json.empty()) write_text(o.json, document.dump(1) + "\n", "--json");
-  if (!o.html.empty()) write_text(o.html, inspection_html(document, history), "--html");
+  if (!o.graph.empty()) write_text(o.graph, to_dot(*graph), "--graph");
+  if (!o.html.empty()) write_text(o.html, inspection_html(document, history, graph ? to_svg(*graph) : ""), "--html");
   return 0;
 }
 
@@ -107,6 +115,7 @@ InspectedCheckpoint inspect_restored(InspectableTask& run, const CheckpointReque
                                      const train::RunIdentity& identity) {
   const train::ResumedRun resumed(request.path, identity, train::Compare::ModelOnly);
   resumed.restore_model(run.model());
+  run.draw_graph(request.graph);
   models::Inspection inspection = run.inspection(request.batches, request.seed);
   const models::InspectionOptions o = run.inspection_options(request.seed);
   return {{{"checkpoint", request.path}, {"task", identity.task}, {"step", resumed.step()}, {"mu", o.mu}, {"nu", o.nu}},
@@ -126,11 +135,15 @@ void check_inspect_options(const InspectOptions& o) {
   TP_CHECK(!o.checkpoint.empty() || !o.log.empty(), "--checkpoint", "give a checkpoint to inspect (or --log FILE)");
   TP_CHECK(o.compare.empty() || !o.checkpoint.empty(), "--compare", "needs --checkpoint: the one to compare with");
   TP_CHECK(o.json.empty() || !o.checkpoint.empty(), "--json", "needs --checkpoint: the inspection to write");
+  TP_CHECK(o.graph.empty() || !o.checkpoint.empty(), "--graph", "needs --checkpoint: the pass to draw");
   TP_CHECK(o.log.empty() || !o.html.empty() || !o.checkpoint.empty(), "--log", "needs --html: the page to draw it in");
 }
 
-nlohmann::json inspect_checkpoint(const InspectOptions& o) {
-  const InspectedCheckpoint first = inspect_one(o.checkpoint, o, "--checkpoint");
+nlohmann::json inspect_checkpoint(const InspectOptions& o, std::optional<TapeGraph>* graph) {
+  const InspectedCheckpoint first =
+      inspect_one(o.checkpoint, o, "--checkpoint", graph ? models::DrawGraph::Yes : models::DrawGraph::No);
+  if (graph && first.inspection.graph)
+    *graph = collapse(*first.inspection.graph, models::inspection_graph_view(first.inspection));
   nlohmann::json document = {{"schema", kSchema}};
   document.update(first.about);
   document.update(models::to_json(first.inspection));

@@ -5,11 +5,12 @@
 // and inspects it on the run's own held-out data, which the app that wrote it prepares as its
 // evaluations do:
 //
-//   tapestry inspect --checkpoint run.ckpt [--batches N] [--compare later.ckpt] [--json F] [--html F]
+//   tapestry inspect --checkpoint run.ckpt [--batches N] [--compare later.ckpt] [--json F] [--html F] [--graph F]
 //   tapestry inspect --log run.jsonl --html report.html      (figures logged with --inspect-every)
 //
 // The table goes to stdout; --json writes the document described in docs/INSPECT.md; --html one
-// self-contained page. Exit codes as every command (apps/app.h): 2 for a bad command line, 1 for a
+// self-contained page, with the inspected pass's autograd graph; --graph writes that graph as Graphviz
+// DOT (core/tape_graph.h: each edge with each loss's gradient norm, cuts marked). Exit codes as every command (apps/app.h): 2 for a bad command line, 1 for a
 // file that is missing, unreadable or of another app, a model with nothing to inspect, or an output
 // that cannot be written.
 #pragma once
@@ -17,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "apps/app.h"
@@ -32,6 +34,7 @@ struct InspectOptions {
   int64_t batches = 1;     // held-out batches (of the run's batch size) inspected together
   std::string json;        // write the document here
   std::string html;        // write the page here
+  std::string graph;       // write the inspected pass's autograd graph as Graphviz DOT here
   std::string log;         // a JSON-lines training log whose "inspect" records the page draws
   uint64_t seed = 0;       // the clustered types' hashing
   int threads = 1;         // CPU threads
@@ -43,6 +46,7 @@ struct CheckpointRequest {
   int64_t batches = 1;                // the run's first held-out batches, inspected together as one
   uint64_t seed = 0;                  // the clustered types' hashing
   const char* flag = "--checkpoint";  // names the file in errors
+  models::DrawGraph graph = models::DrawGraph::No;  // whether to record the pass's graph
 };
 
 // A checkpoint inspected by its app.
@@ -68,11 +72,14 @@ class InspectableTask : public train::Task {
     return j;
   }
 
-  // The options of an inspection with hashing seed `seed`.
-  models::InspectionOptions inspection_options(uint64_t seed) const { return {logged_.mu, logged_.nu, seed}; }
+  // The options of an inspection with hashing seed `seed` (recording the graph when draw_graph asked).
+  models::InspectionOptions inspection_options(uint64_t seed) const { return {logged_.mu, logged_.nu, seed, graph_}; }
+  // Whether the next inspections record the pass's graph.
+  void draw_graph(models::DrawGraph graph) { graph_ = graph; }
 
  private:
   models::InspectionOptions logged_;
+  models::DrawGraph graph_ = models::DrawGraph::No;
 };
 
 // How each app's inspect_<app>_checkpoint ends: restores request.path into run.model() (a checkpoint
@@ -88,8 +95,9 @@ std::vector<int64_t> first_batches(const std::vector<std::vector<int64_t>>& batc
 void check_inspect_options(const InspectOptions& options);
 
 // The inspection document of --checkpoint (with --compare's changes): what --json writes. Throws
-// Error for the files and models it cannot inspect.
-nlohmann::json inspect_checkpoint(const InspectOptions& options);
+// Error for the files and models it cannot inspect. With `graph`, the inspected pass's graph is
+// recorded too and drawn as `tapestry inspect` draws it (models::inspection_graph_view).
+nlohmann::json inspect_checkpoint(const InspectOptions& options, std::optional<TapeGraph>* graph = nullptr);
 
 // Registers `tapestry inspect`.
 void add_inspect(CommandLine& cli);

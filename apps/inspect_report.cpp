@@ -482,12 +482,19 @@ std::string history_table(const std::vector<json>& history) {
   return out.str();
 }
 
-std::string inspection_html(const json& document, const std::vector<json>& history) {
+std::string inspection_html(const json& document, const std::vector<json>& history, const std::string& graph_svg) {
   std::string s =
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>tapestry inspect</title>\n"
       "<style>body{font-family:sans-serif;margin:20px;max-width:1200px}svg{display:block;margin:8px 0}"
       "code{background:#f3f3f3}</style></head><body>\n<h1>Gradient flow through the clustering</h1>\n";
   if (!document.is_null()) s += document_html(document);
+  if (!graph_svg.empty())
+    s += "<h2 id=\"tape\">The tape: where each loss's gradient flows</h2>\n<p>The inspected forward pass as "
+         "the autograd tape recorded it. Each edge is labelled with the norm of the gradient that each loss's "
+         "backward pass sent along it (a loss that sent nothing is left out); red octagons are the points where "
+         "gradient flow is cut (argmax, sort order, hashing, comparisons, detach), and grey dotted edges carry "
+         "indices and masks, which have no gradient. Layers are collapsed into one box each except the first.</p>\n"
+         "<div style=\"overflow:auto;border:1px solid #ddd\">" + graph_svg + "</div>\n";
   if (!history.empty()) s += history_html(history);
   // The numbers behind the plots; JSON inside a script element of a data type is never run. "</" is
   // escaped so that no string in it can close the element.

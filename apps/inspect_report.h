@@ -3,7 +3,8 @@
 // fetched): gradient norms per layer and loss, the cosines between the losses' gradients, cluster
 // sizes, one head's attention map full vs clustered, and, from a training log, how the figures and
 // the words' clusters evolved. The document itself is embedded in the page as JSON
-// (<script type="application/json" id="inspection">), so the page carries the numbers it draws.
+// (<script type="application/json" id="inspection">), so the page carries the numbers it draws; with
+// the tape's graph (core/tape_graph_draw.h), the page draws it too.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -25,7 +26,9 @@ std::vector<nlohmann::json> read_inspect_log(const std::string& path);
 // One line per logged inspection: step, loss values, layer 0's largest share and entropy.
 std::string history_table(const std::vector<nlohmann::json>& history);
 
-// The page: the document's plots (when it is not null) and the history's (when it is not empty).
-std::string inspection_html(const nlohmann::json& document, const std::vector<nlohmann::json>& history);
+// The page: the document's plots (when it is not null), the tape's graph (an SVG element, when not
+// empty) and the history's plots (when it is not empty).
+std::string inspection_html(const nlohmann::json& document, const std::vector<nlohmann::json>& history,
+                            const std::string& graph_svg = "");
 
 }  // namespace tapestry::app

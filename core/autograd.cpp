@@ -1,5 +1,7 @@
 #include "core/autograd.h"
 
+#include "core/tape_graph.h"
+
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
@@ -49,6 +51,8 @@ struct Tape::Entry {
   std::vector<std::weak_ptr<AutogradMeta>> outputs;
   std::vector<TensorSpec> output_specs;
   BackwardFn backward;
+  uint64_t graph = 0;       // the GraphRecorder that drew this entry (graph_hooks::serial), 0: none
+  int64_t graph_node = -1;  // its node there
 
   bool dead() const {
     for (const auto& out : outputs)
@@ -108,7 +112,11 @@ bool should_record(const std::vector<Tensor>& inputs) {
 
 void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
             BackwardFn backward) {
-  if (!should_record(inputs)) return;
+  GraphRecorder::State* graph = graph_hooks::active();
+  if (!should_record(inputs)) {
+    if (graph) graph_hooks::not_recorded(*graph, op, inputs, outputs);
+    return;
+  }
   auto entry = std::make_unique<Tape::Entry>();
   entry->op = op;
   for (const Tensor& t : inputs) {
@@ -125,6 +133,10 @@ void record(const char* op, const std::vector<Tensor>& inputs, const std::vector
     entry->output_specs.push_back({t.shape(), t.dtype(), t.device()});
   }
   entry->backward = std::move(backward);
+  if (graph) {
+    entry->graph = graph_hooks::serial(*graph);
+    entry->graph_node = graph_hooks::recorded(*graph, op, inputs, outputs);
+  }
 
   Tape& tape = Tape::current();
   tape.entries_.push_back(std::move(entry));
@@ -170,6 +182,28 @@ struct Gradients::Sink {
   }
 };
 
+// What one op's backward sent to each of its inputs, for a GraphRecorder's edges: the sum of the
+// gradients it passed to accumulate(), plus, for an input whose buffer() it wrote into in place, the
+// buffer's change. A tensor read as two inputs of the op (matmul(x, x), x * x) has one buffer for
+// both, whose change would mix their shares: each such input gets a buffer of its own instead
+// (`own`), added to the tensor's gradient once the op's backward has run.
+struct Gradients::Shares {
+  std::vector<Tensor> sent;
+  std::vector<Tensor> before;  // the buffer when the op first asked for it
+  std::vector<Tensor> own;     // an aliased input's own buffer
+  std::vector<char> aliased;   // the input's tensor is another input of the op too
+  explicit Shares(const std::vector<std::shared_ptr<AutogradMeta>>& inputs)
+      : sent(inputs.size()), before(inputs.size()), own(inputs.size()), aliased(inputs.size(), 0) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      for (size_t j = 0; j < inputs.size() && inputs[i]; ++j)
+        if (j != i && inputs[j] == inputs[i]) aliased[i] = 1;
+  }
+  void add(size_t i, const Tensor& g) {
+    if (before[i].defined()) return;  // the buffer's change will hold it
+    sent[i] = sent[i].defined() ? tapestry::add(sent[i], g) : g;
+  }
+};
+
 namespace {
 
 // Sums g (of a broadcast shape) down to `shape`.
@@ -208,13 +242,21 @@ void Gradients::accumulate(size_t i, Tensor g) {
   TP_CHECK(g.dtype() == spec.dtype && g.device() == spec.device, "accumulate",
            "internal error: gradient of dtype ", g.dtype(), " on ", g.device(), " for an input of ",
            spec.dtype, " on ", spec.device);
-  sink_.add(inputs_[i], sum_to(std::move(g), spec.shape));
+  Tensor share = sum_to(std::move(g), spec.shape);
+  if (shares_) shares_->add(i, share);
+  sink_.add(inputs_[i], std::move(share));
 }
 
 const Tensor& Gradients::buffer(size_t i) {
   TP_CHECK(needs(i), "buffer", "internal error: input ", i, " needs no gradient");
+  if (shares_ && shares_->aliased[i]) {
+    Tensor& own = shares_->own[i];
+    if (!own.defined()) own = zeros(specs_[i].shape, {specs_[i].dtype, specs_[i].device});
+    return own;
+  }
   const auto& meta = inputs_[i];
   if (!meta->pending.defined()) sink_.add(meta, zeros(specs_[i].shape, {specs_[i].dtype, specs_[i].device}));
+  if (shares_ && !shares_->before[i].defined()) shares_->before[i] = clone(meta->pending);
   return own_pending(*meta);
 }
 
@@ -237,6 +279,18 @@ void backward(const Tensor& root, const Tensor& seed, Retain retain) {
   NoGradGuard no_grad;
   Tape& tape = Tape::current();
   tape.last_backward_.clear();
+  // A GraphRecorder sees the pass: the gradient each op sends each input (graph_hooks).
+  GraphRecorder::State* graph = graph_hooks::active();
+  struct PassScope {
+    GraphRecorder::State* graph;
+    ~PassScope() {
+      if (graph) graph_hooks::pass_ended(*graph);
+    }
+  } pass{graph};
+  if (graph) graph_hooks::pass_began(*graph, root);
+  const auto leaf_done = [graph](const AutogradMeta& leaf) {
+    if (graph) graph_hooks::leaf_gradient(*graph, &leaf, l2_norm(leaf.pending));
+  };
   Gradients::Sink sink;
   // A leaf's gradient is complete once every entry that takes it as an input has run backward:
   // its hooks run then, not after the whole walk, so that a hook can act on it (start the
@@ -254,6 +308,7 @@ void backward(const Tensor& root, const Tensor& seed, Retain retain) {
       const auto found = uses.find(input.get());
       if (found == uses.end() || --found->second > 0) continue;
       if (input->pending.defined()) {
+        leaf_done(*input);
         run_hooks(*input);
         accumulate_grad(*input);
         input->pending = Tensor();
@@ -290,11 +345,34 @@ void backward(const Tensor& root, const Tensor& seed, Retain retain) {
         }
         if (tape.grad_norms_ == GradNorms::Record) info.grad_norms.push_back(l2_norm(grad_outputs.back()));
       }
-      Gradients grads(sink, entry.inputs, entry.input_specs);
+      const bool drawn = graph && entry.graph == graph_hooks::serial(*graph);
+      std::unique_ptr<Gradients::Shares> shares;
+      if (drawn) {
+        shares = std::make_unique<Gradients::Shares>(entry.inputs);
+        for (size_t k = 0; k < grad_outputs.size(); ++k)
+          graph_hooks::output_gradient(*graph, entry.graph_node, k, l2_norm(grad_outputs[k]));
+      }
+      Gradients grads(sink, entry.inputs, entry.input_specs, shares.get());
       try {
         entry.backward(grad_outputs, grads);
       } catch (const Error& e) {
         throw Error(entry.op + " (backward): " + e.what());
+      }
+      if (drawn) {
+        for (size_t k = 0; k < entry.inputs.size(); ++k) {
+          if (!entry.inputs[k]) continue;
+          const Tensor& before = shares->before[k];
+          Tensor share = shares->sent[k];
+          if (const Tensor& own = shares->own[k]; own.defined()) {
+            sink.add(entry.inputs[k], own);
+            share = share.defined() ? add(share, own) : own;
+          }
+          if (before.defined()) {
+            const Tensor change = sub(entry.inputs[k]->pending, before);
+            share = share.defined() ? add(share, change) : change;
+          }
+          graph_hooks::sent(*graph, entry.graph_node, k, share.defined() ? l2_norm(share) : 0.0);
+        }
       }
       for (const auto& meta : outs)
         if (meta) meta->pending = Tensor();
@@ -308,6 +386,7 @@ void backward(const Tensor& root, const Tensor& seed, Retain retain) {
                "a gradient reached a tensor whose producing ops are no longer on this thread's tape "
                "(released by an earlier backward(); pass Retain::Yes to keep them, or the tensor was "
                "computed on another thread)");
+      leaf_done(*meta);
       run_hooks(*meta);
       accumulate_grad(*meta);
     }

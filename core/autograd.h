@@ -89,12 +89,14 @@ class Gradients {
  private:
   friend void backward(const Tensor&, const Tensor&, Retain);
   struct Sink;
+  struct Shares;
   Gradients(Sink& sink, const std::vector<std::shared_ptr<AutogradMeta>>& inputs,
-            const std::vector<TensorSpec>& specs)
-      : sink_(sink), inputs_(inputs), specs_(specs) {}
+            const std::vector<TensorSpec>& specs, Shares* shares)
+      : sink_(sink), inputs_(inputs), specs_(specs), shares_(shares) {}
   Sink& sink_;
   const std::vector<std::shared_ptr<AutogradMeta>>& inputs_;
   const std::vector<TensorSpec>& specs_;
+  Shares* shares_;  // what each input received from this op, when a GraphRecorder asks (else null)
 };
 
 /// grad_outputs[k] is the gradient of output k (zeros for an output that received none).

@@ -1,5 +1,7 @@
 #include "models/classifier.h"
 
+#include "core/tape_graph.h"
+
 #include <vector>
 
 #include "core/error.h"
@@ -72,7 +74,10 @@ Classifier::Output Classifier::forward(const Tensor& tokens, const Tensor& lengt
       real = from_vector(with_cls, {b}, lengths.device());
     }
   }
-  const nn::EncoderOutput encoded = encoder->encode(positions->forward(x), real, gen);  // (B, N', D)
+  const nn::EncoderOutput encoded = [&] {
+    const TapeScope scope("encoder");
+    return encoder->encode(positions->forward(x), real, gen);  // (B, N', D)
+  }();
   const Tensor pooled = options_.pooling == Pooling::Cls ? select(encoded.output, 1, 0)  // (B, D)
                                                          : masked_mean(encoded.output, real);
   return {output->forward(pooled), encoded.aux_loss, real, encoded.layers};

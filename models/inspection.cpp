@@ -289,6 +289,8 @@ Inspection inspect(nn::Module& model, const std::function<InspectedPass(Generato
   model.eval();
   for (Tensor& p : model.parameters()) p.zero_grad();
   Generator gen(o.hash_seed);
+  std::optional<GraphRecorder> recorder;  // the forward pass and the losses' backward passes
+  if (o.graph == DrawGraph::Yes) recorder.emplace(model.named_parameters());
   const InspectedPass pass = forward(gen);
   std::vector<const InspectedStack*> stacks;
   std::string why_not;
@@ -334,12 +336,27 @@ Inspection inspect(nn::Module& model, const std::function<InspectedPass(Generato
     targets.insert(targets.end(), t.begin(), t.end());
   }
   const std::vector<std::vector<Tensor>> grads = nn::separate_gradients(losses, targets);
+  if (recorder) {
+    result.graph = recorder->graph(result.losses);
+    recorder.reset();  // the figures below are computed off the tape
+  }
   for (size_t s = 0; s < stacks.size(); ++s) {
     if (is_neural(*stacks[s])) inspect_neural(*stacks[s], grads, first[s], result);
     else inspect_clustered(*stacks[s], grads, first[s], o, result);
   }
   for (Tensor& p : model.parameters()) p.zero_grad();
   return result;
+}
+
+GraphView inspection_graph_view(const Inspection& inspection) {
+  GraphView view;
+  view.depth = 1;  // the stacks open, their layers closed
+  if (!inspection.layers.empty()) {
+    const LayerInspection& first = inspection.layers[0];
+    const std::string layer = first.stack + ".layers." + std::to_string(first.layer);
+    view.expand = {layer, layer + ".self_attn"};  // clustered types: the attention's own ops
+  }
+  return view;
 }
 
 std::vector<LayerChange> compare_inspections(const Inspection& before, const Inspection& after) {

@@ -31,9 +31,11 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/tape_graph.h"
 #include "metrics/cluster_stats.h"
 #include "nn/attention/config.h"
 #include "nn/encoder.h"
@@ -121,7 +123,13 @@ struct Inspection {
   ///@}
   std::vector<LayerInspection> layers;  ///< the inspected layers, stack by stack
   std::vector<AttentionMap> maps;   ///< clustered types: head 0 of sample 0 in every layer
+  /// With InspectionOptions::graph: the inspected forward pass as a graph, each edge with the norm
+  /// each loss's backward pass sent along it (passes named as `losses`).
+  std::optional<TapeGraph> graph;
 };
+
+/// Whether inspect records the tape's graph (Inspection::graph).
+enum class DrawGraph { No, Yes };
 
 /// The settings of inspect.
 struct InspectionOptions {
@@ -130,7 +138,12 @@ struct InspectionOptions {
   double mu = 1e-3, nu = 1e-3;
   ///@}
   uint64_t hash_seed = 0;       ///< the clustered types' hashing draws from Generator(hash_seed)
+  DrawGraph graph = DrawGraph::No;  ///< whether to record the pass's graph (Inspection::graph)
 };
+
+/// The view of an inspection's graph that `tapestry inspect` draws: layers collapsed into one box
+/// each, except the first inspected layer (and its attention module), shown op by op.
+GraphView inspection_graph_view(const Inspection& inspection);
 
 /// Whether inspect has something to show for a stack with this attention: clusters and, for
 /// neural-clustering, clustering losses. "" when it has; otherwise why not.

@@ -1,5 +1,7 @@
 #include "models/sequence_tagger.h"
 
+#include "core/tape_graph.h"
+
 #include "core/error.h"
 
 namespace tapestry::models {
@@ -18,7 +20,10 @@ SequenceTagger::SequenceTagger(const SequenceTaggerOptions& o, Generator& gen)
 
 SequenceTagger::Output SequenceTagger::forward(const Tensor& tokens, const Tensor& lengths, Generator& gen) {
   const Tensor x = positions->forward(embedding->forward(tokens));  // (B, N, D)
-  const nn::EncoderOutput encoded = encoder->encode(x, lengths, gen);
+  const nn::EncoderOutput encoded = [&] {
+    const TapeScope scope("encoder");
+    return encoder->encode(x, lengths, gen);
+  }();
   return {output->forward(encoded.output), encoded.aux_loss, encoded.layers};
 }
 

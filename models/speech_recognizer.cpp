@@ -1,5 +1,7 @@
 #include "models/speech_recognizer.h"
 
+#include "core/tape_graph.h"
+
 #include <vector>
 
 #include "core/creation.h"
@@ -35,7 +37,11 @@ SpeechRecognizer::Output SpeechRecognizer::forward(const Tensor& features, const
   std::vector<int64_t> frames = tapestry::to(lengths, Device::cpu()).to_vector<int64_t>();
   for (int64_t& f : frames) f = positions_of(f);
   const Tensor sub_lengths = tapestry::to(from_vector(frames, {b}), lengths.device());
-  const nn::EncoderOutput encoded = encoder->encode(positions->forward(input->forward(stacked)), sub_lengths, gen);
+  const Tensor encoder_input = positions->forward(input->forward(stacked));
+  const nn::EncoderOutput encoded = [&] {
+    const TapeScope scope("encoder");
+    return encoder->encode(encoder_input, sub_lengths, gen);
+  }();
   return {log_softmax(output->forward(encoded.output)), sub_lengths, encoded.aux_loss, encoded.layers};
 }
 

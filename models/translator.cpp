@@ -1,5 +1,7 @@
 #include "models/translator.h"
 
+#include "core/tape_graph.h"
+
 #include <cmath>
 #include <string>
 
@@ -62,7 +64,9 @@ Tensor Translator::project(const Tensor& hidden) {
 
 nn::EncoderOutput Translator::encode(const Tensor& source, const Tensor& source_lengths, Generator& gen) {
   check_tokens("source", source);
-  return encoder->encode(embed(source, 0), source_lengths, gen);
+  const Tensor x = embed(source, 0);
+  const TapeScope scope("encoder");
+  return encoder->encode(x, source_lengths, gen);
 }
 
 Translator::Output Translator::forward(const Tensor& source, const Tensor& source_lengths, const Tensor& target_in,
@@ -81,6 +85,7 @@ Translator::Output Translator::forward(const Tensor& source, const Tensor& sourc
 
 nn::EncoderOutput Translator::decode(const Tensor& x, const Tensor& memory, const Tensor& lengths,
                                      const Tensor& memory_lengths, Generator& gen) {
+  const TapeScope scope("decoder");
   if (decoder) return {decoder->forward(x, memory, lengths, memory_lengths, gen), Tensor(), {}};
   const nn::ClusterFormerOutput out = clustering_decoder->forward(x, memory, lengths, memory_lengths, gen);
   // eq. 17 without the task term, as the encoder's

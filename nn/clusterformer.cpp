@@ -1,5 +1,7 @@
 #include "nn/clusterformer.h"
 
+#include "core/tape_graph.h"
+
 #include <cmath>
 #include <initializer_list>
 
@@ -89,7 +91,10 @@ ClusterFormerOutput ClusterFormerEncoderLayer::forward(const Tensor& x, const Te
     return clustering_attention(x, y, centroids, {w_c, w_q, w_k, w_v, w_o}, options_.heads, lengths, causal,
                                 clustering_losses(options_.attention), out);
   });
-  out.output = residual(options_.norm, h, *norm2, *dropout2, gen, [&](const Tensor& y) { return ff->forward(y, gen); });
+  out.output = residual(options_.norm, h, *norm2, *dropout2, gen, [&](const Tensor& y) {
+    const TapeScope scope("ff");
+    return ff->forward(y, gen);
+  });
   return out;
 }
 
@@ -116,6 +121,7 @@ ClusterFormerOutput ClusterFormerEncoder::forward(const Tensor& x, const Tensor&
   ClusterFormerOutput out{x, centroids, Tensor(), Tensor(), {}};
   for (size_t i = 0; i < layers->size(); ++i) {
     // Each layer clusters with the centroids the previous one updated (Ĉ, §3.1).
+    const TapeScope scope("layers", int64_t(i));
     accumulate(out, (*layers)[i]->forward(out.output, out.centroids, lengths, causal, gen), i);
   }
   if (norm) out.output = norm->forward(out.output);
@@ -165,9 +171,13 @@ ClusterFormerOutput ClusterFormerDecoderLayer::forward(const Tensor& x, const Te
                                 clustering_losses(options_.attention), out);
   });
   const Tensor h2 = residual(options_.norm, h1, *norm2, *dropout2, gen, [&](const Tensor& y) {
+    const TapeScope scope("cross_attn");
     return cross_attn->forward(y, memory, memory, {lengths, memory_lengths}, Causal::No, gen);
   });
-  out.output = residual(options_.norm, h2, *norm3, *dropout3, gen, [&](const Tensor& y) { return ff->forward(y, gen); });
+  out.output = residual(options_.norm, h2, *norm3, *dropout3, gen, [&](const Tensor& y) {
+    const TapeScope scope("ff");
+    return ff->forward(y, gen);
+  });
   return out;
 }
 
@@ -185,8 +195,10 @@ ClusterFormerDecoder::ClusterFormerDecoder(const TransformerLayerOptions& option
 ClusterFormerOutput ClusterFormerDecoder::forward(const Tensor& x, const Tensor& memory, const Tensor& lengths,
                                                   const Tensor& memory_lengths, Generator& gen) {
   ClusterFormerOutput out{x, centroids, Tensor(), Tensor(), {}};
-  for (size_t i = 0; i < layers->size(); ++i)
+  for (size_t i = 0; i < layers->size(); ++i) {
+    const TapeScope scope("layers", int64_t(i));
     accumulate(out, (*layers)[i]->forward(out.output, out.centroids, memory, lengths, memory_lengths, gen), i);
+  }
   if (norm) out.output = norm->forward(out.output);
   return out;
 }

@@ -1,5 +1,7 @@
 #include "nn/transformer.h"
 
+#include "core/tape_graph.h"
+
 #include "ops/elementwise.h"
 #include "ops/index.h"
 #include "ops/shape.h"
@@ -69,9 +71,13 @@ Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& lengths, 
   const attention::Padding padding{lengths, lengths};
   const Tensor h = residual(options_.norm, x, *norm1, *dropout1, gen, [&](const Tensor& y) {
     if (trace) trace->input = x, trace->attention_input = y;
+    const TapeScope scope("self_attn");
     return self_attn->forward(y, y, y, padding, Causal::No, gen);
   });
-  return residual(options_.norm, h, *norm2, *dropout2, gen, [&](const Tensor& y) { return ff->forward(y, gen); });
+  return residual(options_.norm, h, *norm2, *dropout2, gen, [&](const Tensor& y) {
+    const TapeScope scope("ff");
+    return ff->forward(y, gen);
+  });
 }
 
 void TransformerEncoderLayer::set_attention(const std::string& config) {
@@ -125,12 +131,17 @@ Tensor TransformerDecoderLayer::forward(const Tensor& x, const Tensor& memory, c
            to_string(memory.shape()), " have different batch sizes");
   const attention::Padding self_padding{lengths, lengths}, cross_padding{lengths, memory_lengths};
   const Tensor h1 = residual(options_.norm, x, *norm1, *dropout1, gen, [&](const Tensor& y) {
+    const TapeScope scope("self_attn");
     return self_attn->forward(y, y, y, self_padding, Causal::Yes, gen);
   });
   const Tensor h2 = residual(options_.norm, h1, *norm2, *dropout2, gen, [&](const Tensor& y) {
+    const TapeScope scope("cross_attn");
     return cross_attn->forward(y, memory, memory, cross_padding, Causal::No, gen);
   });
-  return residual(options_.norm, h2, *norm3, *dropout3, gen, [&](const Tensor& y) { return ff->forward(y, gen); });
+  return residual(options_.norm, h2, *norm3, *dropout3, gen, [&](const Tensor& y) {
+    const TapeScope scope("ff");
+    return ff->forward(y, gen);
+  });
 }
 
 DecoderLayerCache TransformerDecoderLayer::start(const Tensor& memory, const Tensor& memory_lengths) {
@@ -161,7 +172,10 @@ Tensor TransformerDecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, 
   const Tensor h2 = residual(options_.norm, h1, *norm2, *dropout2, gen, [&](const Tensor& y) {
     return cross_attn->forward_cached(y, cache.memory, cache.memory_lengths, gen);
   });
-  return residual(options_.norm, h2, *norm3, *dropout3, gen, [&](const Tensor& y) { return ff->forward(y, gen); });
+  return residual(options_.norm, h2, *norm3, *dropout3, gen, [&](const Tensor& y) {
+    const TapeScope scope("ff");
+    return ff->forward(y, gen);
+  });
 }
 
 // ---- stacks ----
@@ -180,9 +194,10 @@ Tensor TransformerEncoder::forward(const Tensor& x, const Tensor& lengths, Gener
   const TransformerEncoderLayer& first = *(*layers)[0];
   check_sequence(*this, "input", x, first.norm1->weight, first.options().d_model);
   Tensor h = x;
-  for (const auto& layer : *layers) {
+  for (size_t i = 0; i < layers->size(); ++i) {
+    const TapeScope scope("layers", int64_t(i));
     EncoderLayerTrace trace;
-    h = layer->forward(h, lengths, gen, traces ? &trace : nullptr);
+    h = (*layers)[i]->forward(h, lengths, gen, traces ? &trace : nullptr);
     if (traces) traces->push_back(trace);
   }
   return norm ? norm->forward(h) : h;
@@ -218,7 +233,10 @@ Tensor TransformerDecoder::forward(const Tensor& x, const Tensor& memory, const 
   check_sequence(*this, "input", x, first.norm1->weight, first.options().d_model);
   check_sequence(*this, "memory", memory, first.norm1->weight, first.options().d_model);
   Tensor h = x;
-  for (const auto& layer : *layers) h = layer->forward(h, memory, lengths, memory_lengths, gen);
+  for (size_t i = 0; i < layers->size(); ++i) {
+    const TapeScope scope("layers", int64_t(i));
+    h = (*layers)[i]->forward(h, memory, lengths, memory_lengths, gen);
+  }
   return norm ? norm->forward(h) : h;
 }
 

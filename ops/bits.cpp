@@ -1,5 +1,7 @@
 #include "ops/bits.h"
 
+#include "core/tape_graph.h"
+
 #include "ops/common.h"
 #include "ops/cuda/bits.h"
 #include "ops/dispatch.h"
@@ -52,7 +54,9 @@ Tensor pack_sign_bits(const Tensor& x) {
   TP_CHECK(x.dim() >= 1, op, "needs x of shape (..., R), got a 0-d tensor");
   TP_CHECK(x.shape().back() <= kMaxBits, op, "R = ", x.shape().back(), " bits (the last dim of x ",
            to_string(x.shape()), ") do not fit an int64 code; at most ", kMaxBits);
-  return pack_sign_bits_kernel(x);
+  Tensor codes = pack_sign_bits_kernel(x);
+  record_cut(op, {x}, {codes});  // a sign has no gradient
+  return codes;
 }
 
 Tensor hamming_distance(const Tensor& a, const Tensor& b) {
@@ -61,7 +65,9 @@ Tensor hamming_distance(const Tensor& a, const Tensor& b) {
   TP_CHECK(a.dtype() == DType::Int64 && b.dtype() == DType::Int64, op,
            "expected int64 codes (from pack_sign_bits), got ", a.dtype(), " ", to_string(a.shape()),
            " and ", b.dtype(), " ", to_string(b.shape()));
-  return hamming_kernel(a, b, broadcast_shapes(a.shape(), b.shape(), op));
+  Tensor distance = hamming_kernel(a, b, broadcast_shapes(a.shape(), b.shape(), op));
+  record_cut(op, {a, b}, {distance});
+  return distance;
 }
 
 }  // namespace tapestry

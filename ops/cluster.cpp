@@ -1,5 +1,7 @@
 #include "ops/cluster.h"
 
+#include "core/tape_graph.h"
+
 #include <vector>
 
 #include "ops/common.h"
@@ -130,8 +132,10 @@ HammingClusters hamming_kmeans(const Tensor& codes, const Tensor& valid, int64_t
   const int64_t G = codes.size(0), N = codes.size(1);
   const Options options{DType::Int64, codes.device()};
   HammingClusters out{empty({G, N}, options), empty({G, clusters}, options)};
-  if (on_cuda(op, codes, [&] { cuda::hamming_kmeans(c, v, clusters, bits, iterations, out.ids, out.centroids); }))
+  if (on_cuda(op, codes, [&] { cuda::hamming_kmeans(c, v, clusters, bits, iterations, out.ids, out.centroids); })) {
+    record_cut(op, {codes, valid}, {out.ids, out.centroids});
     return out;
+  }
   const int64_t* pc = c.data<int64_t>();
   const bool* pv = v.data<bool>();
   int64_t* ids = out.ids.data<int64_t>();
@@ -139,6 +143,7 @@ HammingClusters hamming_kmeans(const Tensor& codes, const Tensor& valid, int64_t
 #pragma omp parallel for schedule(dynamic) if (G > 1 && G * N * clusters > kParallelWork)
   for (int64_t g = 0; g < G; ++g)
     kmeans_group(pc + g * N, pv + g * N, N, clusters, bits, iterations, ids + g * N, cents + g * clusters);
+  record_cut(op, {codes, valid}, {out.ids, out.centroids});
   return out;
 }
 

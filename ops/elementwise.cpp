@@ -1,5 +1,7 @@
 #include "ops/elementwise.h"
 
+#include "core/tape_graph.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -130,11 +132,13 @@ Tensor compare(const char* op, const Tensor& a, const Tensor& b, F f = {}) {
   check_same_device(op, {&a, &b});
   check_same_dtype(op, a, b);
   Tensor y = empty(broadcast_shapes(a.shape(), b.shape(), op), {DType::Bool, a.device()});
-  if (on_cuda(op, a, [&] { cuda::compare(op, f, y, a, b); })) return y;
-  visit_all(a.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    cpu_map<bool, T, T>(y, f, a, b);
-  });
+  if (!on_cuda(op, a, [&] { cuda::compare(op, f, y, a, b); })) {
+    visit_all(a.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      cpu_map<bool, T, T>(y, f, a, b);
+    });
+  }
+  record_cut(op, {a, b}, {y});  // a truth value has no gradient
   return y;
 }
 

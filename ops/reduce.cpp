@@ -1,5 +1,7 @@
 #include "ops/reduce.h"
 
+#include "core/tape_graph.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -133,13 +135,16 @@ Tensor arg_extreme(const char* op, const Tensor& x, int64_t dim, KeepDim keepdim
   TP_CHECK(p.length > 0, op, "cannot reduce over an empty dim of shape ", to_string(x.shape()));
   const cuda::Reduction kind = which == Extreme::Max ? cuda::Reduction::ArgMax : cuda::Reduction::ArgMin;
   Tensor out;
-  if (on_cuda(op, x, [&] { out = reduce_on_cuda(op, kind, x, p, DType::Int64); })) return out;
-  return visit_numeric(x.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    return reduce_rows<T, int64_t>(x, p, DType::Int64, [which](const T* row, int64_t n) {
-      return which == Extreme::Max ? fold_row<cuda::ArgMaxReducer<T>>(row, n) : fold_row<cuda::ArgMinReducer<T>>(row, n);
+  if (!on_cuda(op, x, [&] { out = reduce_on_cuda(op, kind, x, p, DType::Int64); })) {
+    out = visit_numeric(x.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      return reduce_rows<T, int64_t>(x, p, DType::Int64, [which](const T* row, int64_t n) {
+        return which == Extreme::Max ? fold_row<cuda::ArgMaxReducer<T>>(row, n) : fold_row<cuda::ArgMinReducer<T>>(row, n);
+      });
     });
-  });
+  }
+  record_cut(op, {x}, {out});  // an index has no gradient
+  return out;
 }
 
 // Whether x is contiguous and only its leading dims are reduced: a bias gradient, Σ over the rows

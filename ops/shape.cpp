@@ -1,5 +1,7 @@
 #include "ops/shape.h"
 
+#include "core/tape_graph.h"
+
 #include <algorithm>
 #include <numeric>
 
@@ -329,6 +331,8 @@ Tensor to(const Tensor& x, DType dtype) {
     // dx = dy converted back to x's dtype
     const DType from = x.dtype();
     record("to", {x}, {y}, [from](const std::vector<Tensor>& dy, Gradients& g) { g.accumulate(0, to(dy[0], from)); });
+  } else {
+    record_cut("to", {x}, {y});  // an integer or a truth value has no gradient
   }
   return y;
 }

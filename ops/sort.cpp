@@ -1,5 +1,7 @@
 #include "ops/sort.h"
 
+#include "core/tape_graph.h"
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -108,6 +110,7 @@ Sorted sorted_along(const char* op, const Tensor& x, int64_t dim, std::optional<
   record(op, {x}, {out.values}, [d, shape = x.shape(), is = Saved(out.indices)](const std::vector<Tensor>& dy, Gradients& g) {
     g.accumulate(0, scatter_add(zeros(shape, dy[0].options()), d, is.get(), dy[0]));
   });
+  record_cut(op, {x}, {out.indices});  // the order itself has no gradient
   return out;
 }
 

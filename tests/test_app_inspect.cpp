@@ -327,3 +327,74 @@ TEST_CASE("tapestry inspect --html: the page loads in headless Chromium without 
     CHECK(page.at("document") == json::parse(read_text(dir.file(name + ".json"))));
   }
 }
+
+TEST_CASE("tapestry inspect --graph --html: the neural-clustering layer's graph with each loss's norms and the argmax cut, "
+          "in DOT and on the page in headless Chromium") {
+  TempDir dir;
+  train_copy_task(dir.file("nc.ckpt"), "neural-clustering:clusters=3", 2);
+  const auto [code, out, err] = inspect(dir, "--checkpoint " + dir.file("nc.ckpt") + " --graph " + dir.file("g.dot") +
+                                                 " --html " + dir.file("nc.html"));
+  INFO(err);
+  REQUIRE(code == 0);
+  const std::string dot = read_text(dir.file("g.dot"));
+  CHECK(dot.rfind("digraph tape {", 0) == 0);
+  CHECK(dot.find("[label=\"cut: argmax\\n") != std::string::npos);
+  CHECK(dot.find("[label=\"encoder.layers.1\\n") != std::string::npos);  // the second layer, one box
+  // C reaches the loss only through the clustering (eq. 2–3): its edge carries µ·L1's and ν·L2's
+  // gradients, and none of the task's, whose path the argmax cuts.
+  const std::smatch centroids = [&] {
+    std::smatch m;
+    REQUIRE(std::regex_search(dot, m, std::regex("n([0-9]+) \\[label=\"encoder\\.centroids\\\\n\\(3, [0-9]+\\)\"")));
+    return m;
+  }();
+  std::smatch edge;
+  REQUIRE(std::regex_search(dot, edge, std::regex("n" + centroids[1].str() + " -> n[0-9]+ \\[([^\\]]*)\\]")));
+  const std::string label = edge[1].str();
+  CHECK(label.find("mu_l1 ") != std::string::npos);
+  CHECK(label.find("nu_l2 ") != std::string::npos);
+  CHECK(label.find("task") == std::string::npos);
+  // The task's gradient does reach the embedding.
+  REQUIRE(std::regex_search(dot, edge, std::regex("n[0-9]+ -> n[0-9]+ \\[color=\"#374151\", label=\"task [0-9]")));
+  // --graph needs a checkpoint, and a writable file.
+  const auto [bad_code, bad_out, bad_err] = inspect(dir, "--graph " + dir.file("x.dot") + " --log " + dir.file("nc.ckpt"));
+  CHECK(bad_code == 2);
+  CHECK(bad_err.find("--graph: needs --checkpoint") != std::string::npos);
+  const auto [dir_code, dir_out, dir_err] = inspect(dir, "--checkpoint " + dir.file("nc.ckpt") + " --graph " + dir.file("no/such/g.dot"));
+  CHECK(dir_code == 1);
+  CHECK(dir_err.find("--graph: cannot write") != std::string::npos);
+
+  const std::string browser = chromium();
+  if (browser.empty()) {
+    if (in_ci()) FAIL("chromium is not installed; scripts/setup installs it for CI");
+    std::cout << "inspect: skipped the browser test of the graph: chromium is not installed" << std::endl;
+    return;
+  }
+  const std::string flags = " --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir=" + dir.file("profile");
+  const auto [browser_code, dom, log] =
+      run_shell(dir, browser + flags + " --enable-logging=stderr --v=0 --dump-dom file://" + dir.file("nc.html"));
+  INFO(log);
+  REQUIRE(browser_code == 0);
+  CHECK(log.find(":CONSOLE") == std::string::npos);
+  const size_t svg = dom.find("class=\"tape-graph\"");
+  REQUIRE(svg != std::string::npos);
+  const std::string graph = dom.substr(svg, dom.find("</svg>", svg) - svg);
+  for (const char* text : {">cut: argmax</tspan>", ">encoder.centroids</tspan>", ">encoder.layers.0.w_c</tspan>",
+                           ">encoder.layers.1</tspan>", ">softmax</tspan>", ">loss: task</tspan>", ">loss: mu_l1</tspan>",
+                           ">loss: nu_l2</tspan>"}) {
+    CAPTURE(text);
+    CHECK(graph.find(text) != std::string::npos);
+  }
+  const std::regex cut_node("class=\"node kind-cut\"");
+  // Layer 0's cuts: the argmax (eq. 4) and U's detached copy (read for NaN); the sorts that follow
+  // work on the assignment, which has no gradient already, and are drawn as such.
+  CHECK(std::distance(std::sregex_iterator(graph.begin(), graph.end(), cut_node), std::sregex_iterator()) == 2);
+  CHECK(graph.find(">argsort</tspan>") != std::string::npos);
+  CHECK(graph.find("class=\"edge edge-cut\"") != std::string::npos);
+  // Looked at: a screenshot of the page's graph, drawn by the browser.
+  const auto [shot_code, shot_out, shot_log] =
+      run_shell(dir, browser + flags + " --window-size=1400,2400 --screenshot=" + dir.file("graph.png") + " file://" +
+                         dir.file("nc.html") + "#tape");
+  INFO(shot_log);
+  REQUIRE(shot_code == 0);
+  CHECK(std::filesystem::file_size(dir.file("graph.png")) > 20000);
+}

@@ -354,3 +354,42 @@ TEST_CASE("inspect refuses a pass whose stack is not of its attention's kind, or
   check_error([&] { models::inspect(model, pass_as("clustered:clusters=2", false), {}); },
               {"inspect", "traced no layer"});
 }
+
+TEST_CASE("inspect with DrawGraph::Yes: the pass's graph, each loss's norm on C's edge equal to the report's, the argmax cut") {
+  Generator gen(2);
+  models::SequenceTagger model(tagger("neural-clustering:clusters=3"), gen);
+  model.to(DType::Float64);
+  const Tensor tokens = tokens_of(3, 8, 1), target = tokens_of(3, 8, 2);
+  const auto task = [&](const Tensor& logits) { return cross_entropy(logits, target); };
+  models::InspectionOptions o{0.3, 0.7, 0};
+  CHECK_FALSE(inspect_tagger(model, tokens, task, o).graph.has_value());  // not asked for
+  o.graph = models::DrawGraph::Yes;
+  const models::Inspection in = inspect_tagger(model, tokens, task, o);
+  REQUIRE(in.graph.has_value());
+  const TapeGraph& g = *in.graph;
+  CHECK(g.passes == in.losses);
+  nn::GradientComparison centroids;
+  for (const models::GradientReport& r : in.layers[0].gradients)
+    if (r.target == "centroids" && r.head < 0) centroids = r.comparison;
+  int64_t argmax_cuts = 0, centroid_edges = 0;
+  for (const GraphNode& node : g.nodes)
+    if (node.kind == NodeKind::Cut && node.label == "argmax") {
+      ++argmax_cuts;
+      CHECK(node.module.rfind("encoder.layers.", 0) == 0);
+    }
+  CHECK(argmax_cuts == 2);  // one per layer
+  for (const GraphEdge& e : g.edges) {
+    if (g.nodes[size_t(e.from)].label != "encoder.centroids") continue;
+    ++centroid_edges;
+    CHECK(std::isnan(e.grad_norms[0]));  // the task's pass never reaches C
+    for (size_t l = 1; l < 3; ++l) {
+      INFO(in.losses[l] << ": edge " << e.grad_norms[l] << ", report " << centroids.norms[l]);
+      CHECK(std::abs(e.grad_norms[l] - centroids.norms[l]) <= 1e-12 * centroids.norms[l]);
+    }
+  }
+  CHECK(centroid_edges == 1);
+  const TapeGraph view = collapse(g, models::inspection_graph_view(in));
+  int64_t boxes = 0;
+  for (const GraphNode& node : view.nodes) boxes += node.kind == NodeKind::Module && node.label == "encoder.layers.1";
+  CHECK(boxes == 1);
+}
