@@ -33,7 +33,7 @@ OptionTable<InspectOptions> make_table() {
   t.add("--html", &O::html, "write a self-contained page of plots to FILE");
   t.add("--log", &O::log, "a JSON-lines training log with --inspect-every records, drawn over the run in --html");
   t.add("--seed", &O::seed, "seed of the clustered types' hashing");
-  t.add("--threads", &O::threads, "CPU threads, 0: OpenMP's default");
+  t.add("--threads", &O::threads, "CPU threads", thread_count());
   return t;
 }
 
