@@ -1,5 +1,9 @@
 #include "apps/app.h"
 
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+
 #include "core/error.h"
 #include "train/trainer.h"
 
@@ -21,6 +25,35 @@ void DeviceOption::add_to(CLI::App& app) {
 }
 
 Device DeviceOption::resolve() const { return train::resolve_device(text); }
+
+std::string number_problem(const std::string& text) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  std::strtod(begin, &end);
+  const bool whole = !text.empty() && !std::isspace(static_cast<unsigned char>(text[0])) && end == begin + text.size();
+  if (whole && errno != ERANGE) return "";
+  const std::string shown = text.size() > 24 ? text.substr(0, 21) + "..." : text;
+  return "'" + shown + (whole ? "' is out of a double's range" : "' is not a number (e.g. 0.1 or 1e-3)");
+}
+
+std::string switch_problem(const std::string& text) {
+  for (const char* word : {"true", "false", "1", "0", "yes", "no", "on", "off"})
+    if (text == word) return "";
+  const std::string shown = text.size() > 24 ? text.substr(0, 21) + "..." : text;
+  return "'" + shown + "' is not true or false (a switch: --flag, --flag=true, --flag=false)";
+}
+
+std::string list_problem(const std::string& text, const CLI::Validator& item) {
+  if (text.empty() || text.back() == ',') return "'" + text + "' has an empty item (give N or N,M,...)";
+  std::istringstream in(text);
+  for (std::string word; std::getline(in, word, ',');) {
+    if (word.empty()) return "'" + text + "' has an empty item (give N or N,M,...)";
+    const std::string problem = CLI::Validator(item)(word);
+    if (!problem.empty()) return "item '" + word + "': " + problem;
+  }
+  return "";
+}
 
 CommandLine::CommandLine(const std::string& description) : app_(description) { app_.require_subcommand(1); }
 

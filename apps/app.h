@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -63,6 +64,71 @@ CLI::Validator integer_check(T low = std::numeric_limits<T>::min()) {
         return value < low ? "must be at least " + std::to_string(low) + ", got " + input : std::string();
       },
       "", "integer");
+}
+
+// Floating-point flags are numbers, whole: CLI11 alone reads '' as 0 (--dropout '' trained without
+// dropout). The problem with `text` as a number ("" when none).
+std::string number_problem(const std::string& text);
+// Switches are given bare (--cache) or as --flag=true|false (also 1|0, yes|no, on|off): CLI11 alone
+// reads --cache=2 as true. The problem with `text` as a switch's value ("" when none).
+std::string switch_problem(const std::string& text);
+
+// The CLI11 check every flag of type T gets: an integer (integer_problem), a number (number_problem)
+// or a switch (switch_problem); none for text. For a list, each element's (so --clusters 5, is refused).
+template <class T>
+CLI::Validator value_check() {
+  if constexpr (std::is_same_v<T, bool>) {
+    return CLI::Validator([](std::string& input) { return switch_problem(input); }, "", "switch");
+  } else if constexpr (std::is_integral_v<T>) {
+    return integer_check<T>();
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return CLI::Validator([](std::string& input) { return number_problem(input); }, "", "number");
+  } else {
+    return CLI::Validator([](std::string&) { return std::string(); }, "", "");
+  }
+}
+template <class T>
+CLI::Validator value_check(const T*) {
+  return value_check<T>();
+}
+template <class T>
+CLI::Validator value_check(const std::vector<T>*) {
+  return value_check<T>();
+}
+
+// Registers `flag` on `cmd` with the check its type needs (value_check): a switch for a bool, an
+// option taking a value otherwise. Every flag of every app is registered through here or an option
+// table (apps/options.h), which does the same.
+template <class T>
+CLI::Option* add_value(CLI::App& cmd, const std::string& flag, T& variable, const std::string& help) {
+  if constexpr (std::is_same_v<T, bool>) return cmd.add_flag(flag, variable, help)->check(value_check<bool>());
+  else return cmd.add_option(flag, variable, help)->check(value_check(&variable));
+}
+
+// A comma-separated list flag ("5,10,20"): each item must pass `item` (by default its type's
+// value_check), and no item may be empty (CLI11 alone drops the empty items of "5," and "5,,10").
+// The list replaces `variable`'s default when the flag is given.
+std::string list_problem(const std::string& text, const CLI::Validator& item);
+template <class T>
+CLI::Option* add_list(CLI::App& cmd, const std::string& flag, std::vector<T>& variable, const std::string& help,
+                      CLI::Validator item = value_check<T>()) {
+  std::string defaults;
+  for (const T& v : variable) defaults += (defaults.empty() ? "" : ",") + CLI::detail::to_string(v);
+  return cmd
+      .add_option_function<std::string>(
+          flag,
+          [&variable](const std::string& text) {
+            variable.clear();
+            std::istringstream in(text);
+            for (std::string word; std::getline(in, word, ',');) {
+              T value{};
+              CLI::detail::lexical_conversion<T, T>({word}, value);
+              variable.push_back(value);
+            }
+          },
+          help)
+      ->check(CLI::Validator([item](std::string& input) { return list_problem(input, item); }, "", "LIST"))
+      ->default_str(defaults);
 }
 
 // Runs an app's body, turning exceptions into a message on stderr and an exit code.

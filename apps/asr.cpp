@@ -412,22 +412,22 @@ void add_asr(CommandLine& cli) {
   train_app.headline = headline;
   add_training_app(cli, train_app, group);
 
-  // eval: the model settings come from the checkpoint, so only the data, decoding and eval
-  // attention flags matter.
-  const auto for_eval = [](const AsrOptions& given) {
-    TP_CHECK(!given.train.resume.empty(), "--resume", "asr eval needs the checkpoint to evaluate");
-    AsrOptions o = read_asr_checkpoint(given.train.resume, given, "--resume").options;
-    o.train.eval_only = true;
-    return o;
-  };
+  // eval: the settings come from the checkpoint, so it takes only the data, decoding and eval
+  // attention flags.
   TrainingApp<AsrOptions> eval_app = train_app;
   eval_app.name = "eval";
   eval_app.description =
       "Evaluate the asr checkpoint --resume on --eval-split (PER, loss, forward time), with its own model settings, "
       "greedy or --beam decoding, and --eval-attention.";
   eval_app.table = std::make_shared<OptionTable<AsrOptions>>(make_table());
-  eval_app.check = [for_eval](const AsrOptions& given) { check_asr_options(for_eval(given)); };
-  eval_app.run = [for_eval](const AsrOptions& given) { return run_asr(for_eval(given)); };
+  eval_app.flags = {"--resume", "--data", "--eval-split", "--max-eval", "--eval-attention", "--beam", "--seed",
+                    "--device", "--threads", "--log"};
+  read_settings_from_resume(eval_app, kTask);
+  eval_app.run = [](const AsrOptions& given) {
+    AsrOptions o = given;
+    o.train.eval_only = true;
+    return run_asr(o);
+  };
   add_training_app(cli, eval_app, group);
 
   cli.add(
@@ -436,14 +436,26 @@ void add_asr(CommandLine& cli) {
         auto model = std::make_shared<std::string>();
         auto files = std::make_shared<std::vector<std::string>>();
         auto options = std::make_shared<AsrOptions>();
-        command.add_option("--model", *model, "the checkpoint (tapestry asr train --save)")->required();
-        command.add_option("--beam", options->beam, "0: greedy decoding; N: prefix beam search keeping N prefixes")
+        add_value(command, "--model", *model, "the checkpoint (tapestry asr train --save)")->required();
+        add_value(command, "--beam", options->beam, "0: greedy decoding; N: prefix beam search keeping N prefixes")
             ->check(integer_check<int64_t>(0));
-        command.add_option("--eval-attention", options->eval_attention,
-                           "attention to run with (default: the model's own)");
-        command.add_option("files", *files, "audio files (WAV, FLAC, ...: what libsndfile reads), 16 kHz mono")
+        add_value(command, "--eval-attention", options->eval_attention, "attention to run with (default: the model's own)");
+        add_value(command, "files", *files, "audio files (WAV, FLAC, ...: what libsndfile reads), 16 kHz mono")
             ->required();
         return [model, files, options] {
+          // The checkpoint (a bad file: exit 1), then --eval-attention against its model (exit 2).
+          AsrCheckpoint c;
+          const int code = run_reporting_errors("asr transcribe", [&] {
+            c = read_asr_checkpoint(*model, *options, "--model");
+            return 0;
+          });
+          if (code != 0) return code;
+          try {
+            attentions(c.options.attention, c.options.eval_attention);
+          } catch (const Error& e) {
+            std::fprintf(stderr, "tapestry asr transcribe: %s\n", e.what());
+            return kExitUsage;
+          }
           return run_reporting_errors("asr transcribe", [&] {
             const auto phonemes = transcribe(*model, *files, *options);
             for (size_t i = 0; i < files->size(); ++i) {

@@ -228,9 +228,8 @@ void add_attention(CommandLine& cli, CLI::App* bench) {
   const auto setup = [](CLI::App& command) {
     auto options = std::make_shared<AttentionOptions>();
     add_common_options(command, options->common);
-    command.add_option("--lengths", options->lengths, "Sequence lengths N (default 512..8192 on CPU, 512..32768 on GPU)")
-        ->delimiter(',')
-        ->check(integer_check<decltype(options->lengths)::value_type>(1));
+    add_list(command, "--lengths", options->lengths, "Sequence lengths N (default 512..8192 on CPU, 512..32768 on GPU)",
+             integer_check<decltype(options->lengths)::value_type>(1));
     command.add_option("--types", options->types, "Attentions, comma-separated; options as in clustered:clusters=50")
         ->check(check_types)
         ->capture_default_str();

@@ -126,10 +126,8 @@ void add_train(CommandLine& cli, CLI::App* bench) {
   const auto setup = [](CLI::App& command) {
     auto options = std::make_shared<TrainOptions>();
     add_common_options(command, options->common);
-    command.add_option("--copy-lengths", options->copy_lengths, "Copy lengths L (sequences of N = 2L + 2)")
-        ->delimiter(',')
-        ->check(integer_check<decltype(options->copy_lengths)::value_type>(1))
-        ->capture_default_str();
+    add_list(command, "--copy-lengths", options->copy_lengths, "Copy lengths L (sequences of N = 2L + 2)",
+             integer_check<decltype(options->copy_lengths)::value_type>(1));
     command.add_option("--types", options->types, "Attentions, comma-separated; options as in clustered:clusters=50")
         ->check(check_types)
         ->capture_default_str();

@@ -236,6 +236,8 @@ train::Report run_classify_prepared(const ClassifyOptions& o, const data::Tokeni
   train::RunSpec spec;
   spec.identity = table().identity(kTask, o);
   spec.identity.model["classes"] = p.classes;
+  if (!o.train.resume.empty()) check_vocabulary(p.vocabulary_fingerprint, o.train.resume + ".spm", o.train.resume);
+  record_vocabulary(spec.identity, p.vocabulary_fingerprint, o.train.resume);
   spec.best = {"accuracy", train::Goal::Max};
   spec.log_fields = fields(p, o);
   spec.log_fields["model"] = "transformer";
@@ -281,6 +283,17 @@ void add_classify(CommandLine& cli) {
       "preset's values.";
   app.table = std::make_shared<OptionTable<ClassifyOptions>>(make_table());
   app.check = check_classify_options;
+  app.task = kTask;  // --eval-only --resume reads the checkpoint's settings
+  app.unused = [](const ClassifyOptions& o) {
+    std::vector<std::pair<std::string, std::string>> unused;
+    if (o.baseline == "bow")
+      for (const char* flag : {"--attention", "--eval-attention", "--pooling", "--layers", "--heads", "--head-dim", "--ff",
+                               "--dropout", "--mu", "--nu", "--batch-tokens", "--optimizer", "--schedule", "--clip",
+                               "--param-groups", "--steps", "--eval-every", "--patience", "--save-every",
+                               "--inspect-every"})
+        unused.emplace_back(flag, "--baseline bow fits naive Bayes, no model");
+    return unused;
+  };
   app.run = run_classify;
   app.headline = [](const ClassifyOptions& o, const train::Report& r) {
     const std::string model = r.fields.at("model") == "bow" ? std::string("naive Bayes (bag of words)")

@@ -87,6 +87,13 @@ std::string markdown(const ClassifyOptions& base, const SweepOptions& s, const S
 train::Report run_classify_folds(const ClassifyOptions& o, const data::ClassifiedDocuments& corpus) {
   const auto start = std::chrono::steady_clock::now();
   const auto by_class = data::hash_order(corpus, o.max_per_class);
+  // Fold f tests the f-th document of each class: more folds than the largest class has documents
+  // leave the last folds with nothing to test; refused before any fold trains.
+  size_t largest = 0;
+  for (const auto& documents : by_class) largest = std::max(largest, documents.size());
+  TP_CHECK(o.folds <= int64_t(largest), "--folds", o.folds, " folds of '", o.data, "' leave fold ", largest + 1,
+           " with no test document: its largest class has ", largest, " documents; give --folds ", largest,
+           " or fewer");
   nlohmann::json folds = nlohmann::json::array();
   std::map<std::string, std::vector<double>> values;
   train::Report report;
@@ -210,14 +217,13 @@ void add_classify_sweep(CommandLine& cli, CLI::App* classify, std::function<Clas
       [parsed](CLI::App& command) {
         auto s = std::make_shared<SweepOptions>();
         auto json = std::make_shared<bool>(false);
-        command.add_option("--grid", s->grid, "table4, table5 or both")->capture_default_str();
-        command.add_option("--clusters", s->clusters, "Table 4's numbers of clusters k")
-            ->delimiter(',')
-            ->capture_default_str();
-        command.add_option("--ablation-clusters", s->ablation_clusters, "k of the Table 5 runs")->capture_default_str();
-        command.add_option("--seeds", s->seeds, "seeds per Table 5 configuration")->capture_default_str();
-        command.add_option("--out", s->out, "write <out>.md and <out>.json")->capture_default_str();
-        command.add_flag("--json", *json, "print the JSON on stdout instead of the Markdown");
+        add_value(command, "--grid", s->grid, "table4, table5 or both")->capture_default_str();
+        add_list(command, "--clusters", s->clusters, "Table 4's numbers of clusters k, comma-separated",
+                 integer_check<int64_t>(1));
+        add_value(command, "--ablation-clusters", s->ablation_clusters, "k of the Table 5 runs")->capture_default_str();
+        add_value(command, "--seeds", s->seeds, "seeds per Table 5 configuration")->capture_default_str();
+        add_value(command, "--out", s->out, "write <out>.md and <out>.json")->capture_default_str();
+        add_value(command, "--json", *json, "print the JSON on stdout instead of the Markdown");
         return [parsed, s, json]() {
           const ClassifyOptions o = parsed();
           try {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "apps/options.h"
+#include "train/progress.h"
 #include "core/autograd.h"
 #include "core/creation.h"
 #include "data/datasets.h"
@@ -220,6 +221,9 @@ train::Report run_hard_clustering(const ClusterOptions& o, const Points& p,
   r.device = to_string(device);
   r.seed = o.train.seed;
   r.parameters = o.clusters * p.x.size(1);
+  nlohmann::json record = r.to_json();  // the log's last record, as a training run writes it
+  record["event"] = "final";
+  train::MetricsLog(o.train.log).write(record);
   return r;
 }
 
@@ -250,6 +254,7 @@ void check_cluster_options(const ClusterOptions& o) {
   train::check_options(o.train);
   TP_CHECK(o.images.empty() == o.labels.empty(), o.images.empty() ? "--labels" : "--images",
            "--images and --labels go together: give both IDX files or neither");
+  // (On the command line, --data given beside --images is refused even at its default: unused_flags.)
   TP_CHECK(o.images.empty() || o.data == ClusterOptions().data, "--data", "--images replaces the data set: give --data '",
            o.data, "' or --images, not both");
   TP_CHECK(o.max_points == 0 || o.clusters <= o.max_points, "--clusters", "k = ", o.clusters,
@@ -275,6 +280,19 @@ train::Report run_cluster(const ClusterOptions& o) {
   return trainer.run([&](Generator& gen, Device device) { return std::make_unique<NeuralRun>(p, o, gen, device); });
 }
 
+std::vector<std::pair<std::string, std::string>> unused_flags(const ClusterOptions& o) {
+  std::vector<std::pair<std::string, std::string>> unused;
+  if (!o.images.empty()) unused.emplace_back("--data", "--images replaces the data set");
+  if (o.method != "neural")
+    for (const char* flag : {"--batch", "--scale", "--nu", "--w-c", "--losses", "--steps", "--optimizer", "--schedule", "--clip",
+                             "--param-groups", "--eval-every", "--patience", "--save-every", "--inspect-every"})
+      unused.emplace_back(flag, "--method " + o.method + " trains no model (only --method neural does)");
+  if (o.method != "kmeans") unused.emplace_back("--kmeans-iterations", "only --method kmeans runs Lloyd updates");
+  if (o.method != "som")
+    for (const char* flag : {"--som-epochs", "--som-sigma"}) unused.emplace_back(flag, "only --method som has a map");
+  return unused;
+}
+
 void add_cluster(CommandLine& cli) {
   TrainingApp<ClusterOptions> app;
   app.name = kTask;
@@ -284,6 +302,7 @@ void add_cluster(CommandLine& cli) {
       "accuracy, NMI). Flags override the preset's values.";
   app.table = std::make_shared<OptionTable<ClusterOptions>>(make_table());
   app.check = check_cluster_options;
+  app.unused = unused_flags;
   app.run = run_cluster;
   app.headline = [](const ClusterOptions& o, const train::Report& r) {
     return std::string(kTask) + ": " + r.fields.at("data").get<std::string>() + " (" +

@@ -44,6 +44,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "apps/app.h"
 #include "train/trainer.h"
@@ -77,6 +79,10 @@ ClusterOptions cluster_preset(ClusterPreset preset);
 
 // Throws Error naming the flag.
 void check_cluster_options(const ClusterOptions& options);
+
+// The flags the options leave unused, with why (TrainingApp::unused): --data beside --images, the
+// neural method's flags with kmeans or som, each other method's own.
+std::vector<std::pair<std::string, std::string>> unused_flags(const ClusterOptions& options);
 
 // Reads the data, then trains and evaluates the neural method, or runs K-means. Throws Error for
 // missing or corrupt data, k larger than the number of points, and what the harness refuses.

@@ -212,6 +212,7 @@ void add_copy_task(CommandLine& cli) {
       "many masked symbols it restores. Flags override the preset's values.";
   app.table = std::make_shared<OptionTable<CopyTaskOptions>>(make_table());
   app.check = check_copy_task_options;
+  app.task = kTask;  // --eval-only --resume reads the checkpoint's settings
   app.run = run_copy_task;
   app.headline = [](const CopyTaskOptions& o, const train::Report& r) {
     const std::string trained = r.fields.at("attention"), evaluated = r.fields.at("eval_attention");

@@ -36,7 +36,7 @@ OptionTable<InspectOptions> make_table() {
         "each loss's gradient norm, cuts (argmax, sort, hashing) marked");
   t.add("--log", &O::log, "a JSON-lines training log with --inspect-every records, drawn over the run in --html");
   t.add("--seed", &O::seed, "seed of the clustered types' hashing");
-  t.add("--threads", &O::threads, "CPU threads, 0: OpenMP's default");
+  t.add("--threads", &O::threads, "CPU threads", thread_count());
   return t;
 }
 

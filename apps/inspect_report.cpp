@@ -459,8 +459,16 @@ std::vector<json> read_inspect_log(const std::string& path) {
     } catch (const json::exception& e) {
       fail("--log", "'", path, "' line ", number, " is not JSON (", e.what(), ")");
     }
-    if (record.is_object() && record.contains("inspect") && record.contains("step")) history.push_back(record);
-    else if (record.is_object() && record.value("event", "") == "eval" && record.contains("step")) evaluations.push_back(record);
+    if (record.is_object() && record.contains("inspect") && record.contains("step")) {
+      try {  // drawn now, so that a record of another shape is named here, not met half-way through the page
+        history_table({record});
+        history_html({record});
+      } catch (const json::exception& e) {
+        fail("--log", "'", path, "' line ", number, ": not an inspection record as --inspect-every writes it (",
+             e.what(), ")");
+      }
+      history.push_back(record);
+    } else if (record.is_object() && record.value("event", "") == "eval" && record.contains("step")) evaluations.push_back(record);
   }
   TP_CHECK(!history.empty(), "--log", "'", path, "' holds no inspection: train with --inspect-every N (copy-task with "
            "clustered, improved-clustered or neural-clustering attention) to log them");

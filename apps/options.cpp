@@ -36,6 +36,11 @@ Check<int64_t> between(int64_t low, int64_t high) {
           "in " + text};
 }
 
+Check<int> thread_count() {
+  const Check<int64_t> range = between(0, train::kMaxThreads);
+  return {[range](const int& v) { return range.problem(v); }, range.allowed};
+}
+
 Check<std::string> parsed_by(const std::function<void(const std::string&)>& parse, std::string allowed) {
   return {[parse](const std::string& text) {
             try {
@@ -81,6 +86,17 @@ nlohmann::json recorded_settings(const std::string& path, const std::string& tas
   nlohmann::json settings = identity.training;
   settings.update(identity.model);
   return settings;
+}
+
+void record_vocabulary(train::RunIdentity& identity, const std::string& fingerprint, const std::string& resume) {
+  if (resume.empty() || train::read_identity(resume).model.contains("vocabulary"))
+    identity.model["vocabulary"] = fingerprint;
+}
+
+void check_vocabulary(const std::string& fingerprint, const std::string& spm_path, const std::string& checkpoint) {
+  const std::string recorded = train::read_identity(checkpoint).model.value("vocabulary", std::string());
+  TP_CHECK(recorded.empty() || recorded == fingerprint, "--resume", "'", spm_path, "' is not the vocabulary '",
+           checkpoint, "' was trained with (its pieces differ: a SentencePiece model of another run)");
 }
 
 Attentions attentions(const std::string& train, const std::string& eval) {

@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -59,6 +60,8 @@ Check<double> in_range(double low, double high, Bounds bounds = Bounds::Closed);
 Check<int64_t> between(int64_t low, int64_t high);
 // A text that `parse` accepts (a config string); the problem is the parser's message.
 Check<std::string> parsed_by(const std::function<void(const std::string&)>& parse, std::string allowed);
+// A --threads value: in [0, train::kMaxThreads] (0: OpenMP's default).
+Check<int> thread_count();
 // One of `values` ("mean | cls").
 Check<std::string> one_of(std::vector<std::string> values);
 
@@ -82,11 +85,20 @@ class OptionTable {
                  recorded);
   }
 
-  // Registers --preset and every option on `cmd`; a repeated flag's last value wins. A table serves one
-  // command: it reads the flags of the command it was last added to, so each command needs a table of its own.
-  void add_to(CLI::App& cmd) {
+  // Registers --preset and every option on `cmd`, or with `only` those it names; a repeated flag's
+  // last value wins. A table serves one command: it reads the flags of the command it was last added
+  // to, so each command needs a table of its own.
+  void add_to(CLI::App& cmd, const std::vector<std::string>& only = {}) {
+    const auto taken = [&](const std::string& flag) {
+      return only.empty() || std::find(only.begin(), only.end(), flag) != only.end();
+    };
+    for (const std::string& flag : only) {  // a misspelt name would silently drop the flag
+      bool known = flag == "--preset";
+      for (const Entry& e : entries_) known = known || e.flag == flag;
+      TP_CHECK(known, "option table", "no flag ", flag);
+    }
     cmd.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    if (presets_.size() > 1) {
+    if (presets_.size() > 1 && taken("--preset")) {
       std::vector<std::string> names;
       std::string list;
       for (const auto& [name, options] : presets_) names.push_back(name), list += (list.empty() ? "" : "|") + name;
@@ -94,7 +106,8 @@ class OptionTable {
           ->type_name(list)
           ->check(CLI::IsMember(names));
     }
-    for (Entry& e : entries_) e.register_on(cmd);
+    for (Entry& e : entries_)
+      if (taken(e.flag)) e.register_on(cmd);
   }
 
   // After parsing: the chosen preset, then `recorded` ({flag without dashes: value}, e.g. a
@@ -116,6 +129,13 @@ class OptionTable {
     for (const auto& [n, options] : presets_)
       if (n == name) return options;
     fail("--preset", "unknown preset '", name, "'");
+  }
+
+  // Whether `flag` was on the command line last parsed.
+  bool given(const std::string& flag) const {
+    for (const Entry& e : entries_)
+      if (e.flag == flag) return e.given();
+    return false;
   }
 
   // Throws Error naming the first flag whose value fails its check.
@@ -141,6 +161,7 @@ class OptionTable {
     std::string flag;
     Recorded recorded;
     std::function<void(CLI::App&)> register_on;
+    std::function<bool()> given;          // whether the flag was on the command line
     std::function<void(Options&)> apply;  // the parsed value, when the flag was given
     std::function<void(Options&, const nlohmann::json&)> assign;  // a recorded value
     std::function<void(const Options&)> check;
@@ -173,10 +194,9 @@ class OptionTable {
     e.flag = flag;
     e.recorded = recorded;
     e.register_on = [=](CLI::App& cmd) {
-      if constexpr (std::is_same_v<T, bool>) *option = cmd.add_flag(flag, *given, full_help);
-      else if constexpr (std::is_integral_v<T>) *option = cmd.add_option(flag, *given, full_help)->check(integer_check<T>());
-      else *option = cmd.add_option(flag, *given, full_help);
+      *option = add_value(cmd, flag, *given, full_help);
     };
+    e.given = [=] { return *option && (*option)->count() > 0; };
     e.apply = [=](Options& o) {
       if (*option && (*option)->count() > 0) field(o) = *given;
     };
@@ -231,7 +251,8 @@ void add_train_options(OptionTable<Options>& t, train::TrainOptions Options::*g)
   t.add("--patience", g, &T::patience, "stop after N evaluations without a better best metric (0: never)");
   t.add("--device", g, &T::device, "auto, cpu, cuda or cuda:N (auto: the GPU when present)");
   t.add("--threads", g, &T::threads,
-        "CPU threads, 0: OpenMP's default (OMP_NUM_THREADS, else one per core); on a busy machine 1 can be much faster");
+        "CPU threads, 0: OpenMP's default (OMP_NUM_THREADS, else one per core); on a busy machine 1 can be much faster",
+        thread_count());
   t.add("--log", g, &T::log, "append JSON lines to FILE: each evaluation and the result");
   t.add("--save", g, &T::save, "write a checkpoint to FILE at the end");
   t.add("--save-every", g, &T::save_every, "also every N steps (0: never)");
@@ -250,6 +271,14 @@ void add_train_options(OptionTable<Options>& t, train::TrainOptions Options::*g)
 // {flag without dashes: value}), for OptionTable::parsed / apply. Throws Error naming `flag` and the
 // path for a missing or unreadable file, and for a checkpoint of an app other than `task`.
 nlohmann::json recorded_settings(const std::string& path, const std::string& task, const char* flag);
+
+// The SentencePiece model beside a checkpoint (`CKPT.spm`) must be the one it was trained with:
+// checkpoints record its fingerprint (data::SentencePiece::fingerprint) as the model setting
+// "vocabulary". record_vocabulary puts `fingerprint` in `identity` for a run from scratch, or one
+// that resumes a checkpoint recording it; check_vocabulary throws Error naming --resume and both
+// files when `checkpoint` records another. A checkpoint from before the record is not checked.
+void record_vocabulary(train::RunIdentity& identity, const std::string& fingerprint, const std::string& resume);
+void check_vocabulary(const std::string& fingerprint, const std::string& spm_path, const std::string& checkpoint);
 
 // The attention a model trains with and the one it is evaluated with.
 struct Attentions {
@@ -304,13 +333,48 @@ template <class Options>
 struct TrainingApp {
   std::string name, description;  // "copy-task"; "train" for `tapestry asr train` (add_training_app's parent)
   std::shared_ptr<OptionTable<Options>> table;
+  // The table's flags this command takes (empty: all), e.g. only the evaluation flags for a command
+  // that evaluates a saved model: a training flag there would be accepted and unused.
+  std::vector<std::string> flags;
+  // The task its checkpoints record ("copy-task"); when set, --eval-only --resume CKPT reads the
+  // checkpoint's settings under the given flags, as app.recorded does.
+  std::string task;
   std::function<void(const Options&)> check;            // throws Error naming the flag
+  // The flags these options leave unused, each with why ({"--data", "--images replaces the data
+  // set"}); one of them on the command line is refused (exit 2) rather than silently ignored. Null: none.
+  std::function<std::vector<std::pair<std::string, std::string>>(const Options&)> unused;
   std::function<train::Report(const Options&)> run;
   // Settings to apply under the given flags, from the options as first parsed (e.g. the --resume
-  // checkpoint's, for a command that evaluates a saved model); null: none.
+  // checkpoint's, for a command that evaluates a saved model); null: none. An Error here is a bad
+  // file, not a bad command line: exit 1.
   std::function<nlohmann::json(const Options&)> recorded;
   std::function<std::string(const Options&, const train::Report&)> headline;  // "copy-task: L = 31, step 600"
 };
+
+// The options `app` runs with, into `o`: its table's flags over app.recorded's settings (an Error
+// there is a bad file: exit 1), then app.check (an Error there is a bad command line: exit 2).
+// Returns 0, or the exit code after printing the message as `tapestry FULL_NAME: ...`.
+template <class Options>
+int resolve_options(const TrainingApp<Options>& app, const std::string& full_name, Options& o) {
+  o = app.table->parsed();
+  const bool evaluates = !app.task.empty() && o.train.eval_only && !o.train.resume.empty();
+  if (app.recorded || evaluates) {  // a checkpoint that is missing, truncated or of another app: exit 1
+    const int code = run_reporting_errors(full_name.c_str(), [&] {
+      o = app.table->parsed(app.recorded ? app.recorded(o) : recorded_settings(o.train.resume, app.task, "--resume"));
+      return 0;
+    });
+    if (code != 0) return code;
+  }
+  try {
+    if (app.unused)
+      for (const auto& [flag, why] : app.unused(o)) TP_CHECK(!app.table->given(flag), flag, "has no effect here: ", why);
+    app.check(o);
+  } catch (const Error& e) {  // a combination of flags that cannot work
+    std::fprintf(stderr, "tapestry %s: %s\n", full_name.c_str(), e.what());
+    return kExitUsage;
+  }
+  return 0;
+}
 
 // Registers `app`: its table's flags and --json. After parsing, app.check runs (an Error is a bad
 // command line: exit 2), then app.run (an Error is exit 1); the summary line goes to stdout, or with
@@ -321,18 +385,12 @@ template <class Options>
 CLI::App* add_training_app(CommandLine& cli, TrainingApp<Options> app, CLI::App* parent = nullptr) {
   const std::string full_name = parent ? parent->get_name() + " " + app.name : app.name;  // for messages
   return cli.add(app.name, app.description, [app, full_name](CLI::App& command) {
-    app.table->add_to(command);
+    app.table->add_to(command, app.flags);
     auto json = std::make_shared<bool>(false);
-    command.add_flag("--json", *json, "print the result as one JSON object on stdout (progress stays on stderr)");
+    add_value(command, "--json", *json, "print the result as one JSON object on stdout (progress stays on stderr)");
     return [app, json, full_name]() {
-      Options o = app.table->parsed();
-      try {
-        if (app.recorded) o = app.table->parsed(app.recorded(o));
-        app.check(o);
-      } catch (const Error& e) {  // a combination of flags that cannot work: a bad command line
-        std::fprintf(stderr, "tapestry %s: %s\n", full_name.c_str(), e.what());
-        return kExitUsage;
-      }
+      Options o;
+      if (const int code = resolve_options(app, full_name, o); code != 0) return code;
       return run_reporting_errors(full_name.c_str(), [&] {
         const train::Report r = app.run(o);
         if (r.rank != 0) return 0;  // one rank of several: rank 0 reports
@@ -348,6 +406,20 @@ CLI::App* add_training_app(CommandLine& cli, TrainingApp<Options> app, CLI::App*
       });
     };
   }, parent);
+}
+
+// Makes `app` a command that evaluates or runs the saved model --resume names (`translate eval`):
+// the checkpoint's recorded settings (those of `task`) go under the given flags, and a command line
+// without --resume is refused before app.check. The options keep their TrainOptions in `train`.
+template <class Options>
+void read_settings_from_resume(TrainingApp<Options>& app, const std::string& task) {
+  app.recorded = [task](const Options& o) {
+    return o.train.resume.empty() ? nlohmann::json::object() : recorded_settings(o.train.resume, task, "--resume");
+  };
+  app.check = [check = app.check, task, name = app.name](const Options& o) {
+    TP_CHECK(!o.train.resume.empty(), "--resume", "tapestry ", task, " ", name, " needs the checkpoint to use");
+    check(o);
+  };
 }
 
 }  // namespace tapestry::app

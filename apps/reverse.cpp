@@ -165,6 +165,7 @@ void add_reverse(CommandLine& cli) {
   app.description = "Train a Transformer to reverse random sequences: the smallest app on the training harness.";
   app.table = std::make_shared<OptionTable<ReverseOptions>>(make_table());
   app.check = check_reverse_options;
+  app.task = kTask;  // --eval-only --resume reads the checkpoint's settings
   app.run = run_reverse;
   app.headline = [](const ReverseOptions& o, const train::Report& r) {
     return std::string(kTask) + ": N = " + std::to_string(o.length) + ", step " + std::to_string(r.steps) +

@@ -32,6 +32,7 @@ namespace {
 
 constexpr const char* kTask = "translate";
 constexpr int64_t kBatchingWindow = 64 * 1024;  // training pairs sorted together (data/batch.h)
+constexpr int64_t kMaxSourcePieces = 1024;      // per sentence translated (translate.h)
 
 OptionTable<TranslateOptions> make_table() {
   using O = TranslateOptions;
@@ -93,6 +94,14 @@ OptionTable<TranslateOptions> make_table() {
   return t;
 }
 
+// What `translate eval` takes: the checkpoint, the data it is scored on and how it is decoded; the
+// model and training settings come from the checkpoint.
+std::vector<std::string> eval_flags() {
+  return {"--resume", "--data", "--source-lang", "--target-lang", "--eval-split", "--eval-sentences",
+          "--eval-attention", "--beam", "--lenpen", "--max-ratio", "--cache", "--max-tokens", "--seed",
+          "--device", "--threads", "--log"};
+}
+
 const OptionTable<TranslateOptions>& table() {
   static const OptionTable<TranslateOptions> t = make_table();
   return t;
@@ -108,12 +117,25 @@ attention::AttentionConfig eval_attention(const TranslateOptions& o) {
 std::string corpus_folder(const TranslateOptions& o) {
   std::error_code error;
   if (fs::is_directory(o.data, error)) return o.data;
+  TP_CHECK(!fs::exists(o.data, error), "--data", "'", o.data, "' is a file; give de-en or a folder of line-aligned ",
+           "{train,valid,test}.", o.source_lang, " and .", o.target_lang, " files");
   return data::dataset_directory(o.data);
 }
 
+// The file of `split` (train, valid, test) in language `lang`.
+std::string split_path(const TranslateOptions& o, const std::string& split, const std::string& lang) {
+  return corpus_folder(o) + "/" + split + "." + lang;
+}
+
 std::vector<data::SentencePair> read_split(const TranslateOptions& o, const std::string& split) {
-  const std::string stem = corpus_folder(o) + "/" + split + ".";
-  return data::read_parallel_text(stem + o.source_lang, stem + o.target_lang);
+  return data::read_parallel_text(split_path(o, split, o.source_lang), split_path(o, split, o.target_lang));
+}
+
+// Refuses a source of more than kMaxSourcePieces pieces, naming `where` and its line: its
+// attention and its decoding would take memory and time without bound.
+void check_source_length(int64_t pieces, const std::string& where, int64_t line) {
+  TP_CHECK(pieces <= kMaxSourcePieces, kTask, where, ", line ", line, ": ", pieces,
+           " pieces, more than the limit of ", kMaxSourcePieces, " for one sentence (split it into sentences)");
 }
 
 // What every run works on: the SentencePiece model and the encoded training and evaluation pairs.
@@ -130,6 +152,7 @@ SentencePiece load_sentencepiece(const TranslateOptions& o) {
   SentencePiece sp = SentencePiece::load(path);
   TP_CHECK(sp.vocab_size() == o.vocab_size, "--resume", "'", path, "' holds ", sp.vocab_size(),
            " pieces, but the model has --vocab-size ", o.vocab_size, ": it is not this checkpoint's vocabulary");
+  check_vocabulary(sp.fingerprint(), path, o.train.resume);
   return sp;
 }
 
@@ -164,6 +187,13 @@ Prepared prepare(const TranslateOptions& o, const std::vector<std::string>& spm_
            "' has no pair with both sides non-empty");
   TP_CHECK(p.train.size() > 0, "--max-length", "every training pair is longer than ", o.max_length, " pieces");
   p.eval = data::encode_pairs(*p.sp, eval, data::Filter::None);
+  // Evaluation translates every pair: one too long to translate is refused before any work.
+  for (size_t i = 0; i < p.eval.source.size(); ++i)
+    check_source_length(int64_t(p.eval.source[i].size()) - 1, split_path(o, o.eval_split, o.source_lang), int64_t(i) + 1);
+  const int64_t longest = *std::max_element(p.train.lengths.begin(), p.train.lengths.end());
+  TP_CHECK(longest <= o.max_tokens, "--max-tokens", "a batch of ", o.max_tokens, " tokens cannot hold the longest ",
+           "training pair (", longest, " pieces with eos); give --max-tokens ", longest, " or more, or a --max-length ",
+           "below ", longest - 1);
   if (p.train.empty > 0)
     std::fprintf(stderr, "translate: left out %lld training pair(s) with an empty side\n", (long long)p.train.empty);
   if (p.train.too_long > 0)
@@ -401,6 +431,7 @@ train::Report run_translate(const TranslateOptions& o) {
   const Prepared p = prepare(o, spm_paths(o));
   train::RunSpec spec;
   spec.identity = table().identity(kTask, o);
+  record_vocabulary(spec.identity, p.sp->fingerprint(), o.train.resume);
   spec.best = {"bleu", train::Goal::Max};
   spec.log_fields = {{"data", o.data},
                      {"encoder_attention", attention::AttentionConfig::parse(o.encoder_attention).to_string()},
@@ -428,35 +459,48 @@ InspectedCheckpoint inspect_translate_checkpoint(const CheckpointRequest& reques
   return inspect_restored(run, request, table().identity(kTask, o));
 }
 
-std::vector<std::string> translate_lines(const TranslateOptions& o, const std::vector<std::string>& lines) {
+LineTranslator::LineTranslator(const TranslateOptions& o)
+    : o_(o),
+      sp_(std::make_unique<SentencePiece>(load_sentencepiece(o))),
+      device_(train::resolve_device(o.train.device)),
+      decoding_(train::derived_seed(o.train.seed, 2)) {
   check_translate_options(o);
   TP_CHECK(!o.train.resume.empty(), "--resume", "translating needs a checkpoint");
-  const SentencePiece sp = load_sentencepiece(o);
-  const Device device = train::resolve_device(o.train.device);
-  const train::ScopedThreads threads(o.train.threads);
   Generator gen(o.train.seed);
-  models::Translator model(translator_options(o), gen);
-  train::ResumedRun(o.train.resume, table().identity(kTask, o), train::Compare::ModelOnly).restore_model(model);
-  model.to(device);
-  model.set_encoder_attention(eval_attention(o));
+  model_ = std::make_unique<models::Translator>(translator_options(o), gen);
+  train::ResumedRun(o.train.resume, table().identity(kTask, o), train::Compare::ModelOnly).restore_model(*model_);
+  model_->to(device_);
+  model_->set_encoder_attention(eval_attention(o));
+}
 
+LineTranslator::~LineTranslator() = default;
+
+std::vector<std::string> LineTranslator::translate(const std::vector<std::string>& lines, int64_t first_line) {
+  const train::ScopedThreads threads(o_.train.threads);
   std::vector<std::vector<int64_t>> sources;
   std::vector<size_t> where;  // the line of each source
   for (size_t i = 0; i < lines.size(); ++i) {
+    const int64_t line = first_line + int64_t(i);
     const size_t bad = data::invalid_utf8_offset(lines[i]);
-    TP_CHECK(bad == std::string_view::npos, "translate run", "line ", i + 1, " of the input is not valid UTF-8 (byte ",
+    TP_CHECK(bad == std::string_view::npos, "translate run", "line ", line, " of the input is not valid UTF-8 (byte ",
              bad + 1, ")");
+    TP_CHECK(lines[i].size() <= data::kMaxLineBytes, "translate run", "line ", line, " of the input is longer than ",
+             "the limit of ", data::kMaxLineBytes, " bytes");
     if (lines[i].empty()) continue;
-    std::vector<int64_t> ids = sp.encode(lines[i]);
+    std::vector<int64_t> ids = sp_->encode(lines[i]);
+    check_source_length(int64_t(ids.size()), "the input", line);
     ids.push_back(SentencePiece::kEosId);
     sources.push_back(std::move(ids));
     where.push_back(i);
   }
-  Generator decoding(train::derived_seed(o.train.seed, 2));
-  const std::vector<std::string> translated = translate_sources(model, sp, sources, o, device, decoding);
+  const std::vector<std::string> translated = translate_sources(*model_, *sp_, sources, o_, device_, decoding_);
   std::vector<std::string> out(lines.size());
   for (size_t i = 0; i < where.size(); ++i) out[where[i]] = translated[i];
   return out;
+}
+
+std::vector<std::string> translate_lines(const TranslateOptions& o, const std::vector<std::string>& lines) {
+  return LineTranslator(o).translate(lines);
 }
 
 void add_translate(CommandLine& cli) {
@@ -467,12 +511,6 @@ void add_translate(CommandLine& cli) {
            " split, step " + std::to_string(r.steps) + ", encoder " + r.fields.at("encoder_attention").get<std::string>() +
            (o.beam > 1 ? ", beam " + std::to_string(o.beam) : ", greedy");
   };
-  // The --resume checkpoint's settings, applied under the given flags.
-  const auto recorded = [](const TranslateOptions& o) {
-    TP_CHECK(!o.train.resume.empty(), "--resume", "this command needs the checkpoint to use");
-    return recorded_settings(o.train.resume, kTask, "--resume");
-  };
-
   TrainingApp<TranslateOptions> train_app;
   train_app.name = "train";
   train_app.description = "Train a translation model (German->English by default); flags override the preset's values";
@@ -487,7 +525,8 @@ void add_translate(CommandLine& cli) {
   eval_app.name = "eval";
   eval_app.description = "BLEU and loss of the --resume checkpoint on --eval-split (its settings are read from it)";
   eval_app.table = std::make_shared<OptionTable<TranslateOptions>>(make_table());
-  eval_app.recorded = recorded;
+  eval_app.flags = eval_flags();
+  read_settings_from_resume(eval_app, kTask);
   eval_app.run = [](const TranslateOptions& options) {
     TranslateOptions o = options;
     o.train.eval_only = true;
@@ -497,26 +536,26 @@ void add_translate(CommandLine& cli) {
 
   cli.add(
       "run", "Translate the lines of stdin to stdout with the --resume checkpoint (an empty line stays empty)",
-      [recorded](CLI::App& command) {
-        const auto table_ptr = std::make_shared<OptionTable<TranslateOptions>>(make_table());
-        table_ptr->add_to(command);
-        return [table_ptr, recorded]() {
+      [](CLI::App& command) {
+        TrainingApp<TranslateOptions> run_app;
+        run_app.name = "run";
+        run_app.table = std::make_shared<OptionTable<TranslateOptions>>(make_table());
+        run_app.flags = {"--resume", "--eval-attention", "--beam", "--lenpen", "--max-ratio", "--cache", "--max-tokens",
+                         "--seed", "--device", "--threads"};
+        run_app.check = check_translate_options;
+        read_settings_from_resume(run_app, kTask);
+        run_app.table->add_to(command, run_app.flags);
+        return [run_app]() {
           TranslateOptions o;
-          try {
-            o = table_ptr->parsed(recorded(table_ptr->parsed()));
-            check_translate_options(o);
-          } catch (const Error& e) {
-            std::fprintf(stderr, "tapestry translate run: %s\n", e.what());
-            return kExitUsage;
-          }
+          if (const int code = resolve_options(run_app, "translate run", o); code != 0) return code;
           return run_reporting_errors("translate run", [&] {
-            std::vector<std::string> lines;
-            for (std::string line; std::getline(std::cin, line);) {
-              if (!line.empty() && line.back() == '\r') line.pop_back();
-              lines.push_back(line);
+            // Line by line: at a terminal each translation appears as its line is typed.
+            LineTranslator translator(o);
+            data::LineReader input("translate run", "the input", stdin, data::Utf8::Check);
+            for (std::string line; input.next(line);) {
+              std::printf("%s\n", translator.translate({line}, input.line_number())[0].c_str());
+              std::fflush(stdout);
             }
-            for (const std::string& translation : translate_lines(o, lines)) std::printf("%s\n", translation.c_str());
-            std::fflush(stdout);
             return 0;
           });
         };

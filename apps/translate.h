@@ -38,11 +38,13 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "apps/app.h"
 #include "apps/inspect.h"
+#include "data/sentencepiece.h"
 #include "models/translator.h"
 #include "train/trainer.h"
 
@@ -94,8 +96,28 @@ void check_translate_options(const TranslateOptions& options);
 models::TranslatorOptions translator_options(const TranslateOptions& options);
 // Trains (or with train.eval_only evaluates) as the top of this file says.
 train::Report run_translate(const TranslateOptions& options);
-// Translates each of `lines` with the checkpoint options.train.resume (its SentencePiece model beside
-// it): one translation per line, in order (an empty line gives an empty translation).
+// The checkpoint options.train.resume (its SentencePiece model beside it), loaded once, translating
+// lines as they come (`translate run` at a terminal). Throws Error for a missing or foreign
+// checkpoint or vocabulary.
+class LineTranslator {
+ public:
+  explicit LineTranslator(const TranslateOptions& options);
+  ~LineTranslator();
+  // One translation per line, in order (an empty line gives an empty translation); `first_line`
+  // numbers the first of `lines` in errors. Throws Error naming the line for one that is not UTF-8,
+  // longer than data::kMaxLineBytes bytes, or of more than 1024 pieces (its attention and decoding
+  // would be unbounded).
+  std::vector<std::string> translate(const std::vector<std::string>& lines, int64_t first_line = 1);
+
+ private:
+  TranslateOptions o_;
+  std::unique_ptr<data::SentencePiece> sp_;
+  Device device_;
+  Generator decoding_;
+  std::unique_ptr<models::Translator> model_;
+};
+
+// Translates each of `lines` with the checkpoint options.train.resume: LineTranslator(options).translate(lines).
 std::vector<std::string> translate_lines(const TranslateOptions& options, const std::vector<std::string>& lines);
 // `tapestry inspect` of a translate checkpoint (apps/inspect.h), on the CPU: the first held-out
 // batches of its recorded --eval-split, tokenized by the SentencePiece model beside it; the encoder

@@ -44,9 +44,9 @@ void add_translate_score(CommandLine& cli, CLI::App* group) {
         auto hypotheses = std::make_shared<std::string>();
         auto references = std::make_shared<std::string>();
         auto json = std::make_shared<bool>(false);
-        command.add_option("--hypotheses", *hypotheses, "the translations, one a line")->required();
-        command.add_option("--references", *references, "the references, one a line, as many")->required();
-        command.add_flag("--json", *json, "print the scores as JSON");
+        add_value(command, "--hypotheses", *hypotheses, "the translations, one a line")->required();
+        add_value(command, "--references", *references, "the references, one a line, as many")->required();
+        add_value(command, "--json", *json, "print the scores as JSON");
         return [hypotheses, references, json]() {
           return run_reporting_errors("translate score", [&] {
             const nlohmann::json s = score_translations(*hypotheses, *references);

@@ -28,7 +28,12 @@ const Probe& probe() {
     const cudaError_t status = cudaGetDeviceCount(&p.count);
     if (status != cudaSuccess) {
       p.count = 0;
-      p.reason = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(status);
+      // On a machine without a GPU the driver is absent, and CUDA reports that as an old driver.
+      const bool no_driver = status == cudaErrorInsufficientDriver || status == cudaErrorNoDevice;
+      p.reason = no_driver ? std::string("no NVIDIA GPU with a usable driver on this machine (no GPU, no driver, or a "
+                                         "driver older than this build's CUDA; cudaGetDeviceCount: ") +
+                                 cudaGetErrorString(status) + ")"
+                           : std::string("cudaGetDeviceCount: ") + cudaGetErrorString(status);
       cudaGetLastError();  // clear the sticky error so later calls are not confused by it
     } else if (p.count == 0) {
       p.reason = "no CUDA device is present";

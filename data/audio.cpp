@@ -2,7 +2,10 @@
 
 #include <sndfile.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <system_error>
 
@@ -14,6 +17,31 @@ namespace tapestry::data {
 namespace {
 
 constexpr const char* kReader = "audio";
+
+// A RIFF/WAVE file's data chunk: the bytes its header declares and the bytes the file holds after
+// that header (both 0 when the file is no WAVE file or has no data chunk). libsndfile quietly
+// shortens a data chunk that runs past the end of the file, so a truncated recording would
+// otherwise read as a shorter one.
+struct DataChunk {
+  uint64_t declared = 0, present = 0;
+};
+DataChunk wave_data_chunk(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char riff[12] = {};
+  if (!in.read(riff, 12) || std::memcmp(riff, "RIFF", 4) != 0 || std::memcmp(riff + 8, "WAVE", 4) != 0) return {};
+  const uint64_t size = std::filesystem::file_size(path);
+  uint64_t at = 12;
+  for (int chunks = 0; chunks < 64 && at + 8 <= size; ++chunks) {  // a few chunks precede the data
+    unsigned char header[8];
+    in.seekg(std::streamoff(at));
+    if (!in.read(reinterpret_cast<char*>(header), 8)) return {};
+    const uint64_t length = uint64_t(header[4]) | uint64_t(header[5]) << 8 | uint64_t(header[6]) << 16 |
+                            uint64_t(header[7]) << 24;
+    if (std::memcmp(header, "data", 4) == 0) return {length, size - at - 8};
+    at += 8 + length + (length & 1);  // chunks are padded to an even length
+  }
+  return {};
+}
 
 // read_audio with errors that start with `where` (the path, or the list entry that gave it).
 Audio read_audio_at(const std::string& path, const std::string& where, const AudioOptions& options) {
@@ -33,10 +61,20 @@ Audio read_audio_at(const std::string& path, const std::string& where, const Aud
   TP_CHECK(info.frames <= kMaxAudioSamples / info.channels, kReader, where, ": ", info.frames, " frames of ",
            info.channels, " channels, more than the limit of ", kMaxAudioSamples, " samples");
 
+  // A streamed WAVE file declares 0 or 2^32 − 1 bytes: its length is unknown, not wrong.
+  const DataChunk chunk = wave_data_chunk(path);
+  TP_CHECK(chunk.declared == 0 || chunk.declared == 0xFFFFFFFFu || chunk.declared <= chunk.present, kReader, where,
+           ": truncated: the header says ", chunk.declared, " bytes of samples but the file holds ", chunk.present);
+
   std::vector<float> interleaved(static_cast<size_t>(info.frames) * info.channels);  // (T, channels)
   const sf_count_t read = sf_readf_float(file.get(), interleaved.data(), info.frames);
   TP_CHECK(read == info.frames, kReader, where, ": header says ", info.frames, " frames but ", read,
            " could be read (", sf_strerror(file.get()), ")");
+  // Float encodings can hold anything: NaN, infinities, or values far outside [-1, 1] that would
+  // reach the features as NaN or overflow.
+  for (size_t i = 0; i < interleaved.size(); ++i)
+    TP_CHECK(std::isfinite(interleaved[i]) && std::fabs(interleaved[i]) <= 1.0f, kReader, where, ": sample ",
+             i / size_t(info.channels) + 1, " is ", interleaved[i], ", outside [-1, 1]");
   Audio audio;
   audio.sample_rate = info.samplerate;
   if (info.channels == 1) {

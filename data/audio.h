@@ -44,8 +44,10 @@ struct Utterance {
 
 /// The audio file at `path`. Throws `Error("audio: <path>: ...")` when the file is missing, not a
 /// format libsndfile reads (its message is included), has no samples or more than kMaxAudioSamples,
-/// more than one channel under MultiChannel::Refuse, a rate other than options.sample_rate, or is
-/// shorter than its header says.
+/// more than one channel under MultiChannel::Refuse, a rate other than options.sample_rate, is
+/// shorter than its header says (a WAVE file whose data chunk runs past the end of the file
+/// included), or holds a sample that is NaN, infinite or outside [-1, 1] (possible in float
+/// encodings); the message names the sample.
 Audio read_audio(const std::string& path, const AudioOptions& options = {});
 
 /// The list file at `list_path`: each line `path<TAB>transcript` (empty lines are ignored), path

@@ -121,12 +121,15 @@ TokenizedCorpus tokenize_corpus(const ClassifiedDocuments& corpus, const Classif
   t.eval_split = o.eval_split;
   t.skipped_entries = int64_t(corpus.skipped.size());
   TP_CHECK(!split.train.empty(), o.names.data, "'", o.data, "' leaves no training document");
+  TP_CHECK(t.classes.size() >= 2, o.names.data, "'", o.data, "' has one class (", t.classes.empty() ? "" : t.classes[0],
+           "): classifying needs at least two");
 
   const auto start = std::chrono::steady_clock::now();
   const SentencePiece sp =
       !o.sentencepiece.empty() ? SentencePiece::load(o.sentencepiece) : train_sentencepiece(corpus, split, o);
   for (const std::string& path : o.save_sentencepiece) sp.save(path);
   t.vocabulary = sp.vocab_size();
+  t.vocabulary_fingerprint = sp.fingerprint();
 
   EncodedDocuments encoded = encode_documents(sp, corpus, split, o.max_length);
   t.tokens = std::move(encoded.tokens);
@@ -137,6 +140,7 @@ TokenizedCorpus tokenize_corpus(const ClassifiedDocuments& corpus, const Classif
     o.on_left_out(format("left out %zu document(s) with no tokens, e.g. %s", encoded.empty.size(),
                          encoded.empty.front().c_str()));
   TP_CHECK(!t.split.train.empty(), o.names.data, "'", o.data, "' has no training document with a token");
+
   const std::string held_out = to_string(o.eval_split);
   TP_CHECK(!t.held_out().empty(), o.names.eval_split, "the ", held_out, " split of '", o.data, "' is empty (raise ",
            o.eval_split == EvalSplit::Test ? o.names.test_fraction : o.names.valid_fraction,
@@ -152,6 +156,11 @@ TokenizedCorpus tokenize_corpus(const ClassifiedDocuments& corpus, const Classif
     ++counts[size_t(t.labels[size_t(i)])];
     t.train_tokens += int64_t(t.tokens[size_t(i)].size());
   }
+  // A class nothing trains on (its documents all empty, or all held out) cannot be learned, and
+  // its absence would inflate the accuracy.
+  for (size_t c = 0; c < counts.size(); ++c)
+    TP_CHECK(counts[c] > 0, o.names.data, "'", o.data, "': class '", t.classes[c], "' has no training document ",
+             "with a token (its documents are empty or all held out)");
   const int64_t majority = int64_t(std::max_element(counts.begin(), counts.end()) - counts.begin());
   int64_t hits = 0;
   for (const int64_t i : t.held_out()) hits += t.labels[size_t(i)] == majority;

@@ -109,6 +109,7 @@ struct TokenizedCorpus {
   Split split;                               ///< the split given, without the empty documents
   EvalSplit eval_split = EvalSplit::Valid;   ///< the one held_out() returns
   int64_t vocabulary = 0;                    ///< the SentencePiece model's pieces
+  std::string vocabulary_fingerprint;        ///< the SentencePiece model's SentencePiece::fingerprint()
   int64_t empty_documents = 0;               ///< documents of no piece, left out
   int64_t skipped_entries = 0;               ///< entries the reader skipped (ClassifiedDocuments::skipped)
   int64_t train_tokens = 0;                  ///< the training split's pieces: an epoch's tokens

@@ -209,6 +209,16 @@ std::string SentencePiece::decode(const std::vector<int64_t>& ids) const {
 
 int64_t SentencePiece::vocab_size() const { return processor().GetPieceSize(); }
 
+std::string SentencePiece::fingerprint() const {
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a over the pieces in id order, each ended by a NUL
+  for (int id = 0; id < processor().GetPieceSize(); ++id) {
+    for (const char c : processor().IdToPiece(id) + '\0') hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
 int64_t SentencePiece::piece_to_id(const std::string& piece) const { return processor().PieceToId(piece); }
 
 std::string SentencePiece::id_to_piece(int64_t id) const {

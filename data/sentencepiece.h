@@ -93,6 +93,10 @@ class SentencePiece {
 
   /// The number of pieces, the 4 special ones included.
   int64_t vocab_size() const;
+  /// 16 hexadecimal digits that name the pieces and their ids: two models of the same size trained
+  /// on other text differ here. Checkpoints record it, so that a model file of another run beside a
+  /// checkpoint is refused.
+  std::string fingerprint() const;
   /// The id of `piece` (e.g. "▁the"), kUnkId when the vocabulary has no such piece.
   int64_t piece_to_id(const std::string& piece) const;
   /// The piece of `id`; throws Error for an id outside [0, vocab_size).

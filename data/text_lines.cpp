@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <system_error>
+#include <utility>
 
 #include "core/error.h"
 
@@ -13,15 +14,27 @@ namespace tapestry::data {
 
 namespace fs = std::filesystem;
 
-std::string read_file(const std::string& reader, const std::string& path, uint64_t max_bytes,
-                      const std::string& where_given) {
-  const std::string& where = where_given.empty() ? path : where_given;
+namespace {
+
+using File = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
+
+// The file at `path`, open for reading; errors name `where`.
+File open_file(const std::string& reader, const std::string& path, const std::string& where) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   TP_CHECK(fs::exists(status), reader, where, ": no such file");
   TP_CHECK(!fs::is_directory(status), reader, where, ": is a folder, not a file");
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  File file(std::fopen(path.c_str(), "rb"), &std::fclose);
   TP_CHECK(file, reader, where, ": cannot open: ", std::strerror(errno));
+  return file;
+}
+
+}  // namespace
+
+std::string read_file(const std::string& reader, const std::string& path, uint64_t max_bytes,
+                      const std::string& where_given) {
+  const std::string& where = where_given.empty() ? path : where_given;
+  const File file = open_file(reader, path, where);
   std::string bytes;
   char buffer[1 << 16];
   size_t n = 0;
@@ -33,28 +46,41 @@ std::string read_file(const std::string& reader, const std::string& path, uint64
   return bytes;
 }
 
-std::vector<std::string> read_lines(const std::string& reader, const std::string& path, Utf8 utf8) {
-  // 16 GiB: a bound against reading a device or an endless file, not a limit on real corpora.
-  const std::string text = read_file(reader, path, uint64_t{16} << 30);
-  std::vector<std::string> lines;
-  size_t begin = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
-  while (begin < text.size()) {
-    size_t end = text.find('\n', begin);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(begin, end - begin);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const size_t number = lines.size() + 1;
-    const size_t nul = line.find('\0');
-    TP_CHECK(nul == std::string::npos, reader, path, ", line ", number, ", byte ", nul + 1,
+LineReader::LineReader(std::string reader, std::string where, std::FILE* file, Utf8 utf8)
+    : reader_(std::move(reader)), where_(std::move(where)), file_(file), utf8_(utf8) {}
+
+bool LineReader::next(std::string& line) {
+  line.clear();
+  int c = 0;
+  bool any = false;
+  while ((c = getc_unlocked(file_)) != EOF) {
+    any = true;
+    if (c == '\n') break;
+    TP_CHECK(c != 0, reader_, where_, ", line ", number_ + 1, ", byte ", line.size() + 1,
              ": a NUL byte (is this a text file?)");
-    if (utf8 == Utf8::Check) {
-      const size_t bad = invalid_utf8_offset(line);
-      TP_CHECK(bad == std::string_view::npos, reader, path, ", line ", number, ", byte ", bad + 1,
-               ": not valid UTF-8");
-    }
-    lines.push_back(std::move(line));
-    begin = end + 1;
+    TP_CHECK(line.size() < kMaxLineBytes, reader_, where_, ", line ", number_ + 1, ": longer than the limit of ",
+             kMaxLineBytes, " bytes (is this a text file of one sentence a line?)");
+    line.push_back(char(c));
   }
+  TP_CHECK(!std::ferror(file_), reader_, where_, ": read error: ", std::strerror(errno));
+  if (!any) return false;
+  ++number_;
+  if (at_start_ && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);  // a byte-order mark
+  at_start_ = false;
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (utf8_ == Utf8::Check) {
+    const size_t bad = invalid_utf8_offset(line);
+    TP_CHECK(bad == std::string_view::npos, reader_, where_, ", line ", number_, ", byte ", bad + 1,
+             ": not valid UTF-8");
+  }
+  return true;
+}
+
+std::vector<std::string> read_lines(const std::string& reader, const std::string& path, Utf8 utf8) {
+  const File file = open_file(reader, path, path);
+  LineReader lines_of(reader, path, file.get(), utf8);
+  std::vector<std::string> lines;
+  for (std::string line; lines_of.next(line);) lines.push_back(line);
   return lines;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,10 +24,38 @@ enum class Utf8 {
 std::string read_file(const std::string& reader, const std::string& path, uint64_t max_bytes,
                       const std::string& where = "");
 
+/// The longest line the line readers take, in bytes (64 KiB): a sentence, a transcript or a list
+/// entry is far shorter. A longer line is refused, naming the file and the line, as soon as this many
+/// bytes of it have been read: one endless line (`/dev/zero`, a file without newlines) costs neither
+/// memory nor time.
+inline constexpr size_t kMaxLineBytes = size_t{1} << 16;
+
+/// Reads the lines of an open stream (a file, standard input) one at a time, as read_lines does,
+/// with its checks: a line is refused as soon as it passes kMaxLineBytes, so a line is translated or
+/// scored before the next one is read (`translate run` at a terminal).
+class LineReader {
+ public:
+  /// Reads `file` (not owned); errors start with `reader` and name `where` (the path, or "the input").
+  LineReader(std::string reader, std::string where, std::FILE* file, Utf8 utf8);
+  /// The next line into `line`; false at the end of the stream. Throws Error naming the line (and
+  /// the byte) for a line longer than kMaxLineBytes, a NUL byte, invalid UTF-8 under Utf8::Check,
+  /// and a read error.
+  bool next(std::string& line);
+  /// The number of the line `next` returned last, from 1.
+  int64_t line_number() const { return number_; }
+
+ private:
+  std::string reader_, where_;
+  std::FILE* file_;
+  Utf8 utf8_;
+  int64_t number_ = 0;
+  bool at_start_ = true;
+};
+
 /// The lines of the file at `path`: ``'\n'`` ends a line and a ``'\r'`` before it is dropped (CRLF
 /// files), a last line without ``'\n'`` counts, a UTF-8 byte-order mark at the start is dropped.
-/// Besides read_file's errors, throws when a line holds a NUL byte or, with Utf8::Check, is not
-/// valid UTF-8 (naming the line and the byte).
+/// Besides read_file's errors, throws when a line is longer than kMaxLineBytes, holds a NUL byte
+/// or, with Utf8::Check, is not valid UTF-8 (naming the line and the byte).
 std::vector<std::string> read_lines(const std::string& reader, const std::string& path, Utf8 utf8);
 
 /// The offset of the first byte that does not start a valid UTF-8 sequence (overlong forms,

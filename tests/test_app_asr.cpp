@@ -278,6 +278,42 @@ TEST_CASE("asr command line: train, eval and transcribe; --json; bad flags") {
   CHECK(code == 1);
   CHECK(err.find("nothing.wav") != std::string::npos);
 
+  // A recording cut to half the bytes its header declares (the reader's tests cover NaN samples).
+  const std::string wav = read_text(dir.file("c/wav/test0.wav"));
+  write(dir.file("half.wav"), wav.substr(0, 44 + (wav.size() - 44) / 2));
+  std::tie(code, out, err) = run(cli + "transcribe --model " + dir.file("m.ckpt") + " " + dir.file("half.wav"));
+  CHECK(code == 1);
+  CHECK(err.find("truncated") != std::string::npos);
+  // Checkpoints that are missing, a folder, truncated: a bad file (1), not a bad command line.
+  write(dir.file("cut.ckpt"), read_text(dir.file("m.ckpt")).substr(0, 200));
+  for (const std::string& bad : {dir.file("absent.ckpt"), dir.file("c"), dir.file("cut.ckpt")}) {
+    CAPTURE(bad);
+    std::tie(code, out, err) = run(cli + "eval --resume " + bad + " --data " + dir.file("c"));
+    CHECK(code == 1);
+    CHECK(err.find(bad) != std::string::npos);
+    std::tie(code, out, err) = run(cli + "transcribe --model " + bad + " " + dir.file("c/wav/test0.wav"));
+    CHECK(code == 1);
+  }
+  // A malformed or impossible --eval-attention is a bad command line (2), like every other flag.
+  for (const std::string attention : {"clustred", "clustered:clusters=x", "neural-clustering"}) {
+    CAPTURE(attention);
+    std::tie(code, out, err) = run(cli + "transcribe --model " + dir.file("m.ckpt") + " --eval-attention " + attention +
+                                   " " + dir.file("c/wav/test0.wav"));
+    CHECK(code == 2);
+    CHECK(err.find("--eval-attention") != std::string::npos);
+  }
+  // eval takes the checkpoint's settings: a model or training flag would be accepted and unused.
+  for (const std::string flag : {"--mel-bins 80", "--layers 2", "--steps 5", "--save x.ckpt", "--optimizer adam"}) {
+    CAPTURE(flag);
+    std::tie(code, out, err) = run(cli + "eval --resume " + dir.file("m.ckpt") + " " + flag);
+    CHECK(code == 2);
+    CHECK(err.find(flag.substr(0, flag.find(' '))) != std::string::npos);
+  }
+  std::tie(code, out, err) = run(cli + "eval --help");
+  CHECK(code == 0);
+  CHECK(out.find("--mel-bins") == std::string::npos);
+  CHECK(out.find("--eval-split") != std::string::npos);
+
   std::tie(code, out, err) = run(cli + "train --eval-split dev");
   CHECK(code == 2);
   CHECK(err.find("--eval-split") != std::string::npos);

@@ -245,6 +245,25 @@ TEST_CASE("classify: bad data gives errors that name the file, or counted skips"
   SUBCASE("a path that is nothing") {
     check_error([&] { app::run_classify(tiny(dir.file("nothing"))); }, {"--data", "nothing", "spam-assassin-2way"});
   }
+  SUBCASE("one class: nothing to classify") {
+    write_corpus(dir.file("c"), {"rivers"});
+    app::ClassifyOptions o = tiny(dir.file("c"));
+    o.baseline = "bow";
+    check_error([&] { app::run_classify(o); }, {"--data", "has one class (rivers)", "at least two"});
+  }
+  SUBCASE("a class of empty documents is refused, not dropped") {
+    write_corpus(dir.file("c"), {"rivers", "trade"});
+    for (int d = 0; d < 4; ++d) write(dir.file("c/blank/" + std::to_string(d) + ".txt"), " \n");
+    app::ClassifyOptions o = tiny(dir.file("c"));
+    o.baseline = "bow";
+    check_error([&] { app::run_classify(o); }, {"--data", "class 'blank' has no training document with a token"});
+  }
+  SUBCASE("more folds than the largest class has documents: refused before any fold trains") {
+    write_corpus(dir.file("c"), {"rivers", "trade"}, 5);
+    app::ClassifyOptions o = tiny(dir.file("c"));
+    o.folds = 20;
+    check_error([&] { app::run_classify(o); }, {"--folds", "largest class has 5 documents", "--folds 5 or fewer"});
+  }
   SUBCASE("a vocabulary too large for the text") {
     write_corpus(dir.file("c"), {"rivers", "trade"});
     app::ClassifyOptions o = tiny(dir.file("c"));
@@ -279,6 +298,27 @@ TEST_CASE("classify command line: --help, --json, bad flags, missing data") {
   CHECK(err.find("--batch-tokens") != std::string::npos);
   std::tie(code, out, err) = run(cli + "--baseline bow --save x.ckpt");
   CHECK(code == 2);
+  // Values the option table refuses, and flags the naive Bayes floor would leave unused.
+  for (const std::string args : {"--mu ''", "--nu ''", "--test-fraction ''", "--dropout ''",
+                                  "--baseline bow --attention clustered:clusters=3", "--baseline bow --layers 2",
+                                  "sweep --clusters 5,", "sweep --clusters 5,,10", "sweep --clusters ''"}) {
+    CAPTURE(args);
+    std::tie(code, out, err) = run(cli + args);
+    CHECK(code == 2);
+    const std::string flag = args.substr(args.rfind("--"), args.find_first_of(" ", args.rfind("--")) - args.rfind("--"));
+    CHECK(err.find(flag) != std::string::npos);
+  }
+  // --eval-only reads the checkpoint's settings: no need to repeat --preset and --data.
+  std::tie(code, out, err) = run(cli + "--preset smoke --data " + dir.file("corpus") +
+                                 " --vocab-size 30 --max-length 32 --batch-tokens 64 --layers 1 --steps 2 --save " +
+                                 dir.file("m.ckpt"));
+  REQUIRE(code == 0);
+  std::tie(code, out, err) = run(cli + "--eval-only --resume " + dir.file("m.ckpt") + " --json");
+  INFO(err);
+  CHECK(code == 0);
+  CHECK(nlohmann::json::parse(out.empty() ? "{}" : out).value("eval_only", false));
+  std::tie(code, out, err) = run(cli + "--eval-only --resume " + dir.file("corpus"));
+  CHECK(code == 1);  // a folder, not a checkpoint: a bad file
   std::tie(code, out, err) = run("TAPESTRY_DATA=" + dir.file("nowhere") + " " + cli + "--data brown --steps 1");
   CHECK(code == 1);
   CHECK(err.find("make data") != std::string::npos);

@@ -292,4 +292,33 @@ TEST_CASE("cluster: the command line's --help, --json and usage errors") {
   const CliRun missing = run_cli(dir, "cluster --images " + dir.file("absent") + " --labels " + labels);
   CHECK(missing.code == 1);
   CHECK(missing.err.find("absent") != std::string::npos);
+
+  // K-means and the SOM write their result to --log, as a training run does.
+  for (const std::string method : {"kmeans", "som"}) {
+    CAPTURE(method);
+    const std::string log = dir.file(method + ".jsonl");
+    const CliRun logged = run_cli(dir, "cluster --preset smoke --method " + method + " --clusters 2 --images " + images +
+                                           " --labels " + labels + " --log " + log);
+    CHECK(logged.code == 0);
+    const std::vector<nlohmann::json> final = log_records(log, "final");
+    REQUIRE(final.size() == 1);
+    CHECK(final[0].at("method") == method);
+    CHECK(final[0].contains("nmi"));
+  }
+  // Flags the chosen method or data would leave unused are refused, naming the flag; so is a
+  // learning rate below the schedule's floor, before anything runs.
+  const std::string data = " --images " + images + " --labels " + labels;
+  for (const auto& [args, flag] : std::vector<std::pair<std::string, std::string>>{
+           {"--method kmeans --inspect-every 1 --log " + dir.file("c.jsonl") + data, "--inspect-every"},
+           {"--method kmeans --steps 50" + data, "--steps"},
+           {"--method som --kmeans-iterations 3" + data, "--kmeans-iterations"},
+           {"--method neural --som-epochs 3" + data, "--som-epochs"},
+           {"--data mnist" + data, "--data"},
+           {"--optimizer adam:lr=0" + data, "--schedule"},
+           {"--scale ''" + data, "--scale"}}) {
+    CAPTURE(args);
+    const CliRun refused = run_cli(dir, "cluster " + args);
+    CHECK(refused.code == 2);
+    CHECK(refused.err.find(flag) != std::string::npos);
+  }
 }

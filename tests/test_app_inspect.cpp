@@ -223,12 +223,23 @@ TEST_CASE("tapestry inspect: bad input gets a clear message and the usual exit c
            {"", "give a checkpoint to inspect"},
            {"--checkpoint x --batches 0", "--batches"},
            {"--log x --compare y", "needs --checkpoint"},
-           {"--log x", "needs --html"}}) {
+           {"--log x", "needs --html"},
+           {"--checkpoint x --threads -1", "--threads"},
+           {"--checkpoint x --threads ''", "--threads"},
+           {"--checkpoint x --seed ''", "--seed"}}) {
     const auto [code, out, err] = inspect(dir, args);
     INFO(args << ": " << err);
     CHECK(code == 2);
     CHECK(err.find(message) != std::string::npos);
   }
+}
+
+TEST_CASE("tapestry inspect: a log record of another shape is named by its line") {
+  TempDir dir;
+  std::ofstream(dir.file("odd.jsonl")) << "{\"event\": \"eval\", \"step\": 0}\n{\"step\": 1, \"inspect\": {}}\n";
+  const auto [code, out, err] = inspect(dir, "--log " + dir.file("odd.jsonl") + " --html " + dir.file("odd.html"));
+  CHECK(code == 1);
+  CHECK(err.find("--log: '" + dir.file("odd.jsonl") + "' line 2: not an inspection record") != std::string::npos);
 }
 
 TEST_CASE("--inspect-every logs the inspection during training without changing training") {

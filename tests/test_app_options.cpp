@@ -110,3 +110,51 @@ TEST_CASE("attentions: --eval-attention defaults to the training one; a ClusterF
   check_error([] { attentions("full", "neural-clustering:clusters=2"); }, {"--eval-attention", "neural-clustering"});
   check_error([] { attentions("ful", ""); }, {"--attention", "unknown attention type 'ful'"});
 }
+
+TEST_CASE("option table: numbers, switches and lists are read whole; '' is no number") {
+  for (const std::string bad : {"", " 1", "1 ", "0.1x", "x", "1e999", "--"}) {
+    CAPTURE(bad);
+    CHECK(!number_problem(bad).empty());
+  }
+  for (const std::string good : {"0", "-2.5", "1e-3", "0x1p-2", ".5"}) CHECK(number_problem(good).empty());
+  for (const std::string bad : {"2", "-1", "", "maybe", "TRUE"}) CHECK(!switch_problem(bad).empty());
+  for (const std::string good : {"true", "false", "1", "0", "yes", "no", "on", "off"}) CHECK(switch_problem(good).empty());
+  const CLI::Validator item = integer_check<int64_t>(1);
+  CHECK(list_problem("5,10,20", item).empty());
+  CHECK(list_problem("5,", item).find("empty item") != std::string::npos);
+  CHECK(list_problem("5,,10", item).find("empty item") != std::string::npos);
+  CHECK(list_problem("", item).find("empty item") != std::string::npos);
+  CHECK(list_problem("5,0", item).find("item '0'") != std::string::npos);
+
+  // Through the table: every flag of a number type is checked the same way.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--dropout", ""}, {"--dropout", "0.1x"}, {"--eval-only=2"}, {"--clip", ""}, {"--clip", "nan0"}}) {
+    CAPTURE(args[0]);
+    OptionTable<Toy> t = toy_table();
+    CHECK_THROWS_AS(parse(t, args), CLI::ParseError);
+  }
+  OptionTable<Toy> t = toy_table();
+  CHECK(parse(t, {"--eval-only=false", "--dropout", "1e-1"}).dropout == 0.1);
+}
+
+TEST_CASE("option table: a command takes a chosen set of its flags, and knows which were given") {
+  OptionTable<Toy> t = toy_table();
+  CLI::App app("toy");
+  t.add_to(app, {"--dropout", "--resume"});
+  const std::string help = app.help();
+  CHECK(help.find("--dropout") != std::string::npos);
+  CHECK(help.find("--layers") == std::string::npos);
+  CHECK(help.find("--preset") == std::string::npos);
+  std::vector<std::string> args = {"0.2", "--dropout"};  // reversed, as CLI11 takes them
+  app.parse(args);
+  CHECK(t.given("--dropout"));
+  CHECK(!t.given("--layers"));
+  CHECK(t.parsed().dropout == 0.2);
+  std::vector<std::string> layers = {"3", "--layers"};
+  CLI::App other("toy");
+  OptionTable<Toy> u = toy_table();
+  u.add_to(other, {"--dropout"});
+  CHECK_THROWS_AS(other.parse(layers), CLI::ParseError);
+  CLI::App misspelt("toy");
+  CHECK_THROWS_AS(toy_table().add_to(misspelt, {"--dropuot"}), Error);
+}

@@ -138,6 +138,22 @@ TEST_CASE("translate: a checkpoint translates on its own, and evaluates with its
   std::tie(code, out, err) = run_shell(dir, "echo eins | " + cli + "run --resume " + dir.file("mixed.ckpt"));
   CHECK(code == 1);
   CHECK(err.find("holds 24 pieces, but the model has --vocab-size 30") != std::string::npos);
+  // Another run's vocabulary of the same size: refused by its fingerprint.
+  write_corpus(dir.file("other"));
+  for (const char* lang : {"de", "en"})
+    write(dir.file("other/train.") + lang,
+          read_text(dir.file("other/train.") + lang) +
+              (std::string(lang) == "de" ? "sieben acht neun zehn elf zwölf\n" : "seven eight nine ten eleven twelve\n"));
+  app::TranslateOptions same_size = tiny(dir.file("other"));
+  same_size.train.steps = 1;
+  same_size.train.save = dir.file("same.ckpt");
+  app::run_translate(same_size);
+  std::filesystem::copy_file(dir.file("run.ckpt"), dir.file("foreign.ckpt"));
+  std::filesystem::copy_file(dir.file("same.ckpt.spm"), dir.file("foreign.ckpt.spm"));
+  REQUIRE(read_text(dir.file("same.ckpt.spm")) != read_text(dir.file("run.ckpt.spm")));
+  std::tie(code, out, err) = run_shell(dir, "echo eins | " + cli + "run --resume " + dir.file("foreign.ckpt"));
+  CHECK(code == 1);
+  CHECK(err.find("is not the vocabulary") != std::string::npos);
   // A different vocabulary on the command line than the checkpoint's model.
   o.vocab_size = 24;
   o.train.resume = dir.file("run.ckpt");
@@ -147,7 +163,40 @@ TEST_CASE("translate: a checkpoint translates on its own, and evaluates with its
   // Input that is not UTF-8.
   std::tie(code, out, err) = run_shell(dir, "printf 'eins\\n\\377\\n' | " + cli + "run --resume " + dir.file("run.ckpt"));
   CHECK(code == 1);
-  CHECK(err.find("line 2 of the input is not valid UTF-8") != std::string::npos);
+  CHECK(err.find("the input, line 2, byte 1: not valid UTF-8") != std::string::npos);
+  // Line by line: the first translation is out while the input is still open (a user typing).
+  const std::string typed = dir.file("typed"), translated = dir.file("translated");
+  std::tie(code, out, err) = run_shell(
+      dir, "mkfifo " + typed + " && (" + cli + "run --resume " + dir.file("run.ckpt") + " < " + typed + " > " +
+               translated + " &) && exec 3> " + typed + " && echo eins >&3 && for i in $(seq 600); do [ -s " +
+               translated + " ] && break; sleep 0.1; done; wc -l < " + translated + "; exec 3>&-");
+  CHECK(code == 0);
+  CHECK(out == "1\n");
+  // Lines too long to translate in bounded memory and time: refused at once, naming the line.
+  std::string sentences;
+  for (int i = 0; i < 1000; ++i) sentences += "eins und zwei. ";
+  write(dir.file("long.txt"), "eins\n" + sentences + "\n");
+  std::tie(code, out, err) = run_shell(dir, "timeout 60 " + cli + "run --resume " + dir.file("run.ckpt") + " < " +
+                                                dir.file("long.txt"));
+  CHECK(code == 1);
+  CHECK(err.find("the input, line 2: ") != std::string::npos);
+  CHECK(err.find("more than the limit of 1024") != std::string::npos);
+  std::tie(code, out, err) = run_shell(dir, "head -c 3000000 /dev/zero | tr '\\0' x | timeout 60 " + cli +
+                                                "run --resume " + dir.file("run.ckpt"));
+  CHECK(code == 1);
+  CHECK(err.find("the input, line 1: longer than the limit of 65536 bytes") != std::string::npos);
+  // The same in the evaluation split: named by file and line before any work.
+  write_corpus(dir.file("long"));
+  write(dir.file("long/valid.de"), read_text(dir.file("long/valid.de")) + sentences + "\n");
+  write(dir.file("long/valid.en"), read_text(dir.file("long/valid.en")) + "one\n");
+  std::tie(code, out, err) = run_shell(dir, "timeout 120 " + cli + "eval --resume " + dir.file("run.ckpt") + " --data " +
+                                                dir.file("long"));
+  CHECK(code == 1);
+  CHECK(err.find(dir.file("long/valid.de") + ", line 37: ") != std::string::npos);
+  // --max-tokens below the longest training pair names --max-tokens, not the batching internals.
+  app::TranslateOptions small_batches = tiny(dir.file("corpus"));
+  small_batches.max_tokens = 1;
+  check_error([&] { app::run_translate(small_batches); }, {"--max-tokens", "cannot hold the longest training pair"});
 }
 
 TEST_CASE("translate: a neural-clustering decoder trains, and its checkpoint evaluates on its own") {
@@ -245,9 +294,41 @@ TEST_CASE("translate command line: --help, bad flags, missing checkpoint") {
   std::tie(code, out, err) = run_shell(dir, cli + "eval");
   CHECK(code == 2);
   CHECK(err.find("--resume") != std::string::npos);
-  std::tie(code, out, err) = run_shell(dir, "echo eins | " + cli + "run --resume " + dir.file("missing.ckpt"));
-  CHECK(code == 2);
-  CHECK(err.find("missing.ckpt") != std::string::npos);
+  // A checkpoint that is missing, a folder or truncated is a bad file (1), not a bad command line.
+  write(dir.file("cut.ckpt"), "TAPESTRY");
+  for (const std::string& bad : {dir.file("missing.ckpt"), dir.file(""), dir.file("cut.ckpt")}) {
+    CAPTURE(bad);
+    std::tie(code, out, err) = run_shell(dir, "echo eins | " + cli + "run --resume " + bad);
+    CHECK(code == 1);
+    CHECK(err.find(bad) != std::string::npos);
+    std::tie(code, out, err) = run_shell(dir, cli + "eval --resume " + bad);
+    CHECK(code == 1);
+    CHECK(err.find(bad) != std::string::npos);
+  }
+  // eval and run take their own flags only: the model's and training's come from the checkpoint.
+  for (const std::string args : {"run --resume x.ckpt --steps 5 --save y.ckpt", "eval --resume x.ckpt --layers 2",
+                                  "eval --resume x.ckpt --optimizer adam", "run --resume x.ckpt --data de-en"}) {
+    CAPTURE(args);
+    std::tie(code, out, err) = run_shell(dir, cli + args);
+    CHECK(code == 2);
+  }
+  std::tie(code, out, err) = run_shell(dir, cli + "run --help");
+  CHECK(code == 0);
+  CHECK(out.find("--optimizer") == std::string::npos);
+  CHECK(out.find("--beam") != std::string::npos);
+  // Strict values: an empty number, a switch given a number.
+  for (const std::string args : {"train --lenpen ''", "train --max-ratio ''", "train --label-smoothing ''",
+                                  "train --dropout ''", "train --mu ''", "train --cache=2", "train --dropout 0.1x"}) {
+    CAPTURE(args);
+    std::tie(code, out, err) = run_shell(dir, cli + args);
+    CHECK(code == 2);
+    CHECK(err.find(args.substr(6, args.find_first_of(" =", 6) - 6)) != std::string::npos);
+  }
+  // --data naming a file, not a folder: said so.
+  write(dir.file("pairs.txt"), "eins\tone\n");
+  std::tie(code, out, err) = run_shell(dir, cli + "train --steps 1 --data " + dir.file("pairs.txt"));
+  CHECK(code == 1);
+  CHECK(err.find("is a file; give de-en or a folder") != std::string::npos);
   std::tie(code, out, err) = run_shell(dir, "TAPESTRY_DATA=" + dir.file("nowhere") + " " + cli + "train --steps 1");
   CHECK(code == 1);
   CHECK(err.find("make data") != std::string::npos);

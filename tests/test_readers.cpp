@@ -4,6 +4,9 @@
 #include <zlib.h>
 
 #include <cmath>
+#include <cstdio>
+#include <limits>
+#include <memory>
 #include <cstdlib>
 #include <fstream>
 #include <filesystem>
@@ -21,6 +24,7 @@ using namespace std::string_literals;
 using namespace tapestry;
 using namespace tapestry::data;
 using tapestry::testing::check_error;
+using tapestry::testing::read_text;
 using tapestry::testing::TempDir;
 
 namespace {
@@ -62,6 +66,19 @@ void write_wav(const std::string& path, int64_t frames, int channels, int rate =
     for (int c = 0; c < channels; ++c) samples[t * channels + c] = static_cast<float>(t + 10 * c) / 100.0f;
   }
   CHECK(sf_writef_float(file, samples.data(), frames) == frames);
+  CHECK(sf_close(file) == 0);
+}
+
+// A 32-bit float mono WAV of `samples` (float encodings hold any value, NaN included).
+void write_float_wav(const std::string& path, const std::vector<float>& samples) {
+  SF_INFO info{};
+  info.samplerate = 16000;
+  info.channels = 1;
+  info.format = SF_FORMAT_WAV | SF_FORMAT_FLOAT;
+  SNDFILE* file = sf_open(path.c_str(), SFM_WRITE, &info);
+  REQUIRE_MESSAGE(file != nullptr, std::string(sf_strerror(nullptr)));
+  sf_command(file, SFC_SET_CLIPPING, nullptr, SF_FALSE);
+  CHECK(sf_writef_float(file, samples.data(), sf_count_t(samples.size())) == sf_count_t(samples.size()));
   CHECK(sf_close(file) == 0);
 }
 
@@ -174,6 +191,22 @@ TEST_CASE("readers: parallel text refuses missing, empty, misaligned and non-tex
   check_error([&] { read_parallel_text(dir.file("a.de"), dir.file("latin1.en")); },
               {dir.file("latin1.en"), "line 3", "byte 3", "not valid UTF-8"});
   check_error([&] { read_parallel_text(dir.file(""), dir.file("a.en")); }, {"is a folder"});
+}
+
+TEST_CASE("readers: a line longer than kMaxLineBytes is refused as soon as it is, naming the file and line") {
+  TempDir dir;
+  write(dir.file("a.de"), "eins\n" + std::string(kMaxLineBytes, 'x') + "\ndrei\n");  // the limit itself is fine
+  write(dir.file("a.en"), "one\n" + std::string(kMaxLineBytes + 1, 'y') + "\nthree\n");
+  CHECK(read_lines("test", dir.file("a.de"), Utf8::Check)[1].size() == kMaxLineBytes);
+  check_error([&] { read_parallel_text(dir.file("a.de"), dir.file("a.en")); },
+              {dir.file("a.en"), "line 2", "longer than the limit of 65536 bytes"});
+  // An endless stream: refused at its first bytes, without reading on (a bound on memory and time).
+  check_error([] { read_lines("test", "/dev/zero", Utf8::Check); }, {"/dev/zero", "line 1", "byte 1", "NUL"});
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> ones(popen("yes 1 | tr -d '\\n'", "r"), &pclose);
+  REQUIRE(ones);
+  LineReader endless("test", "the input", ones.get(), Utf8::Check);
+  std::string line;
+  check_error([&] { endless.next(line); }, {"the input", "line 1", "longer than the limit"});
 }
 
 // ---- classification -------------------------------------------------------------------------------
@@ -304,6 +337,25 @@ TEST_CASE("readers: audio: several channels are refused, or averaged when asked"
   const Audio audio = read_audio(dir.file("stereo.wav"), {MultiChannel::Average});
   REQUIRE(audio.samples.size() == 20);
   for (int t = 0; t < 20; ++t) CHECK(audio.samples[t] == doctest::Approx((t + 5) / 100.0).epsilon(1e-4));
+}
+
+TEST_CASE("readers: audio refuses a truncated WAV, and NaN, infinite or out-of-range samples") {
+  TempDir dir;
+  write_wav(dir.file("whole.wav"), 400, 1);
+  CHECK(read_audio(dir.file("whole.wav")).samples.size() == 400);
+  std::string bytes = read_text(dir.file("whole.wav"));
+  write(dir.file("half.wav"), bytes.substr(0, 44 + 400));  // half of the 800 bytes the header declares
+  check_error([&] { read_audio(dir.file("half.wav")); },
+              {"audio: ", dir.file("half.wav"), "truncated", "800 bytes", "holds 400"});
+  write_float_wav(dir.file("fine.wav"), {0.5f, -1.0f, 1.0f, 0.0f});
+  CHECK(read_audio(dir.file("fine.wav")).samples.size() == 4);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (const auto& [name, bad] : std::vector<std::pair<std::string, float>>{{"nan", nan}, {"inf", inf}, {"huge", 1e30f},
+                                                                            {"loud", -1.5f}}) {
+    CAPTURE(name);
+    write_float_wav(dir.file(name + ".wav"), {0.1f, 0.2f, bad, 0.3f});
+    check_error([&] { read_audio(dir.file(name + ".wav")); }, {dir.file(name + ".wav"), "sample 3", "outside [-1, 1]"});
+  }
 }
 
 TEST_CASE("readers: audio refuses missing, empty, non-WAV files, another rate, and bad list lines") {

@@ -15,7 +15,6 @@ namespace tapestry::train {
 
 namespace {
 
-constexpr int kMaxThreads = 1024;
 
 // Parses a config flag's text, with the parser's message under the flag's name.
 template <class Config>
@@ -36,6 +35,12 @@ void check_options(const TrainOptions& o) {
   check_flag<optim::OptimizerConfig>("--optimizer", o.optimizer);
   check_flag<optim::ScheduleConfig>("--schedule", o.schedule);
   check_flag<optim::ParamGroupsConfig>("--param-groups", o.param_groups);
+  // A schedule that decays to min_lr needs a learning rate at least that large; the schedule itself
+  // would find out only once training starts.
+  const double lr = optim::OptimizerConfig::parse(o.optimizer).get("lr");
+  for (const auto& [key, value] : optim::ScheduleConfig::parse(o.schedule).values)
+    TP_CHECK(key != "min_lr" || value <= lr, "--schedule", "'", o.schedule, "' decays to min_lr = ", value,
+             ", above --optimizer's lr = ", lr, ": give a lower min_lr or a higher lr");
   TP_CHECK(std::isfinite(o.clip) && o.clip >= 0, "--clip", "must be >= 0 (0: no clipping), got ", o.clip);
   TP_CHECK(o.steps >= 1, "--steps", "must be at least 1, got ", o.steps);
   TP_CHECK(o.eval_every >= 0, "--eval-every", "must be >= 0 (0: only at the end), got ", o.eval_every);

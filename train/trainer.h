@@ -199,6 +199,9 @@ uint64_t rank_seed(uint64_t seed, int rank);
 /// here (cuda without a GPU).
 Device resolve_device(const std::string& text);
 
+/// The most CPU threads --threads takes.
+inline constexpr int kMaxThreads = 1024;
+
 /// The number of CPU threads (OpenMP) for a scope, restored at its end; 0 keeps OpenMP's default
 /// (OMP_NUM_THREADS, else one per core). On a machine that other work keeps busy, fewer threads than
 /// cores can be much faster: every parallel region waits for its slowest thread.
