@@ -59,9 +59,7 @@ OptionTable<ClassifyOptions> make_table() {
   t.add("--ff", &O::ff, "feed-forward width", between(1, 1 << 20), Recorded::Model);
   t.add("--dropout", &O::dropout, "dropout probability", in_range(0, 1, Bounds::HighOpen), Recorded::Training);
   add_attention_options(t, &O::attention, &O::eval_attention);
-  t.add("--mu", &O::mu, "neural-clustering: weight µ of the clustering loss L1", in_range(0, 1e6), Recorded::Training);
-  t.add("--nu", &O::nu, "neural-clustering: weight ν of the centroid sorting loss L2", in_range(0, 1e6),
-        Recorded::Training);
+  add_clustering_weights(t, &O::mu, &O::nu);
   t.add("--baseline", &O::baseline,
         "none, or bow: multinomial naive Bayes on the same split and tokens instead of a model (no checkpoint)",
         one_of({"none", "bow"}));
@@ -268,10 +266,8 @@ train::Report run_classify(const ClassifyOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   const data::ClassifiedDocuments corpus = data::read_classification_corpus(classify_corpus_options(o));
   if (o.folds > 0) return run_classify_folds(o, corpus);
-  std::vector<std::string> spm_paths;
-  for (const std::string& checkpoint : {o.train.save, o.train.save_best})
-    if (!checkpoint.empty() && checkpoint != o.train.resume) spm_paths.push_back(checkpoint + ".spm");
-  return run_classify_prepared(o, data::tokenize_corpus(corpus, classify_corpus_options(o, spm_paths)), start);
+  return run_classify_prepared(o, data::tokenize_corpus(corpus, classify_corpus_options(o, vocabulary_paths(o.train))),
+                               start);
 }
 
 void add_classify(CommandLine& cli) {
