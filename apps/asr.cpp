@@ -6,20 +6,17 @@
 #include <vector>
 
 #include "apps/options.h"
-#include "core/autograd.h"
-#include "core/checkpoint.h"
 #include "data/batch.h"
 #include "data/speech_corpus.h"
 #include "models/inspection.h"
 #include "models/speech_recognition.h"
+#include "train/saved_model.h"
 
 namespace tapestry::app {
 
 namespace {
 
 constexpr const char* kTask = "asr";
-// Utterances sorted by length together when batching (data/batch.h).
-constexpr int64_t kBatchingWindow = 256;
 
 OptionTable<AsrOptions> make_table() {
   using O = AsrOptions;
@@ -100,12 +97,10 @@ class AsrRun : public InspectableTask {
         beam_(o.beam),
         spec_augment_(o.spec_augment),
         model_(model_options(o, int64_t(p.inventory.size()), a.train), gen),
-        // An --eval-only run reads no training split; its sampler, never drawn from, gets the eval split.
-        sampler_(p.train.size() > 0 ? p.train.frames : p.eval.frames, batching(o, data::Shuffle::Yes),
-                 train::derived_seed(o.train.seed, 3), world.rank(), world.size()),
+        sampler_(p.train_sampler(o.batch_frames, train::derived_seed(o.train.seed, 3), world.rank(), world.size())),
+        eval_batches_(p.eval_batches(o.batch_frames)),
         eval_seed_(train::derived_seed(o.train.seed, 2)) {
     model_.to(device);
-    eval_batches_ = data::bucket_batches(p.eval.frames, batching(o, data::Shuffle::No));
   }
 
   nn::Module& model() override { return model_; }
@@ -142,15 +137,6 @@ class AsrRun : public InspectableTask {
   }
 
  private:
-  static data::BatchingOptions batching(const AsrOptions& o, data::Shuffle shuffle) {
-    data::BatchingOptions b;
-    b.max_tokens = o.batch_frames;
-    b.window = kBatchingWindow;
-    b.shuffle = shuffle;
-    b.oversize = data::Oversize::Alone;
-    return b;
-  }
-
   const data::SpeechCorpus& p_;
   Attentions a_;
   Device device_;
@@ -242,16 +228,7 @@ InspectedCheckpoint inspect_asr_checkpoint(const CheckpointRequest& request) {
 }
 
 AsrCheckpoint read_asr_checkpoint(const std::string& path, const AsrOptions& options, const char* flag) {
-  Checkpoint checkpoint;
-  try {
-    checkpoint = load_checkpoint(path);
-  } catch (const Error& e) {
-    fail(flag, e.what());
-  }
-  const nlohmann::json& m = checkpoint.metadata;
-  TP_CHECK(m.is_object() && m.value("task", std::string()) == kTask && m.contains("model") && m["model"].is_object(),
-           flag, "'", path, "' is not a checkpoint of tapestry asr");
-  const nlohmann::json& model = m["model"];
+  const nlohmann::json model = train::read_model_settings(path, kTask, flag);
   AsrCheckpoint c{options, {}};
   table().apply(c.options, model);  // the settings recorded as Recorded::Model
   try {
@@ -273,16 +250,7 @@ std::vector<std::vector<std::string>> transcribe(const std::string& model_path, 
   models::SpeechRecognizer model(model_options(o, int64_t(c.phonemes.size()), a.train), gen);
   train::ResumedRun(model_path, identity(o, c.phonemes), train::Compare::ModelOnly).restore_model(model);
   model.set_attention(a.eval);
-  model.eval();
-  NoGradGuard no_grad;
-  std::vector<std::vector<std::string>> out;
-  for (const std::string& file : files) {
-    std::vector<std::string> phonemes;
-    for (const int64_t id : models::recognize_file(model, file, filterbank(o), o.beam, gen))
-      phonemes.push_back(c.phonemes[size_t(id - 1)]);
-    out.push_back(std::move(phonemes));
-  }
-  return out;
+  return models::transcribe_files(model, files, filterbank(o), o.beam, c.phonemes, gen);
 }
 
 void add_asr(CommandLine& cli) {
@@ -317,45 +285,7 @@ void add_asr(CommandLine& cli) {
                "settings, greedy or --beam decoding, and --eval-attention.",
                group);
 
-  cli.add(
-      "transcribe", "Print the phonemes an asr checkpoint hears in 16 kHz audio files (one line per file)",
-      [](CLI::App& command) {
-        auto model = std::make_shared<std::string>();
-        auto files = std::make_shared<std::vector<std::string>>();
-        auto options = std::make_shared<AsrOptions>();
-        add_value(command, "--model", *model, "the checkpoint (tapestry asr train --save)")->required();
-        add_value(command, "--beam", options->beam, "0: greedy decoding; N: prefix beam search keeping N prefixes")
-            ->check(integer_check<int64_t>(0));
-        add_value(command, "--eval-attention", options->eval_attention, "attention to run with (default: the model's own)");
-        add_value(command, "files", *files, "audio files (WAV, FLAC, ...: what libsndfile reads), 16 kHz mono")
-            ->required();
-        return [model, files, options] {
-          // The checkpoint (a bad file: exit 1), then --eval-attention against its model (exit 2).
-          AsrCheckpoint c;
-          const int code = run_reporting_errors("asr transcribe", [&] {
-            c = read_asr_checkpoint(*model, *options, "--model");
-            return 0;
-          });
-          if (code != 0) return code;
-          try {
-            attentions(c.options.attention, c.options.eval_attention);
-          } catch (const Error& e) {
-            std::fprintf(stderr, "tapestry asr transcribe: %s\n", e.what());
-            return kExitUsage;
-          }
-          return run_reporting_errors("asr transcribe", [&] {
-            const auto phonemes = transcribe(*model, *files, *options);
-            for (size_t i = 0; i < files->size(); ++i) {
-              std::string line = files->size() > 1 ? (*files)[i] + "\t" : "";
-              for (size_t j = 0; j < phonemes[i].size(); ++j) line += (j ? " " : "") + phonemes[i][j];
-              std::printf("%s\n", line.c_str());
-            }
-            std::fflush(stdout);
-            return 0;
-          });
-        };
-      },
-      group);
+  add_asr_transcribe(cli, group);
 }
 
 }  // namespace tapestry::app

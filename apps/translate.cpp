@@ -1,25 +1,21 @@
 #include "apps/translate.h"
 
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 
 #include "apps/options.h"
 #include "data/batch.h"
-#include "data/text_lines.h"
 #include "data/translation_corpus.h"
 #include "models/inspection.h"
 #include "models/translation.h"
 
 namespace tapestry::app {
 
-namespace fs = std::filesystem;
 using data::SentencePiece;
 
 namespace {
 
 constexpr const char* kTask = "translate";
-constexpr int64_t kBatchingWindow = 64 * 1024;  // training pairs sorted together (data/batch.h)
 
 OptionTable<TranslateOptions> make_table() {
   using O = TranslateOptions;
@@ -87,23 +83,8 @@ const OptionTable<TranslateOptions>& table() {
   return t;
 }
 
-attention::AttentionConfig eval_attention(const TranslateOptions& o) {
-  return attention::AttentionConfig::parse(o.eval_attention.empty() ? o.encoder_attention : o.eval_attention);
-}
 
 // ---- data ----
-
-SentencePiece load_sentencepiece(const TranslateOptions& o) {
-  const std::string path = o.train.resume + ".spm";
-  std::error_code error;
-  TP_CHECK(fs::is_regular_file(path, error), "--resume", "'", o.train.resume,
-           "' has no SentencePiece model beside it (expected '", path, "'): a translation checkpoint needs its vocabulary");
-  SentencePiece sp = SentencePiece::load(path);
-  TP_CHECK(sp.vocab_size() == o.vocab_size, "--resume", "'", path, "' holds ", sp.vocab_size(),
-           " pieces, but the model has --vocab-size ", o.vocab_size, ": it is not this checkpoint's vocabulary");
-  check_vocabulary(sp.fingerprint(), path, o.train.resume);
-  return sp;
-}
 
 void note(const std::string& line) { std::fprintf(stderr, "translate: %s\n", line.c_str()); }
 
@@ -114,12 +95,8 @@ data::TranslationCorpus prepare(const TranslateOptions& o, const std::vector<std
                                    o.max_tokens, o.eval_split, o.eval_sentences, nullptr, spm_paths,
                                    {kTask, "--data", "--vocab-size", "--max-length", "--max-tokens"}, note,
                                    o.train.progress ? note : nullptr};
-  if (!o.train.resume.empty()) c.load_sentencepiece = [&o] { return load_sentencepiece(o); };
+  if (!o.train.resume.empty()) c.load_sentencepiece = [&o] { return translate_vocabulary(o); };
   return data::prepare_translation_corpus(c);
-}
-
-models::TranslationSearch search(const TranslateOptions& o) {
-  return {o.beam, o.lenpen, o.max_ratio, o.cache ? models::Incremental::Yes : models::Incremental::No, o.max_tokens};
 }
 
 class TranslateRun : public InspectableTask {
@@ -131,13 +108,10 @@ class TranslateRun : public InspectableTask {
         o_(o),
         device_(device),
         model_(translator_options(o), gen),
-        sampler_(p.train.lengths, batching(o), train::derived_seed(o.train.seed, 3), world.rank(), world.size()),
+        sampler_(p.train_sampler(o.max_tokens, train::derived_seed(o.train.seed, 3), world.rank(), world.size())),
+        eval_batches_(p.eval_batches(o.max_tokens)),
         eval_seed_(train::derived_seed(o.train.seed, 2)) {
     model_.to(device);
-    data::BatchingOptions b = batching(o);
-    b.shuffle = data::Shuffle::No;
-    b.oversize = data::Oversize::Alone;
-    eval_batches_ = data::bucket_batches(p.eval.lengths, b);
   }
 
   nn::Module& model() override { return model_; }
@@ -149,9 +123,10 @@ class TranslateRun : public InspectableTask {
   }
 
   train::Evaluation evaluate() override {
-    model_.set_encoder_attention(eval_attention(o_));
+    model_.set_encoder_attention(translate_eval_attention(o_));
     Generator gen(eval_seed_);
-    train::Metrics m = models::evaluate_translation(model_, *p_.sp, p_.eval, eval_batches_, search(o_), device_, gen);
+    train::Metrics m =
+        models::evaluate_translation(model_, *p_.sp, p_.eval, eval_batches_, translation_search(o_), device_, gen);
     model_.set_encoder_attention(attention::AttentionConfig::parse(o_.encoder_attention));
     return {m, double(p_.eval.size())};
   }
@@ -175,13 +150,6 @@ class TranslateRun : public InspectableTask {
   }
 
  private:
-  static data::BatchingOptions batching(const TranslateOptions& o) {
-    data::BatchingOptions b;
-    b.max_tokens = o.max_tokens;
-    b.window = kBatchingWindow;
-    return b;
-  }
-
   const data::TranslationCorpus& p_;
   TranslateOptions o_;
   Device device_;
@@ -192,6 +160,24 @@ class TranslateRun : public InspectableTask {
 };
 
 }  // namespace
+
+std::shared_ptr<OptionTable<TranslateOptions>> translate_table() {
+  return std::make_shared<OptionTable<TranslateOptions>>(make_table());
+}
+
+SentencePiece translate_vocabulary(const TranslateOptions& o) {
+  SentencePiece sp = data::checkpoint_sentencepiece(o.train.resume, o.vocab_size, "--resume", "--vocab-size");
+  check_vocabulary(sp.fingerprint(), o.train.resume + ".spm", o.train.resume);
+  return sp;
+}
+
+models::TranslationSearch translation_search(const TranslateOptions& o) {
+  return {o.beam, o.lenpen, o.max_ratio, o.cache ? models::Incremental::Yes : models::Incremental::No, o.max_tokens};
+}
+
+attention::AttentionConfig translate_eval_attention(const TranslateOptions& o) {
+  return attention::AttentionConfig::parse(o.eval_attention.empty() ? o.encoder_attention : o.eval_attention);
+}
 
 models::TranslatorOptions translator_options(const TranslateOptions& o) {
   return {o.vocab_size, o.encoder_layers, o.decoder_layers, o.heads, o.head_dim, o.ff, o.dropout, o.tie_output,
@@ -246,7 +232,7 @@ train::Report run_translate(const TranslateOptions& o) {
   spec.best = {"bleu", train::Goal::Max};
   spec.log_fields = {{"data", o.data},
                      {"encoder_attention", attention::AttentionConfig::parse(o.encoder_attention).to_string()},
-                     {"eval_attention", eval_attention(o).to_string()},
+                     {"eval_attention", translate_eval_attention(o).to_string()},
                      {"eval_split", o.eval_split},
                      {"beam", o.beam},
                      {"pairs", {{"train", p.train.size()}, {o.eval_split, p.eval.size()}}},
@@ -270,36 +256,6 @@ InspectedCheckpoint inspect_translate_checkpoint(const CheckpointRequest& reques
   return inspect_restored(run, request, table().identity(kTask, o));
 }
 
-LineTranslator::LineTranslator(const TranslateOptions& o)
-    : o_(o),
-      sp_(std::make_unique<SentencePiece>(load_sentencepiece(o))),
-      device_(train::resolve_device(o.train.device)),
-      decoding_(train::derived_seed(o.train.seed, 2)) {
-  check_translate_options(o);
-  TP_CHECK(!o.train.resume.empty(), "--resume", "translating needs a checkpoint");
-  Generator gen(o.train.seed);
-  model_ = std::make_unique<models::Translator>(translator_options(o), gen);
-  train::ResumedRun(o.train.resume, table().identity(kTask, o), train::Compare::ModelOnly).restore_model(*model_);
-  model_->to(device_);
-  model_->set_encoder_attention(eval_attention(o));
-}
-
-LineTranslator::~LineTranslator() = default;
-
-std::vector<std::string> LineTranslator::translate(const std::vector<std::string>& lines, int64_t first_line) {
-  const train::ScopedThreads threads(o_.train.threads);
-  const data::SourceLines in = data::encode_source_lines(*sp_, lines, first_line, "translate run", kTask);
-  const std::vector<std::string> translated =
-      models::translate_sources(*model_, *sp_, in.sources, search(o_), device_, decoding_);
-  std::vector<std::string> out(lines.size());
-  for (size_t i = 0; i < in.lines.size(); ++i) out[in.lines[i]] = translated[i];
-  return out;
-}
-
-std::vector<std::string> translate_lines(const TranslateOptions& o, const std::vector<std::string>& lines) {
-  return LineTranslator(o).translate(lines);
-}
-
 void add_translate(CommandLine& cli) {
   CLI::App* group = cli.add_group(kTask, "Machine translation: train an encoder-decoder Transformer, evaluate it "
                                          "(BLEU), or translate stdin with it");
@@ -312,42 +268,16 @@ void add_translate(CommandLine& cli) {
   train_app.name = "train";
   train_app.description = "Train a translation model (German->English by default); flags override the preset's values";
   // Each command parses into a table of its own (a table reads the flags of the command it was added to last).
-  train_app.table = std::make_shared<OptionTable<TranslateOptions>>(make_table());
+  train_app.table = translate_table();
   train_app.check = check_translate_options;
   train_app.run = run_translate;
   train_app.headline = headline;
   add_training_app(cli, train_app, group);
 
-  add_eval_app(cli, train_app, std::make_shared<OptionTable<TranslateOptions>>(make_table()), eval_flags(), kTask,
+  add_eval_app(cli, train_app, translate_table(), eval_flags(), kTask,
                "BLEU and loss of the --resume checkpoint on --eval-split (its settings are read from it)", group);
 
-  cli.add(
-      "run", "Translate the lines of stdin to stdout with the --resume checkpoint (an empty line stays empty)",
-      [](CLI::App& command) {
-        TrainingApp<TranslateOptions> run_app;
-        run_app.name = "run";
-        run_app.table = std::make_shared<OptionTable<TranslateOptions>>(make_table());
-        run_app.flags = {"--resume", "--eval-attention", "--beam", "--lenpen", "--max-ratio", "--cache", "--max-tokens",
-                         "--seed", "--device", "--threads"};
-        run_app.check = check_translate_options;
-        read_settings_from_resume(run_app, kTask);
-        run_app.table->add_to(command, run_app.flags);
-        return [run_app]() {
-          TranslateOptions o;
-          if (const int code = resolve_options(run_app, "translate run", o); code != 0) return code;
-          return run_reporting_errors("translate run", [&] {
-            // Line by line: at a terminal each translation appears as its line is typed.
-            LineTranslator translator(o);
-            data::LineReader input("translate run", "the input", stdin, data::Utf8::Check);
-            for (std::string line; input.next(line);) {
-              std::printf("%s\n", translator.translate({line}, input.line_number())[0].c_str());
-              std::fflush(stdout);
-            }
-            return 0;
-          });
-        };
-      },
-      group);
+  add_translate_run(cli, group);
   add_translate_score(cli, group);
 }
 

@@ -53,4 +53,23 @@ SpeechCorpus read_speech_corpus(const SpeechCorpusOptions& o) {
   return c;
 }
 
+namespace {
+
+constexpr int64_t kSpeechWindow = 256;  // utterances sorted by length together
+
+BatchingOptions speech_batching(int64_t batch_frames, Shuffle shuffle) {
+  return {batch_frames, /*max_batch=*/0, kSpeechWindow, shuffle, Oversize::Alone};
+}
+
+}  // namespace
+
+BatchSampler SpeechCorpus::train_sampler(int64_t batch_frames, uint64_t seed, int64_t rank, int64_t ranks) const {
+  return BatchSampler(train.size() > 0 ? train.frames : eval.frames, speech_batching(batch_frames, Shuffle::Yes), seed,
+                      rank, ranks);
+}
+
+BatchList SpeechCorpus::eval_batches(int64_t batch_frames) const {
+  return bucket_batches(eval.frames, speech_batching(batch_frames, Shuffle::No));
+}
+
 }  // namespace tapestry::data

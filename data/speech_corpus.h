@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "data/batch.h"
 #include "data/features.h"
 #include "data/speech.h"
 
@@ -51,6 +52,14 @@ struct SpeechCorpus {
   std::vector<std::string> inventory;  ///< the label symbols (phonemes.txt)
   LabelledUtterances train;            ///< empty unless options.read_train
   LabelledUtterances eval;             ///< options.eval_split's
+
+  /// The sampler of the training batches for rank `rank` of `ranks` (data/batch.h): shuffled, at
+  /// most `batch_frames` padded frames each, utterances sorted by length in windows of 256, one
+  /// longer than the budget a batch alone. Without a training split (options.read_train false) it
+  /// samples the evaluation split, and is not to be drawn from.
+  BatchSampler train_sampler(int64_t batch_frames, uint64_t seed, int64_t rank, int64_t ranks) const;
+  /// The evaluation batches (rows of eval), batched as train_sampler's but in order.
+  BatchList eval_batches(int64_t batch_frames) const;
 };
 
 /// Reads the inventory, the training split (when options.read_train) and the evaluation split; the

@@ -114,4 +114,30 @@ TranslationCorpus prepare_translation_corpus(const TranslationCorpusOptions& o) 
   return c;
 }
 
+SentencePiece checkpoint_sentencepiece(const std::string& checkpoint, int64_t vocab_size, const std::string& flag,
+                                       const std::string& vocab_size_name) {
+  const std::string path = checkpoint + ".spm";
+  std::error_code error;
+  TP_CHECK(fs::is_regular_file(path, error), flag, "'", checkpoint, "' has no SentencePiece model beside it (expected '",
+           path, "'): a translation checkpoint needs its vocabulary");
+  SentencePiece sp = SentencePiece::load(path);
+  TP_CHECK(sp.vocab_size() == vocab_size, flag, "'", path, "' holds ", sp.vocab_size(), " pieces, but the model has ",
+           vocab_size_name, " ", vocab_size, ": it is not this checkpoint's vocabulary");
+  return sp;
+}
+
+namespace {
+
+constexpr int64_t kTranslationWindow = 64 * 1024;  // training pairs sorted together
+
+}  // namespace
+
+BatchSampler TranslationCorpus::train_sampler(int64_t max_tokens, uint64_t seed, int64_t rank, int64_t ranks) const {
+  return BatchSampler(train.lengths, {max_tokens, /*max_batch=*/0, kTranslationWindow}, seed, rank, ranks);
+}
+
+BatchList TranslationCorpus::eval_batches(int64_t max_tokens) const {
+  return bucket_batches(eval.lengths, {max_tokens, /*max_batch=*/0, kTranslationWindow, Shuffle::No, Oversize::Alone});
+}
+
 }  // namespace tapestry::data

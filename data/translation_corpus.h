@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "data/batch.h"
 #include "data/parallel_text.h"
 #include "data/sentencepiece.h"
 
@@ -90,11 +91,24 @@ std::string translation_corpus_folder(const TranslationCorpusOptions& options);
 std::string translation_split_path(const TranslationCorpusOptions& options, const std::string& split,
                                    const std::string& lang);
 
+/// The SentencePiece model beside the translation checkpoint `checkpoint` (`CHECKPOINT.spm`), the
+/// vocabulary the checkpoint was trained with. Throws Error naming `flag` when there is no such file,
+/// and when it does not hold `vocab_size` pieces (the model setting `vocab_size_name`).
+SentencePiece checkpoint_sentencepiece(const std::string& checkpoint, int64_t vocab_size, const std::string& flag,
+                                       const std::string& vocab_size_name);
+
 /// What a translation model works on.
 struct TranslationCorpus {
   std::unique_ptr<SentencePiece> sp;  ///< the joint vocabulary
   EncodedPairs train;                 ///< the training pairs, filtered (Filter::Training)
   EncodedPairs eval;                  ///< every pair of the evaluation split (Filter::None)
+
+  /// The sampler of the training batches for rank `rank` of `ranks` (data/batch.h): shuffled, at
+  /// most `max_tokens` padded tokens each, pairs sorted by length in windows of 65,536.
+  BatchSampler train_sampler(int64_t max_tokens, uint64_t seed, int64_t rank, int64_t ranks) const;
+  /// The evaluation batches (rows of eval) in order, batched as train_sampler's; a pair longer than
+  /// the budget is a batch alone.
+  BatchList eval_batches(int64_t max_tokens) const;
 };
 
 /// Reads, tokenizes and encodes the corpus as the top of this file says, then writes the SentencePiece

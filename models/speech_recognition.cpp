@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "core/autograd.h"
 #include "core/creation.h"
 #include "core/cuda.h"
 #include "data/audio.h"
@@ -64,6 +65,20 @@ std::vector<int64_t> recognize_file(SpeechRecognizer& model, const std::string& 
   const int64_t bins = filterbank.mel_bins, frames = int64_t(features.size()) / bins;
   const auto result = model.forward(from_vector(features, {1, frames, bins}), from_vector<int64_t>({frames}, {1}), gen);
   return ctc_decode(select(result.log_probs, 0, 0), model.positions_of(frames), beam);
+}
+
+std::vector<std::vector<std::string>> transcribe_files(SpeechRecognizer& model, const std::vector<std::string>& files,
+                                                       const data::FilterbankOptions& filterbank, int64_t beam,
+                                                       const std::vector<std::string>& inventory, Generator& gen) {
+  model.eval();
+  NoGradGuard no_grad;
+  std::vector<std::vector<std::string>> out;
+  for (const std::string& file : files) {
+    std::vector<std::string> symbols;
+    for (const int64_t id : recognize_file(model, file, filterbank, beam, gen)) symbols.push_back(inventory[size_t(id - 1)]);
+    out.push_back(std::move(symbols));
+  }
+  return out;
 }
 
 }  // namespace tapestry::models

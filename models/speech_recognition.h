@@ -58,4 +58,11 @@ RecognitionScores evaluate_recognition(SpeechRecognizer& model, const data::Labe
 std::vector<int64_t> recognize_file(SpeechRecognizer& model, const std::string& file,
                                     const data::FilterbankOptions& filterbank, int64_t beam, Generator& gen);
 
+/// The symbols `model` hears in each of `files`: recognize_file's labels, class i + 1 read as
+/// inventory[i], with the model put in eval mode and no gradient recorded. Throws recognize_file's
+/// Errors.
+std::vector<std::vector<std::string>> transcribe_files(SpeechRecognizer& model, const std::vector<std::string>& files,
+                                                       const data::FilterbankOptions& filterbank, int64_t beam,
+                                                       const std::vector<std::string>& inventory, Generator& gen);
+
 }  // namespace tapestry::models
