@@ -1,38 +1,22 @@
 #include "apps/asr.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <vector>
 
 #include "apps/options.h"
-#include "core/autograd.h"
-#include "core/checkpoint.h"
-#include "core/creation.h"
-#include "core/cuda.h"
-#include "data/audio.h"
 #include "data/batch.h"
-#include "data/datasets.h"
-#include "data/features.h"
-#include "data/speech.h"
-#include "metrics/edit_distance.h"
+#include "data/speech_corpus.h"
 #include "models/inspection.h"
-#include "models/speech_recognizer.h"
-#include "nn/decode/ctc.h"
-#include "ops/ctc.h"
-#include "ops/shape.h"
+#include "models/speech_recognition.h"
+#include "train/saved_model.h"
 
 namespace tapestry::app {
-
-namespace fs = std::filesystem;
 
 namespace {
 
 constexpr const char* kTask = "asr";
-// Utterances sorted by length together when batching (data/batch.h).
-constexpr int64_t kBatchingWindow = 256;
 
 OptionTable<AsrOptions> make_table() {
   using O = AsrOptions;
@@ -57,9 +41,7 @@ OptionTable<AsrOptions> make_table() {
   t.add("--ff", &O::ff, "feed-forward width", between(1, 1 << 20), Recorded::Model);
   t.add("--dropout", &O::dropout, "dropout probability", in_range(0, 1, Bounds::HighOpen), Recorded::Training);
   add_attention_options(t, &O::attention, &O::eval_attention);
-  t.add("--mu", &O::mu, "neural-clustering: weight µ of the clustering loss L1", in_range(0, 1e6), Recorded::Training);
-  t.add("--nu", &O::nu, "neural-clustering: weight ν of the centroid sorting loss L2", in_range(0, 1e6),
-        Recorded::Training);
+  add_clustering_weights(t, &O::mu, &O::nu);
   using S = data::SpecAugmentOptions;
   t.add("--freq-masks", &O::spec_augment, &S::frequency_masks, "SpecAugment: frequency masks per training utterance",
         between(0, 64), Recorded::Training);
@@ -81,17 +63,6 @@ const OptionTable<AsrOptions>& table() {
 
 // ---- data ----
 
-std::string data_folder(const AsrOptions& o) {
-  if (o.data == "speech") return data::dataset_directory("speech");
-  TP_CHECK(fs::is_directory(o.data), "--data", "'", o.data, "' is neither speech nor a folder");
-  return o.data;
-}
-
-std::string split_list(const AsrOptions& o, const std::string& split) {
-  if (split == "asterisk") return data::dataset_directory("asterisk") + "/phonemes.tsv";
-  return data_folder(o) + "/" + split + ".tsv";
-}
-
 data::FilterbankOptions filterbank(const AsrOptions& o) {
   data::FilterbankOptions f;
   f.sample_rate = kAsrSampleRate;
@@ -100,59 +71,24 @@ data::FilterbankOptions filterbank(const AsrOptions& o) {
   return f;
 }
 
-using Utterances = data::LabelledUtterances;
+void note(const std::string& line) { std::fprintf(stderr, "asr: %s\n", line.c_str()); }
 
-Utterances read_split(const std::string& list, const std::vector<std::string>& inventory, const AsrOptions& o,
-                      int64_t limit) {
-  Utterances u = data::read_labelled_utterances(list, inventory, {filterbank(o), o.stack, limit});
-  if (u.infeasible > 0)
-    std::fprintf(stderr, "asr: left out %lld utterance(s) of %s too short for their phonemes (CTC), e.g. %s\n",
-                 (long long)u.infeasible, list.c_str(), u.first_infeasible.c_str());
-  return u;
-}
-
-struct Prepared {
-  std::vector<std::string> inventory;
-  Utterances train, eval;
-};
-
-Prepared prepare(const AsrOptions& o) {
-  const auto start = std::chrono::steady_clock::now();
-  Prepared p;
-  p.inventory = data::read_symbol_inventory(data_folder(o) + "/phonemes.txt");
-  if (!o.train.eval_only) p.train = read_split(split_list(o, "train"), p.inventory, o, o.max_train);
-  // The training split as evaluated: the utterances trained on, unless --max-eval says otherwise.
-  const int64_t eval_limit = o.eval_split == "train" && o.max_eval == 0 ? o.max_train : o.max_eval;
-  if (o.eval_split == "train" && eval_limit == o.max_train && !o.train.eval_only) p.eval = p.train;
-  else p.eval = read_split(split_list(o, o.eval_split), p.inventory, o, eval_limit);
-  if (o.train.progress)
-    std::fprintf(stderr, "asr: %lld training and %lld %s utterances, %zu phonemes, read in %.1f s\n",
-                 (long long)p.train.size(), (long long)p.eval.size(), o.eval_split.c_str(), p.inventory.size(),
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return p;
+data::SpeechCorpus prepare(const AsrOptions& o) {
+  data::SpeechCorpusOptions c{o.data, o.eval_split, o.max_train, o.max_eval, !o.train.eval_only, filterbank(o), o.stack,
+                              "--data", note, o.train.progress ? note : nullptr};
+  return data::read_speech_corpus(c);
 }
 
 models::SpeechRecognizerOptions model_options(const AsrOptions& o, int64_t phonemes,
                                               const attention::AttentionConfig& attention) {
-  models::SpeechRecognizerOptions m;
-  m.features = o.mel_bins;
-  m.stack = o.stack;
-  m.labels = phonemes + 1;
-  m.encoder = {o.layers, o.heads, o.head_dim, o.ff, o.dropout, attention, {o.mu, o.nu}};
-  return m;
-}
-
-std::vector<int64_t> decode(const Tensor& log_probs, int64_t length, int64_t beam) {
-  return (beam > 0 ? nn::decode::ctc_beam_search(log_probs, length, beam)
-                   : nn::decode::ctc_greedy_decode(log_probs, length))
-      .labels;
+  return {o.mel_bins, o.stack, phonemes + 1, {o.layers, o.heads, o.head_dim, o.ff, o.dropout, attention, {o.mu, o.nu}}};
 }
 
 // ---- the model's run ----
 
 class AsrRun : public InspectableTask {
  public:
-  AsrRun(const Prepared& p, const AsrOptions& o, const Attentions& a, Generator& gen, Device device,
+  AsrRun(const data::SpeechCorpus& p, const AsrOptions& o, const Attentions& a, Generator& gen, Device device,
          const dist::World& world)
       : InspectableTask({o.mu, o.nu, train::derived_seed(o.train.seed, 4)}),
         p_(p),
@@ -161,41 +97,27 @@ class AsrRun : public InspectableTask {
         beam_(o.beam),
         spec_augment_(o.spec_augment),
         model_(model_options(o, int64_t(p.inventory.size()), a.train), gen),
-        // An --eval-only run reads no training split; its sampler, never drawn from, gets the eval split.
-        sampler_(p.train.size() > 0 ? p.train.frames : p.eval.frames, batching(o, data::Shuffle::Yes),
-                 train::derived_seed(o.train.seed, 3), world.rank(), world.size()),
+        sampler_(p.train_sampler(o.batch_frames, train::derived_seed(o.train.seed, 3), world.rank(), world.size())),
+        eval_batches_(p.eval_batches(o.batch_frames)),
         eval_seed_(train::derived_seed(o.train.seed, 2)) {
     model_.to(device);
-    eval_batches_ = data::bucket_batches(p.eval.frames, batching(o, data::Shuffle::No));
   }
 
   nn::Module& model() override { return model_; }
 
   train::Step step(Generator& gen) override {
-    const Forward f = forward(p_.train, sampler_.next(), gen, nullptr, &spec_augment_);
-    return {f.out.objective(f.loss), f.loss.item<double>(), {}, double(f.frames)};
+    const models::RecognizedBatch b =
+        models::recognition_batch(model_, p_.train, sampler_.next(), device_, gen, nullptr, &spec_augment_);
+    return {b.out.objective(b.loss), b.loss.item<double>(), {}, double(b.frames)};
   }
 
   train::Evaluation evaluate() override {
     model_.set_attention(a_.eval);
     Generator gen(eval_seed_);
-    metrics::ErrorRate per;
-    double loss = 0, seconds = 0;
-    int64_t frames = 0;
-    for (const auto& rows : eval_batches_) {
-      const Forward f = forward(p_.eval, rows, gen, &seconds);
-      loss += f.loss.item<double>() * double(rows.size());
-      frames += f.frames;
-      const Tensor log_probs = to(f.out.log_probs, Device::cpu());
-      const std::vector<int64_t> lengths = to(f.out.lengths, Device::cpu()).to_vector<int64_t>();
-      for (size_t r = 0; r < rows.size(); ++r) {
-        const std::vector<int64_t>& reference = p_.eval.labels[size_t(rows[r])];
-        per.add(reference, decode(select(log_probs, 0, int64_t(r)), lengths[r], beam_));
-      }
-    }
+    const models::RecognitionScores s =
+        models::evaluate_recognition(model_, p_.eval, eval_batches_, beam_, device_, gen);
     model_.set_attention(a_.train);
-    const double n = double(p_.eval.size());
-    return {{{"per", per.value()}, {"loss", loss / n}, {"forward_ms", 1000.0 * seconds / n}}, double(frames)};
+    return {s.metrics, double(s.frames)};
   }
 
   nlohmann::json data_state() const override { return sampler_state(sampler_); }
@@ -208,50 +130,14 @@ class AsrRun : public InspectableTask {
     return models::inspect(
         model_,
         [&](Generator& gen) {
-          const Forward f = forward(p_.eval, rows, gen);
-          return models::InspectedPass{{{"encoder", model_.encoder, a_.train, f.out.layers, f.out.lengths}}, f.loss};
+          const models::RecognizedBatch b = models::recognition_batch(model_, p_.eval, rows, device_, gen);
+          return models::InspectedPass{{{"encoder", model_.encoder, a_.train, b.out.layers, b.out.lengths}}, b.loss};
         },
         inspection_options(seed));
   }
 
  private:
-  struct Forward {
-    models::SpeechRecognizer::Output out;
-    Tensor loss;  // CTC, mean per label of each utterance, over the batch
-    int64_t frames = 0;
-  };
-
-  // The rows of `u`, their features masked by `augment` when given (training); the model's forward
-  // time is added to *seconds when given.
-  Forward forward(const Utterances& u, const std::vector<int64_t>& rows, Generator& gen, double* seconds = nullptr,
-                  const data::SpecAugmentOptions* augment = nullptr) {
-    const data::FrameBatch batch = data::make_frame_batch(u.features, model_.options().features, u.labels, rows);
-    const Tensor masked = augment && augment->enabled() ? data::spec_augment(batch.features, batch.lengths, *augment, gen)
-                                                        : batch.features;
-    const Tensor features = to(masked, device_), lengths = to(batch.lengths, device_);
-    Forward f;
-    const auto start = std::chrono::steady_clock::now();
-    f.out = model_.forward(features, lengths, gen);
-    if (seconds) {
-      if (device_.is_cuda()) cuda::synchronize(device_.index);
-      *seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    }
-    f.loss = ctc_loss(f.out.log_probs, to(batch.targets, device_), f.out.lengths, to(batch.target_lengths, device_),
-                      0, CtcReduction::Mean, CtcInfinity::Zero);
-    for (const int64_t r : rows) f.frames += u.frames[size_t(r)];
-    return f;
-  }
-
-  static data::BatchingOptions batching(const AsrOptions& o, data::Shuffle shuffle) {
-    data::BatchingOptions b;
-    b.max_tokens = o.batch_frames;
-    b.window = kBatchingWindow;
-    b.shuffle = shuffle;
-    b.oversize = data::Oversize::Alone;
-    return b;
-  }
-
-  const Prepared& p_;
+  const data::SpeechCorpus& p_;
   Attentions a_;
   Device device_;
   int64_t beam_;
@@ -308,7 +194,7 @@ void check_asr_options(const AsrOptions& o) {
 
 train::Report run_asr(const AsrOptions& o) {
   check_asr_options(o);
-  const Prepared p = prepare(o);
+  const data::SpeechCorpus p = prepare(o);
   const Attentions a = attentions(o.attention, o.eval_attention);
   train::RunSpec spec;
   spec.identity = identity(o, p.inventory);
@@ -335,23 +221,14 @@ InspectedCheckpoint inspect_asr_checkpoint(const CheckpointRequest& request) {
   o.train.eval_only = true;  // reads the evaluation split alone
   o.train.progress = false;
   check_asr_options(o);
-  const Prepared p = prepare(o);
+  const data::SpeechCorpus p = prepare(o);
   Generator gen(o.train.seed);
   AsrRun run(p, o, attentions(o.attention, o.eval_attention), gen, Device::cpu(), dist::World());
   return inspect_restored(run, request, identity(o, p.inventory));
 }
 
 AsrCheckpoint read_asr_checkpoint(const std::string& path, const AsrOptions& options, const char* flag) {
-  Checkpoint checkpoint;
-  try {
-    checkpoint = load_checkpoint(path);
-  } catch (const Error& e) {
-    fail(flag, e.what());
-  }
-  const nlohmann::json& m = checkpoint.metadata;
-  TP_CHECK(m.is_object() && m.value("task", std::string()) == kTask && m.contains("model") && m["model"].is_object(),
-           flag, "'", path, "' is not a checkpoint of tapestry asr");
-  const nlohmann::json& model = m["model"];
+  const nlohmann::json model = train::read_model_settings(path, kTask, flag);
   AsrCheckpoint c{options, {}};
   table().apply(c.options, model);  // the settings recorded as Recorded::Model
   try {
@@ -373,21 +250,7 @@ std::vector<std::vector<std::string>> transcribe(const std::string& model_path, 
   models::SpeechRecognizer model(model_options(o, int64_t(c.phonemes.size()), a.train), gen);
   train::ResumedRun(model_path, identity(o, c.phonemes), train::Compare::ModelOnly).restore_model(model);
   model.set_attention(a.eval);
-  model.eval();
-  NoGradGuard no_grad;
-  std::vector<std::vector<std::string>> out;
-  for (const std::string& file : files) {
-    const data::Audio audio = data::read_audio(file, {data::MultiChannel::Refuse, kAsrSampleRate});
-    const std::vector<float> features = data::filterbank_features(audio.samples, filterbank(o), file);
-    const int64_t frames = int64_t(features.size()) / o.mel_bins;
-    const auto result = model.forward(from_vector(features, {1, frames, o.mel_bins}), from_vector<int64_t>({frames}, {1}),
-                                      gen);
-    std::vector<std::string> phonemes;
-    for (const int64_t id : decode(select(result.log_probs, 0, 0), model.positions_of(frames), o.beam))
-      phonemes.push_back(c.phonemes[size_t(id - 1)]);
-    out.push_back(std::move(phonemes));
-  }
-  return out;
+  return models::transcribe_files(model, files, filterbank(o), o.beam, c.phonemes, gen);
 }
 
 void add_asr(CommandLine& cli) {
@@ -414,61 +277,15 @@ void add_asr(CommandLine& cli) {
 
   // eval: the settings come from the checkpoint, so it takes only the data, decoding and eval
   // attention flags.
-  TrainingApp<AsrOptions> eval_app = train_app;
-  eval_app.name = "eval";
-  eval_app.description =
-      "Evaluate the asr checkpoint --resume on --eval-split (PER, loss, forward time), with its own model settings, "
-      "greedy or --beam decoding, and --eval-attention.";
-  eval_app.table = std::make_shared<OptionTable<AsrOptions>>(make_table());
-  eval_app.flags = {"--resume", "--data", "--eval-split", "--max-eval", "--eval-attention", "--beam", "--seed",
-                    "--device", "--threads", "--log"};
-  read_settings_from_resume(eval_app, kTask);
-  eval_app.run = [](const AsrOptions& given) {
-    AsrOptions o = given;
-    o.train.eval_only = true;
-    return run_asr(o);
-  };
-  add_training_app(cli, eval_app, group);
+  add_eval_app(cli, train_app, std::make_shared<OptionTable<AsrOptions>>(make_table()),
+               {"--resume", "--data", "--eval-split", "--max-eval", "--eval-attention", "--beam", "--seed", "--device",
+                "--threads", "--log"},
+               kTask,
+               "Evaluate the asr checkpoint --resume on --eval-split (PER, loss, forward time), with its own model "
+               "settings, greedy or --beam decoding, and --eval-attention.",
+               group);
 
-  cli.add(
-      "transcribe", "Print the phonemes an asr checkpoint hears in 16 kHz audio files (one line per file)",
-      [](CLI::App& command) {
-        auto model = std::make_shared<std::string>();
-        auto files = std::make_shared<std::vector<std::string>>();
-        auto options = std::make_shared<AsrOptions>();
-        add_value(command, "--model", *model, "the checkpoint (tapestry asr train --save)")->required();
-        add_value(command, "--beam", options->beam, "0: greedy decoding; N: prefix beam search keeping N prefixes")
-            ->check(integer_check<int64_t>(0));
-        add_value(command, "--eval-attention", options->eval_attention, "attention to run with (default: the model's own)");
-        add_value(command, "files", *files, "audio files (WAV, FLAC, ...: what libsndfile reads), 16 kHz mono")
-            ->required();
-        return [model, files, options] {
-          // The checkpoint (a bad file: exit 1), then --eval-attention against its model (exit 2).
-          AsrCheckpoint c;
-          const int code = run_reporting_errors("asr transcribe", [&] {
-            c = read_asr_checkpoint(*model, *options, "--model");
-            return 0;
-          });
-          if (code != 0) return code;
-          try {
-            attentions(c.options.attention, c.options.eval_attention);
-          } catch (const Error& e) {
-            std::fprintf(stderr, "tapestry asr transcribe: %s\n", e.what());
-            return kExitUsage;
-          }
-          return run_reporting_errors("asr transcribe", [&] {
-            const auto phonemes = transcribe(*model, *files, *options);
-            for (size_t i = 0; i < files->size(); ++i) {
-              std::string line = files->size() > 1 ? (*files)[i] + "\t" : "";
-              for (size_t j = 0; j < phonemes[i].size(); ++j) line += (j ? " " : "") + phonemes[i][j];
-              std::printf("%s\n", line.c_str());
-            }
-            std::fflush(stdout);
-            return 0;
-          });
-        };
-      },
-      group);
+  add_asr_transcribe(cli, group);
 }
 
 }  // namespace tapestry::app

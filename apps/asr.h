@@ -101,5 +101,7 @@ std::vector<std::vector<std::string>> transcribe(const std::string& model, const
 
 // Registers `tapestry asr train|eval|transcribe`.
 void add_asr(CommandLine& cli);
+// `tapestry asr transcribe` (apps/asr_transcribe.cpp), under `group`.
+void add_asr_transcribe(CommandLine& cli, CLI::App* group);
 
 }  // namespace tapestry::app

@@ -9,20 +9,15 @@
 #include "apps/options.h"
 #include "core/device.h"
 #include "data/batch.h"
-#include "metrics/f1.h"
 #include "models/classifier.h"
 #include "models/document_classification.h"
 #include "models/inspection.h"
-#include "ops/reduce.h"
 
 namespace tapestry::app {
 
 namespace {
 
 constexpr const char* kTask = "classify";
-// Documents sorted by length together when batching: enough to pad little, few enough that a
-// batch's documents differ from epoch to epoch.
-constexpr int64_t kBatchingWindow = 256;
 
 OptionTable<ClassifyOptions> make_table() {
   using O = ClassifyOptions;
@@ -59,9 +54,7 @@ OptionTable<ClassifyOptions> make_table() {
   t.add("--ff", &O::ff, "feed-forward width", between(1, 1 << 20), Recorded::Model);
   t.add("--dropout", &O::dropout, "dropout probability", in_range(0, 1, Bounds::HighOpen), Recorded::Training);
   add_attention_options(t, &O::attention, &O::eval_attention);
-  t.add("--mu", &O::mu, "neural-clustering: weight µ of the clustering loss L1", in_range(0, 1e6), Recorded::Training);
-  t.add("--nu", &O::nu, "neural-clustering: weight ν of the centroid sorting loss L2", in_range(0, 1e6),
-        Recorded::Training);
+  add_clustering_weights(t, &O::mu, &O::nu);
   t.add("--baseline", &O::baseline,
         "none, or bow: multinomial naive Bayes on the same split and tokens instead of a model (no checkpoint)",
         one_of({"none", "bow"}));
@@ -87,9 +80,8 @@ class ClassifyRun : public InspectableTask {
         a_(a),
         device_(device),
         model_(classifier_options(p, o, a), gen),
-        sampler_(p.lengths(p.split.train), batching(o, data::Shuffle::Yes), train::derived_seed(o.train.seed, 3),
-                 world.rank(), world.size()),
-        eval_batches_(p.batches(p.held_out(), batching(o, data::Shuffle::No))),
+        sampler_(p.train_sampler(o.batch_tokens, train::derived_seed(o.train.seed, 3), world.rank(), world.size())),
+        eval_batches_(p.eval_batches(o.batch_tokens)),
         eval_seed_(train::derived_seed(o.train.seed, 2)) {
     model_.to(device);
   }
@@ -100,16 +92,16 @@ class ClassifyRun : public InspectableTask {
     std::vector<int64_t> docs;
     for (const int64_t r : sampler_.next()) docs.push_back(p_.split.train[size_t(r)]);
     const models::ClassifiedBatch b = models::classify_batch(model_, p_, docs, device_, gen);
-    metrics::ConfusionMatrix cm(int64_t(p_.classes.size()));
-    cm.add(argmax(b.out.logits.detach(), -1).to_vector<int64_t>(), b.targets);
-    return {b.out.objective(b.loss), b.loss.item<double>(), {{"acc", cm.accuracy()}}, double(b.tokens)};
+    models::ClassificationScores scores(int64_t(p_.classes.size()));
+    scores.add(b);
+    return {b.out.objective(b.loss), b.loss.item<double>(), {{"acc", scores.confusion().accuracy()}}, double(b.tokens)};
   }
 
   train::Evaluation evaluate() override {
     model_.set_attention(a_.eval);
     Generator gen(eval_seed_);
-    models::ClassificationScores scores(int64_t(p_.classes.size()));
-    for (const auto& docs : eval_batches_) scores.add(models::classify_batch(model_, p_, docs, device_, gen));
+    const models::ClassificationScores scores =
+        models::evaluate_classification(model_, p_, eval_batches_, device_, gen);
     model_.set_attention(a_.train);
     return {scores.metrics(), double(scores.tokens())};
   }
@@ -131,10 +123,6 @@ class ClassifyRun : public InspectableTask {
   }
 
  private:
-  static data::BatchingOptions batching(const ClassifyOptions& o, data::Shuffle shuffle) {
-    return {o.batch_tokens, /*max_batch=*/0, kBatchingWindow, shuffle};
-  }
-
   static models::ClassifierOptions classifier_options(const Prepared& p, const ClassifyOptions& o,
                                                       const Attentions& a) {
     return {p.vocabulary, int64_t(p.classes.size()), models::parse_pooling(o.pooling),
@@ -268,10 +256,8 @@ train::Report run_classify(const ClassifyOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   const data::ClassifiedDocuments corpus = data::read_classification_corpus(classify_corpus_options(o));
   if (o.folds > 0) return run_classify_folds(o, corpus);
-  std::vector<std::string> spm_paths;
-  for (const std::string& checkpoint : {o.train.save, o.train.save_best})
-    if (!checkpoint.empty() && checkpoint != o.train.resume) spm_paths.push_back(checkpoint + ".spm");
-  return run_classify_prepared(o, data::tokenize_corpus(corpus, classify_corpus_options(o, spm_paths)), start);
+  return run_classify_prepared(o, data::tokenize_corpus(corpus, classify_corpus_options(o, vocabulary_paths(o.train))),
+                               start);
 }
 
 void add_classify(CommandLine& cli) {

@@ -14,6 +14,7 @@
 #include "data/datasets.h"
 #include "data/idx.h"
 #include "metrics/clustering.h"
+#include "models/centroids.h"
 #include "models/kmeans.h"
 #include "models/som.h"
 #include "nn/attention/neural_clustering.h"
@@ -22,7 +23,6 @@
 #include "ops/elementwise.h"
 #include "ops/index.h"
 #include "ops/shape.h"
-#include "ops/sort.h"
 
 namespace tapestry::app {
 
@@ -97,14 +97,6 @@ Points read_points(const ClusterOptions& o) {
   return p;
 }
 
-train::Metrics label_metrics(const std::vector<int64_t>& assignment, const std::vector<int64_t>& labels) {
-  const metrics::ContingencyTable table(assignment, labels);
-  return {{"majority_accuracy", metrics::majority_accuracy(table)},
-          {"matched_accuracy", metrics::matched_accuracy(table)},
-          {"nmi", metrics::normalized_mutual_info(table)},
-          {"clusters_used", double(table.num_clusters())}};
-}
-
 nlohmann::json fields(const ClusterOptions& o, const Points& p) {
   nlohmann::json f = {{"data", p.source}, {"points", p.labels.size()}, {"dimensions", p.x.size(1)},
                       {"method", o.method}, {"clusters", o.clusters}};
@@ -114,27 +106,13 @@ nlohmann::json fields(const ClusterOptions& o, const Points& p) {
 
 // ---- the neural method ----
 
-// The centroids C (k, D) and, with --w-c learned, W_C (D, D): the model's parameters.
-class Centroids : public nn::Module {
- public:
-  // k distinct points of x drawn with gen, times `scale`; W_C from the identity, so that training
-  // starts where the fixed identity is.
-  Centroids(const Tensor& x, int64_t k, double scale, bool learn_w_c, Generator& gen) : Module("NeuralClustering") {
-    const Tensor chosen = tapestry::to(slice(argsort(rand({x.size(0)}, gen), 0), 0, 0, k), x.device());  // (k)
-    centroids = register_parameter("centroids", index_select(x, 0, chosen) * scale);
-    const int64_t D = x.size(1);
-    if (learn_w_c) w_c = register_parameter("w_c", tapestry::to(one_hot(arange(D), D, x.dtype()), x.device()));
-  }
-  Tensor centroids;  ///< (k, D)
-  Tensor w_c;        ///< (D, D), or undefined: the identity
-};
-
 class NeuralRun : public train::Task {
  public:
   NeuralRun(const Points& p, const ClusterOptions& o, Generator& gen, Device device)
       : labels_(p.labels),
         x_(to(p.x, device)),
-        model_(x_, o.clusters, o.scale, o.w_c == "learned", gen),
+        model_(x_, o.clusters, o.scale,
+               o.w_c == "learned" ? models::PointMap::Learned : models::PointMap::Identity, gen),
         batch_(o.batch),
         nu_(o.nu),
         losses_(attention::losses_from_name(o.losses, "--losses")) {
@@ -159,7 +137,7 @@ class NeuralRun : public train::Task {
     const int64_t n = x_.size(0);
     const attention::NeuralClustering c =
         attention::neural_clustering(unsqueeze(x_, 0), model_.centroids, model_.w_c, Tensor(), losses_);
-    train::Metrics m = label_metrics(reshape(c.assignment, {n}).to_vector<int64_t>(), labels_);
+    train::Metrics m = metrics::label_scores(reshape(c.assignment, {n}).to_vector<int64_t>(), labels_);
     m.push_back({"clustering_loss", c.clustering_loss.item<double>()});
     return {m, double(n)};
   }
@@ -167,7 +145,7 @@ class NeuralRun : public train::Task {
  private:
   const std::vector<int64_t>& labels_;
   Tensor x_;  // (N, D) on the device
-  Centroids model_;
+  models::Centroids model_;
   int64_t batch_;
   double nu_;
   attention::ClusteringLosses losses_;
@@ -210,7 +188,7 @@ train::Report run_hard_clustering(const ClusterOptions& o, const Points& p,
     r.fields["final_sigma"] = o.som_sigma;
     r.fields["lattice"] = {m.rows, m.cols};
   }
-  r.metrics = label_metrics(assignment, p.labels);
+  r.metrics = metrics::label_scores(assignment, p.labels);
   r.metrics.push_back({"inertia", inertia});
   r.best_metric = "inertia";
   r.best = inertia;

@@ -36,9 +36,7 @@ OptionTable<CopyTaskOptions> make_table() {
   add_attention_options(t, &O::attention, &O::eval_attention);
   t.add("--batch", &O::batch, "sequences per step", between(1, 1 << 20), Recorded::Training);
   t.add("--eval-batches", &O::eval_batches, "held-out batches per evaluation", between(1, 1 << 20));
-  t.add("--mu", &O::mu, "neural-clustering: weight µ of the clustering loss L1", in_range(0, 1e6), Recorded::Training);
-  t.add("--nu", &O::nu, "neural-clustering: weight ν of the centroid sorting loss L2", in_range(0, 1e6),
-        Recorded::Training);
+  add_clustering_weights(t, &O::mu, &O::nu);
   add_train_options(t, &O::train);
   return t;
 }

@@ -10,12 +10,12 @@
 #include "apps/asr.h"
 #include "apps/classify.h"
 #include "apps/copy_task.h"
-#include "apps/inspect_report.h"
 #include "apps/options.h"
 #include "apps/reverse.h"
 #include "apps/translate.h"
 #include "core/tape_graph_draw.h"
 #include "models/inspection.h"
+#include "models/inspection_report.h"
 
 namespace tapestry::app {
 
@@ -90,6 +90,40 @@ void write_text(const std::string& path, const std::string& text, const char* fl
   TP_CHECK(out.good(), flag, "could not write '", path, "'");
 }
 
+// The "inspect" records of a JSON-lines training log, in order: {"step": s, "inspect": {...}}, followed
+// by its "eval" records ({"event": "eval", "step": s, <metrics>}) that the page plots beside them.
+// Throws Error naming --log for a missing file, a line that is not JSON, or a log with no inspect
+// record (a run trained without --inspect-every, or a log of an app that does not inspect).
+std::vector<nlohmann::json> read_inspect_log(const std::string& path) {
+  std::ifstream in(path);
+  TP_CHECK(in.good(), "--log", "cannot read '", path, "'");
+  std::vector<nlohmann::json> history, evaluations;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (line.empty()) continue;
+    nlohmann::json record;
+    try {
+      record = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      fail("--log", "'", path, "' line ", number, " is not JSON (", e.what(), ")");
+    }
+    if (record.is_object() && record.contains("inspect") && record.contains("step")) {
+      try {  // drawn now, so that a record of another shape is named here, not met half-way through the page
+        models::history_table({record});
+        models::inspection_html(nlohmann::json(), {record});
+      } catch (const nlohmann::json::exception& e) {
+        fail("--log", "'", path, "' line ", number, ": not an inspection record as --inspect-every writes it (",
+             e.what(), ")");
+      }
+      history.push_back(record);
+    } else if (record.is_object() && record.value("event", "") == "eval" && record.contains("step")) evaluations.push_back(record);
+  }
+  TP_CHECK(!history.empty(), "--log", "'", path, "' holds no inspection: train with --inspect-every N (copy-task with "
+           "clustered, improved-clustered or neural-clustering attention) to log them");
+  history.insert(history.end(), evaluations.begin(), evaluations.end());
+  return history;
+}
+
 int run_inspect(const InspectOptions& o) {
   const train::ScopedThreads threads(o.threads);
   check_writable(o.json, "--json");
@@ -100,12 +134,12 @@ int run_inspect(const InspectOptions& o) {
   const bool draws = !o.graph.empty() || !o.html.empty();
   if (!o.checkpoint.empty()) document = inspect_checkpoint(o, draws ? &graph : nullptr);
   const std::vector<nlohmann::json> history = o.log.empty() ? std::vector<nlohmann::json>() : read_inspect_log(o.log);
-  if (!document.is_null()) std::printf("%s", inspection_table(document).c_str());
-  if (!history.empty()) std::printf("%s", history_table(history).c_str());
+  if (!document.is_null()) std::printf("%s", models::inspection_table(document).c_str());
+  if (!history.empty()) std::printf("%s", models::history_table(history).c_str());
   std::fflush(stdout);
   if (!o.json.empty()) write_text(o.json, document.dump(1) + "\n", "--json");
   if (!o.graph.empty()) write_text(o.graph, to_dot(*graph), "--graph");
-  if (!o.html.empty()) write_text(o.html, inspection_html(document, history, graph ? to_svg(*graph) : ""), "--html");
+  if (!o.html.empty()) write_text(o.html, models::inspection_html(document, history, graph ? to_svg(*graph) : ""), "--html");
   return 0;
 }
 

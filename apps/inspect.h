@@ -1,5 +1,5 @@
 // `tapestry inspect`: how gradients flow through the clustering of a trained model, and what the
-// clustering does (models/inspection.h computes it; apps/inspect_report.h draws it). Reads a
+// clustering does (models/inspection.h computes it; models/inspection_report.h draws it). Reads a
 // checkpoint of copy-task, reverse, classify, translate or asr whose model has clustered,
 // improved-clustered or neural-clustering attention (a translator: in its encoder or its decoder)
 // and inspects it on the run's own held-out data, which the app that wrote it prepares as its

@@ -53,6 +53,15 @@ Check<std::string> parsed_by(const std::function<void(const std::string&)>& pars
           std::move(allowed)};
 }
 
+Check<std::string> attention_config_check() {
+  return parsed_by([](const std::string& text) { attention::AttentionConfig::parse(text); }, "an attention config");
+}
+
+Check<std::string> optional(const Check<std::string>& check) {
+  return {[check](const std::string& text) { return text.empty() ? std::string() : check.problem(text); },
+          check.allowed};
+}
+
 Check<std::string> one_of(std::vector<std::string> values) {
   std::string allowed;
   for (const auto& v : values) allowed += (allowed.empty() ? "" : " | ") + v;
@@ -97,6 +106,13 @@ void check_vocabulary(const std::string& fingerprint, const std::string& spm_pat
   const std::string recorded = train::read_identity(checkpoint).model.value("vocabulary", std::string());
   TP_CHECK(recorded.empty() || recorded == fingerprint, "--resume", "'", spm_path, "' is not the vocabulary '",
            checkpoint, "' was trained with (its pieces differ: a SentencePiece model of another run)");
+}
+
+std::vector<std::string> vocabulary_paths(const train::TrainOptions& train) {
+  std::vector<std::string> paths;
+  for (const std::string& checkpoint : {train.save, train.save_best})
+    if (!checkpoint.empty() && checkpoint != train.resume) paths.push_back(checkpoint + ".spm");
+  return paths;
 }
 
 Attentions attentions(const std::string& train, const std::string& eval) {

@@ -60,6 +60,10 @@ Check<double> in_range(double low, double high, Bounds bounds = Bounds::Closed);
 Check<int64_t> between(int64_t low, int64_t high);
 // A text that `parse` accepts (a config string); the problem is the parser's message.
 Check<std::string> parsed_by(const std::function<void(const std::string&)>& parse, std::string allowed);
+// An attention config, KIND or KIND:KEY=VALUE,... (attention::AttentionConfig::parse).
+Check<std::string> attention_config_check();
+// `check`, or nothing at all: an empty text passes (a setting whose default is another's).
+Check<std::string> optional(const Check<std::string>& check);
 // A --threads value: in [0, train::kMaxThreads] (0: OpenMP's default).
 Check<int> thread_count();
 // One of `values` ("mean | cls").
@@ -279,6 +283,9 @@ nlohmann::json recorded_settings(const std::string& path, const std::string& tas
 // files when `checkpoint` records another. A checkpoint from before the record is not checked.
 void record_vocabulary(train::RunIdentity& identity, const std::string& fingerprint, const std::string& resume);
 void check_vocabulary(const std::string& fingerprint, const std::string& spm_path, const std::string& checkpoint);
+// Where a run writes its SentencePiece model: `CKPT.spm` beside each checkpoint it writes (--save,
+// --save-best), except the one it resumes, whose model is already there.
+std::vector<std::string> vocabulary_paths(const train::TrainOptions& train);
 
 // The attention a model trains with and the one it is evaluated with.
 struct Attentions {
@@ -294,19 +301,24 @@ Attentions attentions(const std::string& train, const std::string& eval);
 // --attention is a model setting of checkpoints.
 template <class Options>
 void add_attention_options(OptionTable<Options>& t, std::string Options::*train, std::string Options::*eval) {
-  const auto config = parsed_by([](const std::string& text) { attention::AttentionConfig::parse(text); },
-                                "an attention config");
+  const Check<std::string> config = attention_config_check();
   t.add("--attention", train,
         "attention to train with, KIND or KIND:KEY=VALUE,...; the kinds with their defaults: " +
             attention::kinds_help() +
             " (neural-clustering's losses=cosine is a bounded departure from the paper: losses=printed is eq. 6 "
             "as printed)",
         config, Recorded::Model);
-  Check<std::string> optional_config{[config](const std::string& text) {
-                                       return text.empty() ? std::string() : config.problem(text);
-                                     },
-                                     config.allowed};
-  t.add("--eval-attention", eval, "attention to evaluate with (default: the training attention)", optional_config);
+  t.add("--eval-attention", eval, "attention to evaluate with (default: the training attention)",
+        optional(config));
+}
+
+// --mu and --nu: the weights of neural clustering's losses L1 and L2 (ClusterFormer eq. 17), settings
+// of the training that checkpoints record.
+template <class Options>
+void add_clustering_weights(OptionTable<Options>& t, double Options::*mu, double Options::*nu) {
+  t.add("--mu", mu, "neural-clustering: weight µ of the clustering loss L1", in_range(0, 1e6), Recorded::Training);
+  t.add("--nu", nu, "neural-clustering: weight ν of the centroid sorting loss L2", in_range(0, 1e6),
+        Recorded::Training);
 }
 
 // Refuses --mu / --nu away from their defaults (nn::ClusteringLossWeights) when no attention of the
@@ -420,6 +432,26 @@ void read_settings_from_resume(TrainingApp<Options>& app, const std::string& tas
     TP_CHECK(!o.train.resume.empty(), "--resume", "tapestry ", task, " ", name, " needs the checkpoint to use");
     check(o);
   };
+}
+
+// Registers `tapestry TASK eval` under `group` (`translate eval`, `asr eval`): `app` (the app's train
+// command: its check, run and headline) run with train.eval_only on the --resume checkpoint, whose
+// settings are read as read_settings_from_resume says, under `table` (a table of its own: a table
+// reads the flags of the command it was added to last) taking only `flags`.
+template <class Options>
+void add_eval_app(CommandLine& cli, TrainingApp<Options> app, std::shared_ptr<OptionTable<Options>> table,
+                  std::vector<std::string> flags, const std::string& task, std::string description, CLI::App* group) {
+  app.name = "eval";
+  app.description = std::move(description);
+  app.table = std::move(table);
+  app.flags = std::move(flags);
+  read_settings_from_resume(app, task);
+  app.run = [run = app.run](const Options& given) {
+    Options o = given;
+    o.train.eval_only = true;
+    return run(o);
+  };
+  add_training_app(cli, app, group);
 }
 
 }  // namespace tapestry::app

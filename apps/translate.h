@@ -45,10 +45,14 @@
 #include "apps/app.h"
 #include "apps/inspect.h"
 #include "data/sentencepiece.h"
+#include "models/translation.h"
 #include "models/translator.h"
 #include "train/trainer.h"
 
 namespace tapestry::app {
+
+template <class Options>
+class OptionTable;
 
 struct TranslateOptions {
   std::string data = "de-en";   // de-en | a folder of {train,valid,test}.{SRC,TGT}
@@ -96,9 +100,19 @@ void check_translate_options(const TranslateOptions& options);
 models::TranslatorOptions translator_options(const TranslateOptions& options);
 // Trains (or with train.eval_only evaluates) as the top of this file says.
 train::Report run_translate(const TranslateOptions& options);
+// A new table of the translate commands' flags (apps/options.h): each command parses into a table of
+// its own, and checkpoints record the settings it names.
+std::shared_ptr<OptionTable<TranslateOptions>> translate_table();
+// The SentencePiece model beside the checkpoint options.train.resume (`CKPT.spm`): the one it was
+// trained with. Throws Error naming --resume for a missing file or another run's vocabulary.
+data::SentencePiece translate_vocabulary(const TranslateOptions& options);
+// How translations are searched: --beam, --lenpen, --max-ratio, --cache, --max-tokens.
+models::TranslationSearch translation_search(const TranslateOptions& options);
+// The encoder's attention at evaluation: --eval-attention, else --encoder-attention.
+attention::AttentionConfig translate_eval_attention(const TranslateOptions& options);
 // The checkpoint options.train.resume (its SentencePiece model beside it), loaded once, translating
-// lines as they come (`translate run` at a terminal). Throws Error for a missing or foreign
-// checkpoint or vocabulary.
+// lines as they come (`translate run` at a terminal; apps/translate_run.cpp). Throws Error for a
+// missing or foreign checkpoint or vocabulary.
 class LineTranslator {
  public:
   explicit LineTranslator(const TranslateOptions& options);
@@ -132,6 +146,8 @@ nlohmann::json score_translations(const std::string& hypotheses, const std::stri
 
 // Registers `tapestry translate train | eval | run | score`.
 void add_translate(CommandLine& cli);
+// `tapestry translate run` (apps/translate_run.cpp), under `group`.
+void add_translate_run(CommandLine& cli, CLI::App* group);
 // `tapestry translate score` (apps/translate_score.cpp), under `group`.
 void add_translate_score(CommandLine& cli, CLI::App* group);
 

@@ -17,6 +17,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
+constexpr int64_t kDocumentWindow = 256;  // documents sorted by length together (TokenizedCorpus::train_sampler)
+
 ClassifiedDocuments read_named_corpus(const ClassificationCorpusOptions& o) {
   const bool two_way = o.data == "spam-assassin-2way";
   if (o.data == "brown") return read_class_list(dataset_directory("brown") + "/labels.tsv");
@@ -111,6 +113,14 @@ BatchList TokenizedCorpus::batches(const std::vector<int64_t>& documents, const 
     out.push_back(std::move(batch));
   }
   return out;
+}
+
+BatchSampler TokenizedCorpus::train_sampler(int64_t batch_tokens, uint64_t seed, int64_t rank, int64_t ranks) const {
+  return BatchSampler(lengths(split.train), {batch_tokens, /*max_batch=*/0, kDocumentWindow}, seed, rank, ranks);
+}
+
+BatchList TokenizedCorpus::eval_batches(int64_t batch_tokens) const {
+  return batches(held_out(), {batch_tokens, /*max_batch=*/0, kDocumentWindow, Shuffle::No});
 }
 
 TokenizedCorpus tokenize_corpus(const ClassifiedDocuments& corpus, const ClassificationCorpusOptions& o,

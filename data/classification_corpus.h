@@ -124,6 +124,13 @@ struct TokenizedCorpus {
   /// `documents` in batches of `batching` (data::bucket_batches over their lengths, seed 0, epoch 0),
   /// each batch as document indices.
   BatchList batches(const std::vector<int64_t>& documents, const BatchingOptions& batching) const;
+  /// The sampler of the training batches for rank `rank` of `ranks` (data/batch.h), its rows
+  /// positions in split.train: shuffled, at most `batch_tokens` padded tokens each, documents sorted
+  /// by length in windows of 256 (enough to pad little, few enough that a batch's documents differ
+  /// from epoch to epoch).
+  BatchSampler train_sampler(int64_t batch_tokens, uint64_t seed, int64_t rank, int64_t ranks) const;
+  /// The held-out documents in batches (document indices), batched as train_sampler's but in order.
+  BatchList eval_batches(int64_t batch_tokens) const;
 };
 
 /// Tokenizes `corpus` for `split` (none: split_corpus(corpus, options)): SentencePiece read from

@@ -115,4 +115,13 @@ double normalized_mutual_info(const ContingencyTable& table) {
   return mi / ((entropy(a, n) + entropy(b, n)) / 2);
 }
 
+std::vector<std::pair<std::string, double>> label_scores(const std::vector<int64_t>& clusters,
+                                                         const std::vector<int64_t>& classes) {
+  const ContingencyTable table(clusters, classes);
+  return {{"majority_accuracy", majority_accuracy(table)},
+          {"matched_accuracy", matched_accuracy(table)},
+          {"nmi", normalized_mutual_info(table)},
+          {"clusters_used", double(table.num_clusters())}};
+}
+
 }  // namespace tapestry::metrics

@@ -24,6 +24,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace tapestry::metrics {
@@ -76,5 +78,11 @@ double matched_accuracy(const ContingencyTable& table);
 ///   NMI  = MI / ((H(K) + H(C)) / 2)       in [0, 1]; the log's base cancels
 /// With one cluster and one class (H(K) = H(C) = 0) NMI is 1; otherwise MI = 0 gives 0.
 double normalized_mutual_info(const ContingencyTable& table);
+
+/// The scores of a clustering against the classes of its points (one cluster id and one class id
+/// per point), named and in the order a report shows them: majority_accuracy, matched_accuracy,
+/// nmi, and clusters_used (the distinct cluster ids). Throws as ContingencyTable does.
+std::vector<std::pair<std::string, double>> label_scores(const std::vector<int64_t>& clusters,
+                                                         const std::vector<int64_t>& classes);
 
 }  // namespace tapestry::metrics

@@ -36,6 +36,13 @@ void ClassificationScores::add(int64_t prediction, int64_t target, double loss, 
   tokens_ += tokens;
 }
 
+ClassificationScores evaluate_classification(Classifier& model, const data::TokenizedCorpus& corpus,
+                                             const data::BatchList& batches, Device device, Generator& gen) {
+  ClassificationScores scores(int64_t(corpus.classes.size()));
+  for (const std::vector<int64_t>& docs : batches) scores.add(classify_batch(model, corpus, docs, device, gen));
+  return scores;
+}
+
 std::vector<std::pair<std::string, double>> ClassificationScores::metrics() const {
   return {{"accuracy", confusion_.accuracy()},
           {"macro_f1", confusion_.macro_f1()},

@@ -3,9 +3,7 @@
 /// documents through a Classifier (models/classifier.h), and the scores that it and the naive Bayes
 /// floor (models/naive_bayes.h) report on held-out documents, counted alike.
 ///
-///   ClassificationScores s(int64_t(corpus.classes.size()));
-///   for (const auto& docs : corpus.batches(corpus.held_out(), batching))
-///     s.add(classify_batch(model, corpus, docs, device, gen));
+///   const ClassificationScores s = evaluate_classification(model, corpus, corpus.eval_batches(4096), device, gen);
 ///   s.metrics();  // {accuracy, macro_f1, loss}
 ///
 /// Shape letters: B documents, K classes.
@@ -57,6 +55,11 @@ class ClassificationScores {
   double loss_ = 0;  ///< summed over the documents
   int64_t tokens_ = 0;
 };
+
+/// The scores of `model` on corpus's documents in `batches` (document indices, each batch through
+/// classify_batch).
+ClassificationScores evaluate_classification(Classifier& model, const data::TokenizedCorpus& corpus,
+                                             const data::BatchList& batches, Device device, Generator& gen);
 
 /// The bag-of-words floor: NaiveBayes(corpus.vocabulary, K) fitted on corpus.split.train and scored
 /// on corpus.held_out() (the most probable class; the loss −log p(target | document)).

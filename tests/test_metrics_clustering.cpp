@@ -83,6 +83,17 @@ TEST_CASE("metrics: normalized_mutual_info by hand") {
   CHECK(normalized_mutual_info(ContingencyTable({0, 1, 0, 1}, {0, 0, 1, 1})) == 0.0);
 }
 
+TEST_CASE("metrics: label_scores names the scores in the order a report shows them") {
+  const std::vector<std::pair<std::string, double>> scores = label_scores({0, 0, 0, 1, 1, 2}, {0, 0, 1, 0, 0, 1});
+  REQUIRE(scores.size() == 4);
+  const ContingencyTable t({0, 0, 0, 1, 1, 2}, {0, 0, 1, 0, 0, 1});
+  CHECK(scores[0] == std::pair<std::string, double>("majority_accuracy", majority_accuracy(t)));
+  CHECK(scores[1] == std::pair<std::string, double>("matched_accuracy", 0.5));
+  CHECK(scores[2] == std::pair<std::string, double>("nmi", normalized_mutual_info(t)));
+  CHECK(scores[3] == std::pair<std::string, double>("clusters_used", 3.0));
+  CHECK_THROWS(label_scores({0, 1}, {0}));
+}
+
 TEST_CASE("metrics: clustering scores of degenerate partitions") {
   // One cluster, one class.
   const ContingencyTable single({4, 4, 4}, {1, 1, 1});

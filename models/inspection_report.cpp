@@ -1,14 +1,11 @@
-#include "apps/inspect_report.h"
+#include "models/inspection_report.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
-#include "core/error.h"
-
-namespace tapestry::app {
+namespace tapestry::models {
 
 using nlohmann::json;
 
@@ -446,36 +443,6 @@ std::string inspection_table(const json& d) {
   return out.str();
 }
 
-std::vector<json> read_inspect_log(const std::string& path) {
-  std::ifstream in(path);
-  TP_CHECK(in.good(), "--log", "cannot read '", path, "'");
-  std::vector<json> history, evaluations;
-  std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
-    if (line.empty()) continue;
-    json record;
-    try {
-      record = json::parse(line);
-    } catch (const json::exception& e) {
-      fail("--log", "'", path, "' line ", number, " is not JSON (", e.what(), ")");
-    }
-    if (record.is_object() && record.contains("inspect") && record.contains("step")) {
-      try {  // drawn now, so that a record of another shape is named here, not met half-way through the page
-        history_table({record});
-        history_html({record});
-      } catch (const json::exception& e) {
-        fail("--log", "'", path, "' line ", number, ": not an inspection record as --inspect-every writes it (",
-             e.what(), ")");
-      }
-      history.push_back(record);
-    } else if (record.is_object() && record.value("event", "") == "eval" && record.contains("step")) evaluations.push_back(record);
-  }
-  TP_CHECK(!history.empty(), "--log", "'", path, "' holds no inspection: train with --inspect-every N (copy-task with "
-           "clustered, improved-clustered or neural-clustering attention) to log them");
-  history.insert(history.end(), evaluations.begin(), evaluations.end());
-  return history;
-}
-
 std::string history_table(const std::vector<json>& history) {
   std::ostringstream out;
   out << "\nlogged inspections: step, losses, layer 0's largest cluster share and mean U entropy\n";
@@ -512,4 +479,4 @@ std::string inspection_html(const json& document, const std::vector<json>& histo
   return s;
 }
 
-}  // namespace tapestry::app
+}  // namespace tapestry::models
