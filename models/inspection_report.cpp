@@ -299,7 +299,10 @@ std::string evaluation_html(const std::vector<json>& records) {
   for (const json& r : records) {
     if (r.value("event", "") != "eval") continue;
     steps.push_back(r.at("step").get<double>());
-    for (const auto& [key, value] : r.items()) {
+    for (const auto& item : r.items()) {
+      // Named copies, not structured bindings: a lambda below captures the key.
+      const std::string key = item.key();
+      const json& value = item.value();
       const bool accuracy = key.find("accuracy") != std::string::npos, loss = key.find("loss") != std::string::npos;
       if (!value.is_number() || (!accuracy && !loss)) continue;
       auto& group = accuracy ? accuracies : losses;
