@@ -233,18 +233,18 @@ std::vector<char> drawn_nodes(const GraphRecorder::State& s) {
   std::vector<char> keep(n, 0);
   std::vector<std::vector<int64_t>> sources(n);
   for (const GraphEdge& e : s.edges) sources[size_t(e.to)].push_back(e.from);
-  std::vector<int64_t> todo;
+  std::vector<int64_t> pending;
   const auto mark = [&](int64_t v) {
-    if (!keep[size_t(v)]) keep[size_t(v)] = 1, todo.push_back(v);
+    if (!keep[size_t(v)]) keep[size_t(v)] = 1, pending.push_back(v);
   };
   const size_t forward = s.forward_nodes < 0 ? n : size_t(s.forward_nodes);
   for (size_t v = 0; v < forward; ++v)
     if (s.nodes[v].kind == NodeKind::Op) mark(int64_t(v));
   for (const GraphEdge& e : s.edges)
     if (s.reported[size_t(e.to)] && e.kind == EdgeKind::Cut && s.nodes[size_t(e.from)].kind != NodeKind::Cut) mark(e.to);
-  while (!todo.empty()) {  // whatever feeds a drawn node is drawn
-    const int64_t v = todo.back();
-    todo.pop_back();
+  while (!pending.empty()) {  // whatever feeds a drawn node is drawn
+    const int64_t v = pending.back();
+    pending.pop_back();
     for (int64_t from : sources[size_t(v)]) mark(from);
   }
   for (size_t v = forward; v < n; ++v) keep[v] = 0;
