@@ -101,7 +101,9 @@ std::string AttentionConfig::to_string() const {
   bool first = true;
   const std::vector<Setting> settings = kind_->settings();
   for (size_t i = 0; i < settings.size(); ++i) {
-    if (settings[i].key == "shared-qk" && values_[i] == 0) continue;  // a flag is printed only when on
+    // A flag (a 0/1 key: shared-qk, fused) is printed only when it is not its default.
+    const bool flag = settings[i].min == 0 && settings[i].max == 1 && settings[i].names.empty();
+    if (flag && values_[i] == settings[i].fallback) continue;
     out += (first ? ":" : ",") + settings[i].key + "=" + value_text(settings[i], values_[i]);
     first = false;
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/attention.h"
 #include "ops/cluster.h"
 #include "ops/common.h"
 #include "ops/creation.h"
@@ -61,9 +62,14 @@ Tensor causal_keep_mask(int64_t N, int64_t S, Device device) {
                  {1, 1, N, S});
 }
 
-Tensor full_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Padding& padding, Causal causal) {
+Tensor full_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Padding& padding, Causal causal,
+                      Fused fused) {
   const char* op = "full_attention";
   const QkvShape s = check_qkv(op, q, k, v);
+  if (fused == Fused::Yes && fused_attention_fits(q, v)) {
+    if (padding.query_lengths.defined()) valid_positions(padding.query_lengths, s.B, s.N, q.device(), op);
+    return fused_attention(q, k, v, padding.key_lengths, causal == Causal::Yes);
+  }
   const Tensor keep = keep_mask(padding, causal, s, q.device(), op);
   // A = softmax(Q Kᵀ / √E) (eq. 1), V̂ = A V (eq. 2). The 1/√E scales Q (N·E elements) rather
   // than the scores (N·S): the same product, one pass over far less memory forward and backward.

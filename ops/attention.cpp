@@ -1,0 +1,278 @@
+// Fused attention (ops/attention.h): checks, device dispatch, the CPU kernels and the backward.
+// Shapes, as the CUDA launchers take them (ops/cuda/attention.h): q (G, N, E), k (G, S, E),
+// v (G, S, M), out and dout (G, N, M), lse (G, N), with G = B · H.
+#include "ops/attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cblas.h>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "ops/common.h"
+#include "ops/cuda/attention.h"
+#include "ops/dispatch.h"
+#include "ops/fast_exp.h"
+#include "ops/shape.h"
+
+namespace tapestry {
+
+namespace {
+
+using Shape4 = cuda::FusedAttentionShape;
+
+// A tile is kQueryTile queries × kKeyTile keys: each BLAS call is then large enough to run near its
+// peak, and a thread's workspace (three such tiles) stays at 0.75 MiB in float32 whatever N is.
+constexpr int64_t kQueryTile = 128;
+constexpr int64_t kKeyTile = 512;
+
+// Query i of head g sees the keys [0, end(g, i)).
+struct Visibility {
+  const Shape4& s;
+  const int64_t* lengths;  // (B,), or null: no key padding
+  int64_t end(int64_t g, int64_t i) const {
+    int64_t e = lengths ? lengths[g / s.H] : s.S;
+    return s.causal ? std::min(e, i + 1) : e;
+  }
+};
+
+// OpenBLAS runs its own threads; called from the OpenMP threads of a kernel below, each call would
+// start its threads too and the two pools would contend for the cores (4× slower, measured). Each
+// kernel's tiles are the parallel work, so BLAS runs on one thread inside them.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas() : threads_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+  ~SingleThreadedBlas() { openblas_set_num_threads(threads_); }
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+ private:
+  int threads_;
+};
+
+template <class T>
+T exp_nonpositive_of(T x) {
+  if constexpr (std::is_same_v<T, float>) return exp_nonpositive(x);
+  else return std::exp(x);
+}
+
+// c (m × n, row stride ldc) = alpha · op(a) · op(b) + beta · c, row-major, as cblas_?gemm.
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+          const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>) cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// ---- forward: one query tile at a time, its key tiles in turn, with an online softmax ----
+
+template <class T>
+void forward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int64_t* lengths, T* out, T* lse) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  const Visibility visible{s, lengths};
+  const int64_t G = s.B * s.H, tiles = (s.N + kQueryTile - 1) / kQueryTile;
+  const SingleThreadedBlas one_thread;
+#pragma omp parallel
+  {
+    std::vector<T> p(kQueryTile * kKeyTile), row_max(kQueryTile), row_sum(kQueryTile);
+#pragma omp for schedule(dynamic)
+    for (int64_t w = 0; w < G * tiles; ++w) {
+      const int64_t g = w / tiles, i0 = (w % tiles) * kQueryTile, rows = std::min(kQueryTile, s.N - i0);
+      const T* qt = q + (g * s.N + i0) * s.E;
+      T* o = out + (g * s.N + i0) * s.M;
+      std::fill(o, o + rows * s.M, T(0));
+      std::fill(row_max.begin(), row_max.end(), -inf);
+      std::fill(row_sum.begin(), row_sum.end(), T(0));
+      const int64_t keys = visible.end(g, i0 + rows - 1);  // the tile's last query sees the most
+      for (int64_t j0 = 0; j0 < keys; j0 += kKeyTile) {
+        const int64_t cols = std::min(kKeyTile, keys - j0);
+        // s_ij = scale · q_i · k_j for the tile (eq. 1 of the clustered-attention paper, before softmax)
+        gemm<T>(false, true, rows, cols, s.E, T(s.scale), qt, s.E, k + (g * s.S + j0) * s.E, s.E, T(0), p.data(), cols);
+        for (int64_t r = 0; r < rows; ++r) {
+          T* pr = p.data() + r * cols;
+          const int64_t seen = std::clamp<int64_t>(visible.end(g, i0 + r) - j0, 0, cols);
+          T m = row_max[r];
+          for (int64_t c = 0; c < seen; ++c) m = std::max(m, pr[c]);
+          T sum = 0;
+          if (m != -inf) {
+#pragma omp simd reduction(+ : sum)
+            for (int64_t c = 0; c < seen; ++c) {
+              pr[c] = exp_nonpositive_of<T>(pr[c] - m);
+              sum += pr[c];
+            }
+          }
+          std::fill(pr + (m == -inf ? 0 : seen), pr + cols, T(0));
+          // The running sum and output were taken against the old maximum: rescale them to the new one.
+          if (row_max[r] != m && row_max[r] != -inf) {
+            const T factor = exp_nonpositive_of<T>(row_max[r] - m);
+            row_sum[r] *= factor;
+            for (int64_t c = 0; c < s.M; ++c) o[r * s.M + c] *= factor;
+          }
+          row_max[r] = m;
+          row_sum[r] += sum;
+        }
+        gemm<T>(false, false, rows, s.M, cols, T(1), p.data(), cols, v + (g * s.S + j0) * s.M, s.M, T(1), o, s.M);
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const bool none = row_sum[r] == T(0);  // the query sees no key
+        const T inv = none ? T(0) : T(1) / row_sum[r];
+        for (int64_t c = 0; c < s.M; ++c) o[r * s.M + c] *= inv;
+        lse[g * s.N + i0 + r] = none ? -inf : row_max[r] + std::log(row_sum[r]);
+      }
+    }
+  }
+}
+
+// ---- backward: one key tile at a time, every query tile that sees it in turn ----
+
+template <class T>
+void backward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int64_t* lengths, const T* out,
+                  const T* lse, const T* dout, T* dq, T* dk, T* dv) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  const Visibility visible{s, lengths};
+  const int64_t G = s.B * s.H, tiles = (s.S + kKeyTile - 1) / kKeyTile;
+  const T scale = T(s.scale);
+  std::fill(dq, dq + G * s.N * s.E, T(0));
+  std::fill(dk, dk + G * s.S * s.E, T(0));
+  std::fill(dv, dv + G * s.S * s.M, T(0));
+  // D_i = Σ_m dout_im · out_im = Σ_j p_ij dp_ij, the softmax backward's row term.
+  std::vector<T> d(G * s.N);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < G * s.N; ++i) {
+    T acc = 0;
+    for (int64_t c = 0; c < s.M; ++c) acc += dout[i * s.M + c] * out[i * s.M + c];
+    d[i] = acc;
+  }
+  // Key tiles of one head share dq. With at least as many heads as threads, a head's tiles run on
+  // one thread, in order, into dq; with fewer, each thread sums its tiles' dq into a buffer of its own.
+  const int threads = omp_get_max_threads();
+  const bool by_head = G >= threads || tiles == 1;
+  std::vector<T> dq_partial(by_head ? 0 : static_cast<size_t>(threads) * G * s.N * s.E, T(0));
+  const SingleThreadedBlas one_thread;
+#pragma omp parallel
+  {
+    std::vector<T> p(kQueryTile * kKeyTile), dp(kQueryTile * kKeyTile);
+    T* dq_mine = by_head ? dq : dq_partial.data() + static_cast<size_t>(omp_get_thread_num()) * G * s.N * s.E;
+#pragma omp for schedule(dynamic)
+    for (int64_t w = 0; w < (by_head ? G : G * tiles); ++w) {
+      const int64_t g = by_head ? w : w / tiles;
+      for (int64_t t = by_head ? 0 : w % tiles; t < (by_head ? tiles : w % tiles + 1); ++t) {
+        const int64_t j0 = t * kKeyTile, cols = std::min(kKeyTile, s.S - j0);
+        const T* kt = k + (g * s.S + j0) * s.E;
+        const T* vt = v + (g * s.S + j0) * s.M;
+        T* dkt = dk + (g * s.S + j0) * s.E;
+        T* dvt = dv + (g * s.S + j0) * s.M;
+        // With a causal mask no query before j0 sees the tile; padding hides it from all or none.
+        for (int64_t i0 = s.causal ? j0 / kQueryTile * kQueryTile : 0; i0 < s.N; i0 += kQueryTile) {
+          const int64_t rows = std::min(kQueryTile, s.N - i0);
+          if (visible.end(g, i0 + rows - 1) <= j0) continue;
+          const T* qt = q + (g * s.N + i0) * s.E;
+          const T* dot = dout + (g * s.N + i0) * s.M;
+          gemm<T>(false, true, rows, cols, s.E, scale, qt, s.E, kt, s.E, T(0), p.data(), cols);
+          for (int64_t r = 0; r < rows; ++r) {  // p_ij = e^(s_ij − lse_i), 0 where hidden
+            T* pr = p.data() + r * cols;
+            const T l = lse[g * s.N + i0 + r];
+            const int64_t seen = l == -inf ? 0 : std::clamp<int64_t>(visible.end(g, i0 + r) - j0, 0, cols);
+#pragma omp simd
+            for (int64_t c = 0; c < seen; ++c) pr[c] = exp_nonpositive_of<T>(std::min(pr[c] - l, T(0)));
+            std::fill(pr + seen, pr + cols, T(0));
+          }
+          gemm<T>(true, false, cols, s.M, rows, T(1), p.data(), cols, dot, s.M, T(1), dvt, s.M);  // dV += Pᵀ dO
+          gemm<T>(false, true, rows, cols, s.M, T(1), dot, s.M, vt, s.M, T(0), dp.data(), cols);  // dP = dO Vᵀ
+          for (int64_t r = 0; r < rows; ++r) {  // dS = P ⊙ (dP − D)
+            const T di = d[g * s.N + i0 + r];
+            T* dr = dp.data() + r * cols;
+            const T* pr = p.data() + r * cols;
+#pragma omp simd
+            for (int64_t c = 0; c < cols; ++c) dr[c] = pr[c] * (dr[c] - di);
+          }
+          gemm<T>(true, false, cols, s.E, rows, scale, dp.data(), cols, qt, s.E, T(1), dkt, s.E);  // dK += scale dSᵀ Q
+          gemm<T>(false, false, rows, s.E, cols, scale, dp.data(), cols, kt, s.E, T(1),
+                  dq_mine + (g * s.N + i0) * s.E, s.E);  // dQ += scale dS K
+        }
+      }
+    }
+  }
+  if (!by_head)
+    for (int th = 0; th < threads; ++th) {
+      const T* part = dq_partial.data() + static_cast<size_t>(th) * G * s.N * s.E;
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < G * s.N * s.E; ++i) dq[i] += part[i];
+    }
+}
+
+// The key lengths as int64 on the tensors' device, checked against S; undefined when there are none.
+Tensor checked_lengths(const char* op, const Tensor& lengths, const Shape4& s, Device device) {
+  if (!lengths.defined()) return {};
+  TP_CHECK(is_integer(lengths.dtype()) && lengths.shape() == Shape{s.B}, op,
+           "key_lengths must be int64 or int32 of shape (", s.B, ",), got ", lengths.dtype(), " ",
+           to_string(lengths.shape()));
+  for (int64_t n : lengths.to_vector<int64_t>())
+    TP_CHECK(n >= 0 && n <= s.S, op, "a key length of ", n, " is outside [0, ", s.S, "]");
+  return contiguous(to(to(lengths, device), DType::Int64));
+}
+
+}  // namespace
+
+bool fused_attention_fits(const Tensor& q, const Tensor& v) {
+  return !q.device().is_cuda() || (q.size(-1) <= kFusedAttentionMaxHeadDim && v.size(-1) <= kFusedAttentionMaxHeadDim);
+}
+
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_lengths, bool causal) {
+  const char* op = "fused_attention";
+  check_same_device(op, {&q, &k, &v});
+  check_floating(op, q);
+  check_same_dtype(op, q, k);
+  check_same_dtype(op, q, v);
+  TP_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op,
+           "expected q (B, H, N, E), k (B, H, S, E), v (B, H, S, M); got ", to_string(q.shape()), ", ",
+           to_string(k.shape()), ", ", to_string(v.shape()));
+  Shape4 s{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), v.size(3), causal, 0.0};
+  TP_CHECK(k.size(0) == s.B && v.size(0) == s.B && k.size(1) == s.H && v.size(1) == s.H && k.size(3) == s.E &&
+               v.size(2) == s.S,
+           op, "q ", to_string(q.shape()), ", k ", to_string(k.shape()), ", v ", to_string(v.shape()),
+           " do not fit (B, H, N, E), (B, H, S, E), (B, H, S, M)");
+  TP_CHECK(s.E > 0, op, "the head dimension E must be positive, got ", to_string(q.shape()));
+  TP_CHECK(!causal || s.N == s.S, op, "causal attention needs as many queries as keys, got N = ", s.N, ", S = ", s.S);
+  TP_CHECK(fused_attention_fits(q, v), op, "on a GPU the head dims must be at most ", kFusedAttentionMaxHeadDim,
+           ", got E = ", s.E, ", M = ", s.M);
+  s.scale = 1.0 / std::sqrt(static_cast<double>(s.E));
+  const Tensor lengths = checked_lengths(op, key_lengths, s, q.device());
+  const Tensor qc = contiguous(q.detach()), kc = contiguous(k.detach()), vc = contiguous(v.detach());
+  Tensor out = empty({s.B, s.H, s.N, s.M}, q.options());
+  Tensor lse = empty({s.B, s.H, s.N}, q.options());
+  const auto launch = [&] { cuda::fused_attention_forward(s, qc, kc, vc, lengths, out, lse); };
+  if (numel(out.shape()) + numel(lse.shape()) > 0 && !on_cuda(op, q, launch))
+    visit_floating(q.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      forward_cpu<T>(s, qc.data<T>(), kc.data<T>(), vc.data<T>(), lengths.defined() ? lengths.data<int64_t>() : nullptr,
+                     out.data<T>(), lse.data<T>());
+    });
+
+  record(op, {q, k, v}, {out},
+         [op, s, lengths, qs = Saved(qc), ks = Saved(kc), vs = Saved(vc), os = Saved(out), lse](
+             const std::vector<Tensor>& dy, Gradients& g) {
+           const Tensor &q = qs.get(), &k = ks.get(), &v = vs.get(), &out = os.get();
+           const Tensor dout = contiguous(dy[0]);
+           Tensor dq = empty(q.shape(), q.options()), dk = empty(k.shape(), k.options()),
+                  dv = empty(v.shape(), v.options());
+           const auto launch = [&] { cuda::fused_attention_backward(s, q, k, v, lengths, out, lse, dout, dq, dk, dv); };
+           if (!on_cuda(op, q, launch))
+             visit_floating(q.dtype(), op, [&](auto tag) {
+               using T = decltype(tag);
+               backward_cpu<T>(s, q.data<T>(), k.data<T>(), v.data<T>(),
+                               lengths.defined() ? lengths.data<int64_t>() : nullptr, out.data<T>(), lse.data<T>(),
+                               dout.data<T>(), dq.data<T>(), dk.data<T>(), dv.data<T>());
+             });
+           if (g.needs(0)) g.accumulate(0, std::move(dq));
+           if (g.needs(1)) g.accumulate(1, std::move(dk));
+           if (g.needs(2)) g.accumulate(2, std::move(dv));
+         });
+  return out;
+}
+
+}  // namespace tapestry

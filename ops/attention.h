@@ -1,0 +1,34 @@
+/// @file
+/// Fused attention: softmax(Q Kᵀ / √E) V computed tile by tile, never holding the N × S scores.
+///
+/// The forward takes key tiles in turn and keeps, for each query, a running maximum and sum of the
+/// exponentials (the online softmax; FlashAttention, Dao et al. 2022, Algorithm 1); it stores the
+/// output and each query's log-sum-exp. The backward recomputes each tile's probabilities from that
+/// log-sum-exp and accumulates dQ, dK and dV tile by tile (FlashAttention-2, Dao 2023, Algorithm 2).
+/// Memory: the output, one value per query, and a workspace of a fixed number of tiles per thread,
+/// whatever N and S are. Arithmetic: that of the unfused composition, plus one recomputed Q Kᵀ in the
+/// backward.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace tapestry {
+
+/// q (B, H, N, E), k (B, H, S, E), v (B, H, S, M) -> (B, H, N, M); float32 or float64, one dtype and
+/// one device. The same function as the composition matmul(softmax(q Kᵀ / √E, keep), v) of
+/// nn/attention/full.h, where `keep` hides:
+///   - with key_lengths ((B,) int64 or int32, or undefined: none), the keys j ≥ key_lengths[b];
+///   - with causal (which needs N = S), the keys j > i of query i.
+/// A query that sees no key gives zeros and passes no gradient (as softmax's fully masked row).
+/// Differentiable in q, k and v. On a GPU the head dims E and M must not exceed
+/// kFusedAttentionMaxHeadDim (fused_attention_fits says whether a call is possible).
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_lengths = {},
+                       bool causal = false);
+
+/// The largest head dim (E and M) the GPU kernels take; the CPU takes any.
+inline constexpr int64_t kFusedAttentionMaxHeadDim = 128;
+
+/// Whether fused_attention takes q and v's head dims on their device.
+bool fused_attention_fits(const Tensor& q, const Tensor& v);
+
+}  // namespace tapestry

@@ -1,0 +1,143 @@
+// Fused attention (ops/attention.h): the same function as the composition of matmul, masked softmax
+// and matmul, values and gradients, over masks, lengths 0 and 1, causal, N and S not multiples of the
+// tiles and several head dims; gradcheck; the full kind's `fused` key; memory at N = 4096; bad input.
+#include "tests/testing.h"
+
+#include "core/device.h"
+#include "nn/attention/config.h"
+#include "nn/attention/full.h"
+#include "ops/attention.h"
+#include "tests/attention_checks.h"
+
+using namespace tapestry;
+using namespace tapestry::attention;
+using namespace tapestry::testing;
+
+namespace {
+
+Tensor fused(const std::vector<Tensor>& in, const Tensor& lengths, bool causal) {
+  return fused_attention(in[0], in[1], in[2], lengths, causal);
+}
+
+Tensor composed(const std::vector<Tensor>& in, const Tensor& lengths, bool causal) {
+  return full_attention(in[0], in[1], in[2], {Tensor(), lengths}, causal ? Causal::Yes : Causal::No, Fused::No);
+}
+
+}  // namespace
+
+TEST_CASE("fused attention equals the composition (values and gradients; padding, causal, head dims)") {
+  // N and S straddle the CPU's tiles (128 queries × 512 keys): one tile, a partial one, several.
+  struct Case {
+    int64_t B, H, N, S, E, M;
+  };
+  for (const Case c : {Case{2, 3, 5, 5, 4, 3}, Case{1, 2, 130, 130, 32, 16}, Case{2, 1, 300, 700, 8, 64},
+                       Case{1, 1, 129, 1100, 128, 8}, Case{3, 2, 1, 1, 2, 2}, Case{2, 2, 7, 1, 3, 5}}) {
+    const Tensor q = uniform({c.B, c.H, c.N, c.E}, 1, -2, 2), k = uniform({c.B, c.H, c.S, c.E}, 2, -2, 2),
+                 v = uniform({c.B, c.H, c.S, c.M}, 3);
+    std::vector<int64_t> lengths;
+    for (int64_t b = 0; b < c.B; ++b) lengths.push_back(std::max<int64_t>(0, c.S - b * (c.S / 2 + 1)));
+    for (const Tensor& kl : {Tensor(), from_vector<int64_t>(lengths, {c.B})})
+      for (bool causal : {false, true}) {
+        if (causal && c.N != c.S) continue;
+        INFO("B " << c.B << " H " << c.H << " N " << c.N << " S " << c.S << " E " << c.E << " M " << c.M
+                  << (kl.defined() ? " padded" : "") << (causal ? " causal" : ""));
+        check_same_function([&](const std::vector<Tensor>& in) { return fused(in, kl, causal); },
+                            [&](const std::vector<Tensor>& in) { return composed(in, kl, causal); }, {q, k, v},
+                            1e-12, 1e-10);
+      }
+  }
+}
+
+TEST_CASE("fused attention: a query that sees no key gives zeros and no gradient") {
+  const Tensor q = uniform({2, 1, 4, 3}, 4), k = uniform({2, 1, 6, 3}, 5), v = uniform({2, 1, 6, 2}, 6);
+  const Tensor lengths = from_vector<int64_t>({0, 6}, {2});
+  const std::vector<Tensor> grads = value_and_gradients([&](const std::vector<Tensor>& in) { return fused(in, lengths, false); },
+                                                        {q, k, v});
+  CHECK(max(abs(select(grads[0], 0, 0))).item<double>() == 0.0);
+  CHECK(max(abs(select(grads[1], 0, 0))).item<double>() == 0.0);  // dq of sample 0
+  CHECK(max(abs(select(grads[0], 0, 1))).item<double>() > 0.0);   // sample 1 attends as usual
+  // no keys at all: every output is zero
+  const Tensor none = fused_attention(q, slice(k, 2, 0, 0), slice(v, 2, 0, 0));
+  CHECK(none.shape() == Shape{2, 1, 4, 2});
+  CHECK(max(abs(none)).item<double>() == 0.0);
+  CHECK(fused_attention(slice(q, 2, 0, 0), k, v).shape() == Shape{2, 1, 0, 2});
+}
+
+TEST_CASE("fused attention gradcheck (padding, causal)") {
+  const Tensor q = uniform({2, 2, 5, 3}, 7), k = uniform({2, 2, 5, 3}, 8), v = uniform({2, 2, 5, 2}, 9);
+  const Tensor lengths = from_vector<int64_t>({5, 3}, {2});
+  for (bool causal : {false, true}) {
+    INFO("causal " << causal);
+    check_gradients([&](const std::vector<Tensor>& in) { return fused(in, lengths, causal); }, {q, k, v});
+  }
+  check_causal([](const Tensor& q, const Tensor& k, const Tensor& v) { return fused_attention(q, k, v, {}, true); }, 7, 3);
+}
+
+TEST_CASE("fused attention in float32 agrees with the float64 composition") {
+  const Tensor q = uniform({2, 2, 200, 16}, 10, -2, 2), k = uniform({2, 2, 200, 16}, 11, -2, 2),
+               v = uniform({2, 2, 200, 16}, 12);
+  const Tensor lengths = from_vector<int64_t>({200, 77}, {2});
+  for (bool causal : {false, true}) {
+    INFO("causal " << causal);
+    const std::vector<Tensor> want = value_and_gradients(
+        [&](const std::vector<Tensor>& in) { return composed(in, lengths, causal); }, {q, k, v});
+    const std::vector<Tensor> got = value_and_gradients(
+        [&](const std::vector<Tensor>& in) { return to(fused(in, lengths, causal), DType::Float64); },
+        {to(q, DType::Float32), to(k, DType::Float32), to(v, DType::Float32)});
+    for (size_t i = 0; i < want.size(); ++i) {
+      INFO((i == 0 ? std::string("values") : "gradient " + std::to_string(i - 1)));
+      CHECK(got[i].dtype() == (i == 0 ? DType::Float64 : DType::Float32));
+      check_close(to(got[i], DType::Float64), want[i], 1e-5, 1e-4);
+    }
+  }
+}
+
+TEST_CASE("the full kind runs fused unless fused=0, and both give one function") {
+  const AttentionConfig on = AttentionConfig::parse("full"), off = AttentionConfig::parse("full:fused=0");
+  CHECK(on.get("fused") == 1);
+  CHECK(on.to_string() == "full");  // a flag is printed when it is not its default
+  CHECK(off.to_string() == "full:fused=0");
+  CHECK(AttentionConfig::parse(off.to_string()) == off);
+  CHECK(off.kind().score_elements(off, 1000) == 1e6);
+  CHECK(on.kind().score_elements(on, 1000) == 1e3);
+  const Tensor q = uniform({1, 2, 9, 4}, 13), k = uniform({1, 2, 9, 4}, 14), v = uniform({1, 2, 9, 4}, 15);
+  Generator gen(0);
+  check_close(attend(on, q, k, v, {}, Causal::Yes, gen), attend(off, q, k, v, {}, Causal::Yes, gen), 1e-12, 1e-10);
+}
+
+TEST_CASE("fused attention holds no N x N scores: its peak at N = 4096 is a small fraction of the composition's") {
+  const int64_t B = 1, H = 2, N = 4096, E = 16;
+  Generator gen(16);
+  Tensor q = rand({B, H, N, E}, gen, {DType::Float32}), k = rand({B, H, N, E}, gen, {DType::Float32}),
+         v = rand({B, H, N, E}, gen, {DType::Float32});
+  for (Tensor* t : {&q, &k, &v}) t->set_requires_grad(true);
+  auto peak = [&](Fused form) {
+    Allocator& alloc = context(Device::cpu()).allocator();
+    const int64_t before = alloc.stats().in_use;
+    alloc.reset_peak();
+    sum(full_attention(q, k, v, {}, Causal::Yes, form)).backward();
+    q.zero_grad(), k.zero_grad(), v.zero_grad();
+    return alloc.stats().peak - before;
+  };
+  const int64_t unfused = peak(Fused::No), fused_peak = peak(Fused::Yes);
+  INFO("peak bytes: composed " << unfused << ", fused " << fused_peak);
+  CHECK(unfused >= 2 * H * N * N * 4);  // the scores and their softmax, at least
+  CHECK(fused_peak * 20 < unfused);
+}
+
+TEST_CASE("fused attention refuses bad input") {
+  const Tensor q = uniform({2, 1, 3, 4}, 17), k = uniform({2, 1, 5, 4}, 18), v = uniform({2, 1, 5, 2}, 19);
+  check_error([&] { fused_attention(q, k, v, {}, true); }, {"fused_attention", "causal", "N = 3, S = 5"});
+  check_error([&] { fused_attention(q, k, v, from_vector<int64_t>({5, 6}, {2})); },
+              {"fused_attention", "key length of 6", "[0, 5]"});
+  check_error([&] { fused_attention(q, k, v, from_vector<int64_t>({-1, 2}, {2})); }, {"key length of -1"});
+  check_error([&] { fused_attention(q, k, v, from_vector<double>({1, 2}, {2})); }, {"int64 or int32", "float64"});
+  check_error([&] { fused_attention(q, k, v, from_vector<int64_t>({1, 2, 3}, {3})); }, {"shape (2,)"});
+  check_error([&] { fused_attention(q, k, slice(v, 2, 0, 4)); }, {"do not fit"});
+  check_error([&] { fused_attention(q, to(k, DType::Float32), v); }, {"fused_attention"});
+  check_error([&] { fused_attention(reshape(q, {2, 3, 4}), k, v); }, {"expected q (B, H, N, E)"});
+  check_error([&] { fused_attention(slice(q, 3, 0, 0), slice(k, 3, 0, 0), v); }, {"head dimension E must be positive"});
+  check_error([&] { fused_attention(to(q, DType::Int64), to(k, DType::Int64), to(v, DType::Int64)); },
+              {"fused_attention"});
+  check_error([] { AttentionConfig::parse("full:fused=2"); }, {"fused"});
+}
