@@ -9,6 +9,7 @@
 #include "ops/common.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"
+#include "ops/attention.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "ops/segment.h"
@@ -107,8 +108,12 @@ Tensor clustered_attention(const Tensor& q, const Tensor& k, const Tensor& v, co
   const char* op = "clustered_attention";
   const QkvShape s = check_qkv(op, q, k, v);
   check_clusters(op, clusters, s);
-  // Eq. 5: V̂^c = A^c V; eq. 6: each query takes its cluster's value.
-  return to_queries(matmul(clustered_weights(q, k, clusters, padding, s, op), v), clusters);
+  // Eq. 5: V̂^c = A^c V; eq. 6: each query takes its cluster's value. Fused where the op takes the
+  // head dims (ops/attention.h): the centroids are its queries, and the C × S weights A^c are never held.
+  const Tensor values = fused_attention_fits(q, v)
+                            ? fused_attention(centroids(q, clusters), k, v, padding.key_lengths)
+                            : matmul(clustered_weights(q, k, clusters, padding, s, op), v);
+  return to_queries(values, clusters);
 }
 
 QueryClusters cluster_queries_causal(const Tensor& q, const Tensor& query_lengths, const ClusteringOptions& options,
