@@ -59,8 +59,11 @@ void ChrF::add(const std::string& hypothesis, const std::string& reference) {
   for (int n = 1; n <= kOrder; ++n) {
     const auto h = ngrams(hyp, size_t(n)), r = ngrams(ref, size_t(n));
     const size_t i = size_t(n - 1);
-    hyp_[i] += int64_t(hyp.size() >= size_t(n) ? hyp.size() - size_t(n) + 1 : 0);
-    ref_[i] += int64_t(ref.size() >= size_t(n) ? ref.size() - size_t(n) + 1 : 0);
+    const int64_t ref_count = int64_t(ref.size() >= size_t(n) ? ref.size() - size_t(n) + 1 : 0);
+    // sacreBLEU 2.x: a sentence whose reference has no n-gram of this order adds none of its
+    // hypothesis's either (1.x added them, lowering the precision of short references' sentences).
+    if (ref_count > 0) hyp_[i] += int64_t(hyp.size() >= size_t(n) ? hyp.size() - size_t(n) + 1 : 0);
+    ref_[i] += ref_count;
     for (const auto& [gram, count] : h) {
       const auto found = r.find(gram);
       if (found != r.end()) match_[i] += std::min(count, found->second);

@@ -305,10 +305,10 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim, i
 Tensor argmax(const Tensor& x, int64_t dim, KeepDim keepdim) { return arg_extreme("argmax", x, dim, keepdim, Extreme::Max); }
 Tensor argmin(const Tensor& x, int64_t dim, KeepDim keepdim) { return arg_extreme("argmin", x, dim, keepdim, Extreme::Min); }
 
-Tensor std(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim, int64_t correction) {
-  check_floating("std", x);
-  make_plan("std", x, dims, keepdim);  // refuses bad dims, naming std
-  return sqrt_zero_grad_at_zero("std", var(x, dims, keepdim, correction));
+Tensor stddev(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim, int64_t correction) {
+  check_floating("stddev", x);
+  make_plan("stddev", x, dims, keepdim);  // refuses bad dims, naming stddev
+  return sqrt_zero_grad_at_zero("stddev", var(x, dims, keepdim, correction));
 }
 
 Tensor norm(const Tensor& x, double p, const std::vector<int64_t>& dims, KeepDim keepdim) {

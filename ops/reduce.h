@@ -36,10 +36,11 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keep
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim = KeepDim::No,
            int64_t correction = 1);
 
-/// √var: the standard deviation. Its gradient is 0 for a group whose elements are all equal (where
-/// the derivative of √ is infinite), as in PyTorch.
-Tensor std(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim = KeepDim::No,
-           int64_t correction = 1);
+/// √var: the standard deviation (torch.std; named stddev so that it cannot clash with namespace std
+/// in code that says `using namespace tapestry`). Its gradient is 0 for a group whose elements are
+/// all equal (where the derivative of √ is infinite), as in PyTorch.
+Tensor stddev(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim = KeepDim::No,
+              int64_t correction = 1);
 ///@{
 /// The p-norm along dims: p = 1: Σ|x|; p = 2: √Σx² (gradient x / ‖x‖, and 0 where the norm is 0);
 /// p = inf: max |x| (the gradient shared among tied largest |x|). Other p are refused. NaN propagates.

@@ -52,6 +52,18 @@ TEST_CASE("chrF: whitespace is removed; characters are code points; a stray byte
   CHECK(chrf("\xc3", "\xc3\xa4") == 0);  // a truncated sequence is not the character it starts
 }
 
+TEST_CASE("chrF: a reference shorter than n adds no hypothesis n-grams of order n (sacreBLEU 2.x)") {
+  // "abc"/"abc" and "abcdefg"/"ab". Order 1: hyp 3 + 7, ref 3 + 2, match 3 + 2 (P 1/2, R 1); order 2:
+  // 2 + 6, 2 + 1, 2 + 1 (P 3/8, R 1); order 3: the second reference has no trigram, so its
+  // hypothesis adds none: 1, 1, 1 (P 1, R 1); orders 4..6: nothing. P = 15/24, R = 1:
+  // chrF = 100 · 5 · (15/24) / (4 · 15/24 + 1) = 100 · 25/28. (sacreBLEU 1.x: 72.67, from order 3's
+  // P = 1/6.)
+  ChrF corpus;
+  corpus.add("abc", "abc");
+  corpus.add("abcdefg", "ab");
+  CHECK(corpus.score() == doctest::Approx(100.0 * 25 / 28).epsilon(1e-12));
+}
+
 TEST_CASE("chrF: merged accumulators score as one") {
   ChrF a, b, both;
   a.add("the cat sat", "the cat sat down");

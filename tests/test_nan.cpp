@@ -39,7 +39,7 @@ TEST_CASE("NaN: max, min, sum, mean, var, logsumexp of a row holding a NaN are N
           {"mean", [](const Tensor& t) { return mean(t, {1}); }},
           {"var", [](const Tensor& t) { return var(t, {1}); }},
           {"logsumexp", [](const Tensor& t) { return logsumexp(t, {1}); }},
-          {"std", [](const Tensor& t) { return tapestry::std(t, {1}); }},
+          {"stddev", [](const Tensor& t) { return stddev(t, {1}); }},
           {"norm 1", [](const Tensor& t) { return norm(t, 1, {1}); }},
           {"norm 2", [](const Tensor& t) { return norm(t, 2, {1}); }},
           {"norm inf", [](const Tensor& t) { return norm(t, INFINITY, {1}); }},

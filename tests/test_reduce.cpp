@@ -134,10 +134,10 @@ std::vector<ReductionCase> reduction_cases() {
        fold_var(1)},
       {"var (correction 0)", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return var(x, d, k, 0); },
        fold_var(0)},
-      {"std (correction 1)", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return tapestry::std(x, d, k); },
+      {"stddev (correction 1)", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return stddev(x, d, k); },
        fold_std(1)},
-      {"std (correction 0)",
-       [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return tapestry::std(x, d, k, 0); }, fold_std(0)},
+      {"stddev (correction 0)",
+       [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return stddev(x, d, k, 0); }, fold_std(0)},
       {"norm 1", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return norm(x, 1, d, k); }, fold_norm1},
       {"norm 2", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return norm(x, 2, d, k); }, fold_norm2},
       {"norm inf", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return norm(x, kInf, d, k); },
@@ -461,7 +461,7 @@ TEST_CASE("reductions reject bad dims, dtypes and arguments with the op's name")
   check_error([&] { max(b); }, {"max", "numeric", "bool"});
   check_error([&] { argmax(b, 0); }, {"argmax", "numeric", "bool"});
   check_error([&] { var(x, {0}, KeepDim::No, -1); }, {"var", "correction", "-1"});
-  check_error([&] { tapestry::std(i, {0}); }, {"std", "floating", "int64"});
+  check_error([&] { stddev(i, {0}); }, {"stddev", "floating", "int64"});
   check_error([&] { norm(i, 2, {0}); }, {"norm", "floating", "int64"});
   check_error([&] { norm(x, 3); }, {"norm", "p must be 1, 2 or inf, got 3", "float64", "(2, 3, 4)"});
   check_error([&] { norm(x, -kInf); }, {"norm", "p must be 1, 2 or inf", "-inf"});
@@ -475,7 +475,7 @@ TEST_CASE("reductions reject bad dims, dtypes and arguments with the op's name")
 TEST_CASE("std and the 2-norm give a zero (not NaN) gradient where the group is constant (zero)") {
   Tensor x = from_vector<double>({3, 3, 3, 0, 0, 0}, {2, 3});
   x.set_requires_grad(true);
-  const Tensor s = tapestry::std(x, {1});
+  const Tensor s = stddev(x, {1});
   check_close(s, zeros({2}, {DType::Float64}));
   sum(s).backward();
   check_close(x.grad(), zeros({2, 3}, {DType::Float64}));

@@ -30,7 +30,7 @@ const std::vector<Named>& differentiable() {
       {"min", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return tapestry::min(x, d, k); }},
       {"logsumexp", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return logsumexp(x, d, k); }},
       {"var", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return var(x, d, k); }},
-      {"std", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return tapestry::std(x, d, k); }},
+      {"stddev", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return stddev(x, d, k); }},
       {"norm 1", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return norm(x, 1, d, k); }},
       {"norm 2", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return norm(x, 2, d, k); }},
       {"norm inf", [](const Tensor& x, const std::vector<int64_t>& d, KeepDim k) { return norm(x, kInf, d, k); }},
@@ -200,6 +200,6 @@ TEST_CASE("cumsum: every size, every dim, integers, NaN; the gradient is the rev
   check_values([](const std::vector<Tensor>& in) { return norm(in[0], 2, {1}); }, {with_nan}, kExact);
   // A zero row: the 2-norm's and std's gradient is 0 on both devices.
   check_parity([](const std::vector<Tensor>& in) { return norm(in[0] * 0.0, 2, {1}); }, {input({3, 5}, ++seed)}, kExact);
-  check_parity([](const std::vector<Tensor>& in) { return tapestry::std(in[0] * 0.0, {1}); }, {input({3, 5}, ++seed)},
+  check_parity([](const std::vector<Tensor>& in) { return stddev(in[0] * 0.0, {1}); }, {input({3, 5}, ++seed)},
                kExact);
 }
