@@ -266,7 +266,8 @@ TEST_CASE("copy-task command line: --help, --json, --log, exit codes") {
       "--eval-batches 1 --device cpu ";
   const Run run = run_cli(dir, small + "--steps 4 --eval-every 2 --json --log " + dir.file("log.jsonl") + " --save " +
                                    dir.file("small.ckpt"));
-  check_run(run, 0, {"masked accuracy"});
+  // Each evaluation during training is shown on stderr, beside the progress line.
+  check_run(run, 0, {"masked accuracy", "copy-task eval at step 2: ", "copy-task eval at step 4: ", "masked_accuracy"});
   const nlohmann::json result = nlohmann::json::parse(run.out);
   for (const char* key : {"task", "attention", "eval_attention", "length", "steps", "masked_accuracy", "token_accuracy",
                           "loss", "seconds", "tokens_per_second", "device", "seed", "parameters"}) {

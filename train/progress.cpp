@@ -72,6 +72,12 @@ void Progress::update(int64_t step, const std::vector<std::pair<std::string, dou
   printed_ = true;
 }
 
+void Progress::note(const std::string& text) {
+  if (tty_ && printed_) std::cerr << "\r\033[K";
+  std::cerr << label_ << " " << text << std::endl;
+  printed_ = false;
+}
+
 void Progress::finish() {
   if (tty_ && printed_) std::cerr << "\n";
   printed_ = false;

@@ -23,6 +23,9 @@ class Progress {
   /// Reports step `step` (1-based) with metrics such as {"loss", 0.5}; `items` is what the step
   /// processed (tokens), for the rate.
   void update(int64_t step, const std::vector<std::pair<std::string, double>>& metrics, double items = 0);
+  /// Prints `text` on a line of its own, labelled, above the progress line (which the next update
+  /// redraws on a terminal): evaluation results during training.
+  void note(const std::string& text);
   /// Ends the line (on a terminal).
   void finish();
   /// Seconds since construction.

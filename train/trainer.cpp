@@ -165,7 +165,9 @@ Report Trainer::train(const TaskFactory& make_task) {
     if (due(step, o.inspect_every)) run.inspect();
     meter.add(step - first, s);
     if (due(step, o.eval_every) || step == o.steps) {
-      const Evaluation e = run.evaluate(meter.take_train_loss());
+      const double train_loss = meter.take_train_loss();
+      const Evaluation e = run.evaluate(train_loss);
+      meter.show_evaluation(step, e.metrics, train_loss);
       const double value = metric(e.metrics, spec_.best.name);
       if (run.keep_best(value) && !o.save_best.empty()) run.save(o.save_best);
       run.schedule().on_evaluation(spec_.best.goal == Goal::Max ? -value : value);  // lower is better

@@ -109,6 +109,19 @@ double StepMeter::take_train_loss() {
   return mean;
 }
 
+void StepMeter::show_evaluation(int64_t step, const Metrics& metrics, double train_loss) {
+  if (!progress_) return;
+  std::string text = "eval at step " + std::to_string(step) + ":";
+  char value[32];
+  for (const auto& [name, v] : metrics) {
+    std::snprintf(value, sizeof value, "%.4g", v);
+    text += " " + name + " " + value;
+  }
+  std::snprintf(value, sizeof value, "%.4g", train_loss);
+  if (std::isfinite(train_loss)) text += std::string(" (train loss ") + value + ")";
+  progress_->note(text);
+}
+
 double StepMeter::finish() {
   if (progress_) progress_->finish();
   return items_ / std::max(seconds_since(start_), 1e-9);

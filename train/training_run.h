@@ -58,6 +58,8 @@ class StepMeter {
   void add(int64_t run_step, const Step& step);
   /// The mean loss of the steps since the previous call (or the first step); starts a new interval.
   double take_train_loss();
+  /// Shows an evaluation's metrics at `step` on a line of their own (when the progress line shows).
+  void show_evaluation(int64_t step, const Metrics& metrics, double train_loss);
   /// Ends the progress line; returns the items per second since construction.
   double finish();
 
