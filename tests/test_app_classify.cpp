@@ -199,6 +199,17 @@ TEST_CASE("classify: a resumed run continues exactly; a checkpoint classifies on
   std::filesystem::remove(dir.file("end.ckpt.spm"));
   eval.eval_split = "valid";
   check_error([&] { app::run_classify(eval); }, {"end.ckpt.spm"});
+
+  // Another run's vocabulary of the same size beside the checkpoint: refused by its fingerprint.
+  write_corpus(dir.file("other"), {"rivers", "trade", "space"});
+  write(dir.file("other/rivers/extra.txt"), "bonnet carrot donkey bonnet carrot donkey bonnet carrot donkey.\n");
+  app::ClassifyOptions other = tiny(dir.file("other"));
+  other.train.steps = 1;
+  other.train.save = dir.file("other.ckpt");
+  app::run_classify(other);
+  REQUIRE(read_text(dir.file("other.ckpt.spm")) != read_text(dir.file("half.ckpt.spm")));
+  std::filesystem::copy_file(dir.file("other.ckpt.spm"), dir.file("end.ckpt.spm"));
+  check_error([&] { app::run_classify(eval); }, {"end.ckpt.spm", "is not the vocabulary", "end.ckpt"});
 }
 
 TEST_CASE("classify: a checkpoint of other classes is refused, naming them") {
