@@ -96,9 +96,10 @@ void forward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int6
           T* pr = p.data() + r * cols;
           const int64_t seen = std::clamp<int64_t>(visible.end(g, i0 + r) - j0, 0, cols);
           T m = row_max[r];
-          bool nan = false;  // a NaN score makes the query's output NaN (docs/PORTING.md, "NaN"), never zeros
+          int nan = 0;  // a NaN score makes the query's output NaN (docs/PORTING.md, "NaN"), never zeros
+#pragma omp simd reduction(max : m) reduction(| : nan)
           for (int64_t c = 0; c < seen; ++c) {
-            m = std::max(m, pr[c]);
+            m = pr[c] > m ? pr[c] : m;
             nan |= pr[c] != pr[c];
           }
           if (nan) m = std::numeric_limits<T>::quiet_NaN();
