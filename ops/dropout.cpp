@@ -62,6 +62,9 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, Mode mode) {
            " (for a tensor of shape ", to_string(x.shape()), ")");
   if (mode == Mode::Eval) return x;
   const DropMask mask(gen.reserve((static_cast<uint64_t>(x.numel()) + 7) / 8), gen.seed(), p);
+  // p = 0 keeps every element, scaled by 1: x itself (the draws are still reserved, so that the
+  // generator's later draws do not depend on p). Computing that mask was a tenth of a training step.
+  if (p == 0) return x;
   Tensor y = apply_mask(x, mask);
   // dx = dy ⊙ keep / (1 − p)   (the same mask, regenerated from its counters)
   record("dropout", {x}, {y}, [mask](const std::vector<Tensor>& dy, Gradients& g) {

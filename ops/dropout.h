@@ -18,7 +18,8 @@ enum class Mode { Train, Eval };
 /// (at most 2^16 − 1), so an element is dropped with p rounded to a multiple of 2^−16 (off by at
 /// most 2^−17). The mask is the same for float32 and float64 x and on every device for the same
 /// generator state. The backward regenerates that mask from (first, seed) rather than storing it.
-/// x is floating; 0 ≤ p < 1.
+/// With p = 0 every element is kept and scaled by 1: returns x itself (the counters are reserved all
+/// the same). x is floating; 0 ≤ p < 1.
 Tensor dropout(const Tensor& x, double p, Generator& gen, Mode mode);
 
 }  // namespace tapestry
