@@ -97,12 +97,12 @@ class ClassifyRun : public InspectableTask {
     return {b.out.objective(b.loss), b.loss.item<double>(), {{"acc", scores.confusion().accuracy()}}, double(b.tokens)};
   }
 
+  void use_attention(train::Phase p) override { model_.set_attention(p == train::Phase::Evaluation ? a_.eval : a_.train); }
+
   train::Evaluation evaluate() override {
-    model_.set_attention(a_.eval);
     Generator gen(eval_seed_);
     const models::ClassificationScores scores =
         models::evaluate_classification(model_, p_, eval_batches_, device_, gen);
-    model_.set_attention(a_.train);
     return {scores.metrics(), double(scores.tokens())};
   }
 
@@ -252,7 +252,7 @@ InspectedCheckpoint inspect_classify_checkpoint(const CheckpointRequest& request
 
 train::Report run_classify(const ClassifyOptions& o) {
   check_classify_options(o);
-  check_clustering_weights(o.mu, o.nu, {o.attention});  // not for the sweep, whose full runs share its µ, ν
+  check_clustering_weights(o.mu, o.nu, {attentions(o.attention, o.eval_attention).train});  // not for the sweep, whose full runs share its µ, ν
   const auto start = std::chrono::steady_clock::now();
   const data::ClassifiedDocuments corpus = data::read_classification_corpus(classify_corpus_options(o));
   if (o.folds > 0) return run_classify_folds(o, corpus);
@@ -270,6 +270,7 @@ void add_classify(CommandLine& cli) {
   app.table = std::make_shared<OptionTable<ClassifyOptions>>(make_table());
   app.check = check_classify_options;
   app.task = kTask;  // --eval-only --resume reads the checkpoint's settings
+  app.inspector = {kTask, inspect_classify_checkpoint};
   app.unused = [](const ClassifyOptions& o) {
     std::vector<std::pair<std::string, std::string>> unused;
     if (o.baseline == "bow")

@@ -106,6 +106,7 @@ class TranslateRun : public InspectableTask {
       : InspectableTask({o.mu, o.nu, train::derived_seed(o.train.seed, 4)}),
         p_(p),
         o_(o),
+        a_(attentions(o.encoder_attention, o.eval_attention)),
         device_(device),
         model_(translator_options(o), gen),
         sampler_(p.train_sampler(o.max_tokens, train::derived_seed(o.train.seed, 3), world.rank(), world.size())),
@@ -122,12 +123,12 @@ class TranslateRun : public InspectableTask {
     return {b.out.objective(loss), loss.item<double>(), {}, double(b.tokens)};
   }
 
+  void use_attention(train::Phase p) override { model_.set_encoder_attention(p == train::Phase::Evaluation ? a_.eval : a_.train); }
+
   train::Evaluation evaluate() override {
-    model_.set_encoder_attention(translate_eval_attention(o_));
     Generator gen(eval_seed_);
     train::Metrics m =
         models::evaluate_translation(model_, *p_.sp, p_.eval, eval_batches_, translation_search(o_), device_, gen);
-    model_.set_encoder_attention(attention::AttentionConfig::parse(o_.encoder_attention));
     return {m, double(p_.eval.size())};
   }
 
@@ -152,6 +153,7 @@ class TranslateRun : public InspectableTask {
  private:
   const data::TranslationCorpus& p_;
   TranslateOptions o_;
+  Attentions a_;  // the encoder's, for training and for evaluation
   Device device_;
   models::Translator model_;
   data::BatchSampler sampler_;  // over the training pairs
@@ -219,8 +221,8 @@ void check_translate_options(const TranslateOptions& o) {
   TP_CHECK(decoder.kind().has_causal_form(), "--decoder-attention", "the decoder's self-attention must have a causal ",
            "form (", attention::kind_names([](const attention::Kind& k) { return k.has_causal_form(); }), "), got '",
            o.decoder_attention, "'");
-  attentions(o.encoder_attention, o.eval_attention);  // refuses pairs that cannot work (apps/options.h)
-  check_clustering_weights(o.mu, o.nu, {o.encoder_attention, o.decoder_attention});
+  const Attentions encoder = attentions(o.encoder_attention, o.eval_attention);  // refuses pairs that cannot work
+  check_clustering_weights(o.mu, o.nu, {encoder.train, decoder});
 }
 
 train::Report run_translate(const TranslateOptions& o) {
@@ -272,6 +274,7 @@ void add_translate(CommandLine& cli) {
   train_app.check = check_translate_options;
   train_app.run = run_translate;
   train_app.headline = headline;
+  train_app.inspector = {kTask, inspect_translate_checkpoint};
   add_training_app(cli, train_app, group);
 
   add_eval_app(cli, train_app, translate_table(), eval_flags(), kTask,
