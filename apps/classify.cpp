@@ -186,10 +186,10 @@ ClassifyOptions classify_preset(ClassifyPreset preset) {
   return o;
 }
 
-void check_classify_options(const ClassifyOptions& o) {
+Attentions check_classify_options(const ClassifyOptions& o) {
   table().check(o);
   train::check_options(o.train);
-  attentions(o.attention, o.eval_attention);
+  const Attentions a = attentions(o.attention, o.eval_attention);
   const int64_t longest = o.max_length + (o.pooling == "cls" ? 1 : 0);
   TP_CHECK(o.batch_tokens >= longest, "--batch-tokens", "must hold one whole document: at least --max-length",
            o.pooling == "cls" ? " + 1 (the [CLS] token)" : "", " = ", longest, ", got ", o.batch_tokens);
@@ -206,6 +206,7 @@ void check_classify_options(const ClassifyOptions& o) {
     TP_CHECK(o.train.save.empty() && o.train.save_best.empty() && o.train.resume.empty() && o.train.log.empty() &&
                  o.train.patience == 0,
              "--folds", "trains one model per fold: drop --save, --save-best, --resume, --log and --patience");
+  return a;
 }
 
 data::ClassificationCorpusOptions classify_corpus_options(const ClassifyOptions& o,
@@ -251,8 +252,7 @@ InspectedCheckpoint inspect_classify_checkpoint(const CheckpointRequest& request
 }
 
 train::Report run_classify(const ClassifyOptions& o) {
-  check_classify_options(o);
-  check_clustering_weights(o.mu, o.nu, {attentions(o.attention, o.eval_attention).train});  // not for the sweep, whose full runs share its µ, ν
+  check_clustering_weights(o.mu, o.nu, {check_classify_options(o).train});  // not for the sweep, whose full runs share its µ, ν
   const auto start = std::chrono::steady_clock::now();
   const data::ClassifiedDocuments corpus = data::read_classification_corpus(classify_corpus_options(o));
   if (o.folds > 0) return run_classify_folds(o, corpus);

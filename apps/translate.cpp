@@ -101,12 +101,12 @@ data::TranslationCorpus prepare(const TranslateOptions& o, const std::vector<std
 
 class TranslateRun : public InspectableTask {
  public:
-  TranslateRun(const data::TranslationCorpus& p, const TranslateOptions& o, Generator& gen, Device device,
-               const dist::World& world)
+  TranslateRun(const data::TranslationCorpus& p, const TranslateOptions& o, const Attentions& a, Generator& gen,
+               Device device, const dist::World& world)
       : InspectableTask({o.mu, o.nu, train::derived_seed(o.train.seed, 4)}),
         p_(p),
         o_(o),
-        a_(attentions(o.encoder_attention, o.eval_attention)),
+        a_(a),
         device_(device),
         model_(translator_options(o), gen),
         sampler_(p.train_sampler(o.max_tokens, train::derived_seed(o.train.seed, 3), world.rank(), world.size())),
@@ -177,10 +177,6 @@ models::TranslationSearch translation_search(const TranslateOptions& o) {
   return {o.beam, o.lenpen, o.max_ratio, o.cache ? models::Incremental::Yes : models::Incremental::No, o.max_tokens};
 }
 
-attention::AttentionConfig translate_eval_attention(const TranslateOptions& o) {
-  return attention::AttentionConfig::parse(o.eval_attention.empty() ? o.encoder_attention : o.eval_attention);
-}
-
 models::TranslatorOptions translator_options(const TranslateOptions& o) {
   return {o.vocab_size, o.encoder_layers, o.decoder_layers, o.heads, o.head_dim, o.ff, o.dropout, o.tie_output,
           attention::AttentionConfig::parse(o.encoder_attention), attention::AttentionConfig::parse(o.decoder_attention),
@@ -212,7 +208,7 @@ TranslateOptions translate_preset(TranslatePreset preset) {
   return o;
 }
 
-void check_translate_options(const TranslateOptions& o) {
+Attentions check_translate_options(const TranslateOptions& o) {
   table().check(o);
   train::check_options(o.train);
   TP_CHECK(o.source_lang != o.target_lang, "--target-lang", "source and target files need different suffixes, both are '",
@@ -223,18 +219,19 @@ void check_translate_options(const TranslateOptions& o) {
            o.decoder_attention, "'");
   const Attentions encoder = attentions(o.encoder_attention, o.eval_attention);  // refuses pairs that cannot work
   check_clustering_weights(o.mu, o.nu, {encoder.train, decoder});
+  return encoder;
 }
 
 train::Report run_translate(const TranslateOptions& o) {
-  check_translate_options(o);
+  const Attentions a = check_translate_options(o);
   const data::TranslationCorpus p = prepare(o, vocabulary_paths(o.train));
   train::RunSpec spec;
   spec.identity = table().identity(kTask, o);
   record_vocabulary(spec.identity, p.sp->fingerprint(), o.train.resume);
   spec.best = {"bleu", train::Goal::Max};
   spec.log_fields = {{"data", o.data},
-                     {"encoder_attention", attention::AttentionConfig::parse(o.encoder_attention).to_string()},
-                     {"eval_attention", translate_eval_attention(o).to_string()},
+                     {"encoder_attention", a.train.to_string()},
+                     {"eval_attention", a.eval.to_string()},
                      {"eval_split", o.eval_split},
                      {"beam", o.beam},
                      {"pairs", {{"train", p.train.size()}, {o.eval_split, p.eval.size()}}},
@@ -242,7 +239,7 @@ train::Report run_translate(const TranslateOptions& o) {
                      {"long_pairs", p.train.too_long}};
   train::Trainer trainer(spec, o.train);
   return trainer.run([&](Generator& gen, Device device) {
-    return std::make_unique<TranslateRun>(p, o, gen, device, trainer.world());
+    return std::make_unique<TranslateRun>(p, o, a, gen, device, trainer.world());
   });
 }
 
@@ -251,10 +248,10 @@ InspectedCheckpoint inspect_translate_checkpoint(const CheckpointRequest& reques
   table().apply(o, recorded_settings(request.path, kTask, request.flag));
   o.train.resume = request.path;  // its SentencePiece model is beside it
   o.train.progress = false;
-  check_translate_options(o);
+  const Attentions a = check_translate_options(o);
   const data::TranslationCorpus p = prepare(o, {});
   Generator gen(o.train.seed);
-  TranslateRun run(p, o, gen, Device::cpu(), dist::World());
+  TranslateRun run(p, o, a, gen, Device::cpu(), dist::World());
   return inspect_restored(run, request, table().identity(kTask, o));
 }
 

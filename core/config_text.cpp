@@ -82,13 +82,15 @@ double read_value(const ConfigKey& k, const std::string& text, const std::string
     return double(it - k.names.begin());
   }
   if (k.type == KeyType::Number) return parse_config_number(text, op, k.key);
-  // Whole numbers in any notation ("4000", "4e3"): a config text recorded with either reads back.
+  // Whole numbers in decimal notation ("4000", "4e3"): a config text recorded with either reads
+  // back; no spaces, hexadecimal or "inf".
   const char* begin = text.c_str();
   char* end = nullptr;
   errno = 0;
   const double x = std::strtod(begin, &end);
-  TP_CHECK(!text.empty() && end == begin + text.size() && errno == 0 && std::isfinite(x) && x == std::floor(x) &&
-               (x >= 0 || k.min < 0),
+  const bool decimal = text.find_first_not_of("0123456789.eE+-") == std::string::npos;
+  TP_CHECK(!text.empty() && decimal && end == begin + text.size() && errno == 0 && std::isfinite(x) &&
+               x == std::floor(x) && (x >= 0 || k.min < 0),
            op, k.key, k.min < 0 ? " must be an integer" : " must be a non-negative integer", ", got '", text, "'");
   return x;
 }

@@ -119,7 +119,10 @@ struct Evaluation {
 };
 
 /// What a task's model runs for: training steps, or evaluation (Task::use_attention).
-enum class Phase { Training, Evaluation };
+enum class Phase {
+  Training,   ///< training steps, with the training attention
+  Evaluation  ///< evaluations, with the evaluation attention (--eval-attention)
+};
 
 /// An app's part of training.
 class Task {
