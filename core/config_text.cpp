@@ -57,12 +57,18 @@ int64_t find_config_key(const std::vector<ConfigKey>& keys, const std::string& k
   return -1;
 }
 
+namespace {
+
+bool low_open(const ConfigKey& k) { return k.ends == Ends::LowOpen || k.ends == Ends::Open; }
+bool high_open(const ConfigKey& k) { return k.ends == Ends::HighOpen || k.ends == Ends::Open; }
+
+}  // namespace
+
 std::string config_range(const ConfigKey& k) {
   if (!k.names.empty()) return join_names(k.names);
-  const bool low_open = k.ends == Ends::LowOpen || k.ends == Ends::Open;
-  const bool high_open = k.ends == Ends::HighOpen || k.ends == Ends::Open || std::isinf(k.max);
   const std::string high = std::isinf(k.max) ? "inf" : format_config_number(k.max);
-  return (low_open ? "(" : "[") + format_config_number(k.min) + ", " + high + (high_open ? ")" : "]");
+  return (low_open(k) ? "(" : "[") + format_config_number(k.min) + ", " + high +
+         (high_open(k) || std::isinf(k.max) ? ")" : "]");
 }
 
 std::string config_value_text(const ConfigKey& k, double value) {
@@ -99,10 +105,8 @@ double read_value(const ConfigKey& k, const std::string& text, const std::string
 
 void check_config_value(const ConfigKey& k, double value, const std::string& op) {
   const double min = k.names.empty() ? k.min : 0, max = k.names.empty() ? k.max : double(k.names.size()) - 1;
-  const bool low_open = k.ends == Ends::LowOpen || k.ends == Ends::Open;
-  const bool high_open = k.ends == Ends::HighOpen || k.ends == Ends::Open;
   const bool whole = value == std::floor(value);
-  const bool inside = (low_open ? value > min : value >= min) && (high_open ? value < max : value <= max);
+  const bool inside = (low_open(k) ? value > min : value >= min) && (high_open(k) ? value < max : value <= max);
   // Upper bounds keep a typo from hanging a run (iterations=999999999 ran Lloyd for hours).
   TP_CHECK(std::isfinite(value) && inside && (whole || (k.type == KeyType::Number && k.names.empty())), op, k.key,
            " must be ", allowed(k), ", got ", format_config_number(value));

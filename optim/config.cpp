@@ -14,8 +14,6 @@ namespace tapestry::optim {
 
 namespace {
 
-using Values = std::vector<std::pair<std::string, double>>;
-
 // A type's keys (the grammar of core/config_text.h), and a check of what one key's range cannot say
 // (how two keys relate), run when a text is parsed so that a bad config fails there.
 struct TypeKeys {
@@ -91,9 +89,9 @@ const std::vector<TypeKeys>& schedule_types() {
 }
 
 std::string names(const std::vector<TypeKeys>& types) {
-  std::string out;
-  for (const auto& t : types) out += (out.empty() ? "" : ", ") + std::string(t.type);
-  return out;
+  std::vector<std::string> out;
+  for (const auto& t : types) out.push_back(t.type);
+  return join_names(out);
 }
 
 // Every key of the type, given or default, in the type's order; ranges are the key table's, and
