@@ -220,10 +220,10 @@ InspectedCheckpoint inspect_asr_checkpoint(const CheckpointRequest& request) {
   o.train.resume = request.path;
   o.train.eval_only = true;  // reads the evaluation split alone
   o.train.progress = false;
-  check_asr_options(o);
+  const Attentions a = check_asr_options(o);
   const data::SpeechCorpus p = prepare(o);
   Generator gen(o.train.seed);
-  AsrRun run(p, o, attentions(o.attention, o.eval_attention), gen, Device::cpu(), dist::World());
+  AsrRun run(p, o, a, gen, Device::cpu(), dist::World());
   return inspect_restored(run, request, identity(o, p.inventory));
 }
 
@@ -244,8 +244,7 @@ std::vector<std::vector<std::string>> transcribe(const std::string& model_path, 
                                                  const AsrOptions& options) {
   const AsrCheckpoint c = read_asr_checkpoint(model_path, options, "--model");
   const AsrOptions& o = c.options;
-  check_asr_options(o);
-  const Attentions a = attentions(o.attention, o.eval_attention);
+  const Attentions a = check_asr_options(o);
   Generator gen(0);
   models::SpeechRecognizer model(model_options(o, int64_t(c.phonemes.size()), a.train), gen);
   train::ResumedRun(model_path, identity(o, c.phonemes), train::Compare::ModelOnly).restore_model(model);

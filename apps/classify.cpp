@@ -242,12 +242,12 @@ InspectedCheckpoint inspect_classify_checkpoint(const CheckpointRequest& request
   table().apply(o, recorded_settings(request.path, kTask, request.flag));
   o.train.resume = request.path;  // its SentencePiece model is beside it
   o.train.progress = false;
-  check_classify_options(o);
+  const Attentions a = check_classify_options(o);
   data::ClassificationCorpusOptions c = classify_corpus_options(o);
   c.on_skipped = nullptr;  // told when the checkpoint's run read the corpus
   const Prepared p = data::tokenize_corpus(data::read_classification_corpus(c), c);
   Generator gen(o.train.seed);
-  ClassifyRun run(p, o, attentions(o.attention, o.eval_attention), gen, Device::cpu(), dist::World());
+  ClassifyRun run(p, o, a, gen, Device::cpu(), dist::World());
   return inspect_restored(run, request, table().identity(kTask, o));
 }
 
