@@ -31,8 +31,12 @@ std::vector<std::string> kind_list() {
   return names;
 }
 
-// The flag shared-qk is printed only when it is on, so that plain full attention stays "full".
-bool printed(const Setting& s, double value) { return s.key != "shared-qk" || value != 0; }
+// A flag (a 0/1 key: shared-qk) is printed only when it is not its default, so that plain full
+// attention stays "full".
+bool printed(const Setting& s, double value) {
+  const bool flag = s.min == 0 && s.max == 1 && s.names.empty();
+  return !flag || value != s.fallback;
+}
 
 }  // namespace
 

@@ -17,8 +17,8 @@
 /// (nn/attention/config.cpp, one line each). Nothing outside nn/attention asks which kind a config
 /// is: it asks the kind (has_causal_form, form, score_elements, ...), so that a new kind is one file.
 ///
-/// Keys left out take the kind's defaults. to_string() prints every key of the kind (the flag
-/// shared-qk only when it is on, so that plain full attention stays "full"), so that
+/// Keys left out take the kind's defaults. to_string() prints every key of the kind (a 0/1 flag
+/// only when it is not its default, so that plain full attention stays "full"), so that
 /// parse(to_string(c)) == c.
 ///
 /// Shared queries and keys (shared-qk=1; full:shared-qk=1 is the clustered-attention paper's
