@@ -111,12 +111,12 @@ class AsrRun : public InspectableTask {
     return {b.out.objective(b.loss), b.loss.item<double>(), {}, double(b.frames)};
   }
 
+  void use_attention(train::Phase p) override { model_.set_attention(p == train::Phase::Evaluation ? a_.eval : a_.train); }
+
   train::Evaluation evaluate() override {
-    model_.set_attention(a_.eval);
     Generator gen(eval_seed_);
     const models::RecognitionScores s =
         models::evaluate_recognition(model_, p_.eval, eval_batches_, beam_, device_, gen);
-    model_.set_attention(a_.train);
     return {s.metrics, double(s.frames)};
   }
 
@@ -181,7 +181,7 @@ AsrOptions asr_preset(AsrPreset preset) {
   return o;
 }
 
-void check_asr_options(const AsrOptions& o) {
+Attentions check_asr_options(const AsrOptions& o) {
   table().check(o);
   train::check_options(o.train);
   TP_CHECK(o.spec_augment.frequency_width <= o.mel_bins, "--freq-width", "a frequency mask of up to ",
@@ -189,13 +189,13 @@ void check_asr_options(const AsrOptions& o) {
   const Attentions a = attentions(o.attention, o.eval_attention);
   // The longest utterance of the corpus is a few hundred frames: a batch of them, as positions.
   check_attention_memory(a, std::max<int64_t>(1, o.batch_frames / 1000), o.heads, 1000 / o.stack + 1);
-  check_clustering_weights(o.mu, o.nu, {o.attention});
+  check_clustering_weights(o.mu, o.nu, {a.train});
+  return a;
 }
 
 train::Report run_asr(const AsrOptions& o) {
-  check_asr_options(o);
+  const Attentions a = check_asr_options(o);
   const data::SpeechCorpus p = prepare(o);
-  const Attentions a = attentions(o.attention, o.eval_attention);
   train::RunSpec spec;
   spec.identity = identity(o, p.inventory);
   spec.best = {"per", train::Goal::Min};
@@ -220,10 +220,10 @@ InspectedCheckpoint inspect_asr_checkpoint(const CheckpointRequest& request) {
   o.train.resume = request.path;
   o.train.eval_only = true;  // reads the evaluation split alone
   o.train.progress = false;
-  check_asr_options(o);
+  const Attentions a = check_asr_options(o);
   const data::SpeechCorpus p = prepare(o);
   Generator gen(o.train.seed);
-  AsrRun run(p, o, attentions(o.attention, o.eval_attention), gen, Device::cpu(), dist::World());
+  AsrRun run(p, o, a, gen, Device::cpu(), dist::World());
   return inspect_restored(run, request, identity(o, p.inventory));
 }
 
@@ -244,8 +244,7 @@ std::vector<std::vector<std::string>> transcribe(const std::string& model_path, 
                                                  const AsrOptions& options) {
   const AsrCheckpoint c = read_asr_checkpoint(model_path, options, "--model");
   const AsrOptions& o = c.options;
-  check_asr_options(o);
-  const Attentions a = attentions(o.attention, o.eval_attention);
+  const Attentions a = check_asr_options(o);
   Generator gen(0);
   models::SpeechRecognizer model(model_options(o, int64_t(c.phonemes.size()), a.train), gen);
   train::ResumedRun(model_path, identity(o, c.phonemes), train::Compare::ModelOnly).restore_model(model);
@@ -273,6 +272,7 @@ void add_asr(CommandLine& cli) {
   train_app.check = check_asr_options;
   train_app.run = run_asr;
   train_app.headline = headline;
+  train_app.inspector = {kTask, inspect_asr_checkpoint};
   add_training_app(cli, train_app, group);
 
   // eval: the settings come from the checkpoint, so it takes only the data, decoding and eval

@@ -34,6 +34,7 @@
 
 #include "apps/app.h"
 #include "apps/inspect.h"
+#include "apps/options.h"
 #include "data/features.h"
 #include "train/trainer.h"
 
@@ -74,7 +75,7 @@ enum class AsrPreset {
 AsrOptions asr_preset(AsrPreset preset);
 
 // Throws Error naming the flag.
-void check_asr_options(const AsrOptions& options);
+Attentions check_asr_options(const AsrOptions& options);
 
 // Reads the data, then trains and evaluates (or, with train.eval_only, evaluates). Throws Error for
 // missing data (naming `make data`), unreadable audio, transcripts outside the inventory, a

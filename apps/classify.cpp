@@ -97,12 +97,12 @@ class ClassifyRun : public InspectableTask {
     return {b.out.objective(b.loss), b.loss.item<double>(), {{"acc", scores.confusion().accuracy()}}, double(b.tokens)};
   }
 
+  void use_attention(train::Phase p) override { model_.set_attention(p == train::Phase::Evaluation ? a_.eval : a_.train); }
+
   train::Evaluation evaluate() override {
-    model_.set_attention(a_.eval);
     Generator gen(eval_seed_);
     const models::ClassificationScores scores =
         models::evaluate_classification(model_, p_, eval_batches_, device_, gen);
-    model_.set_attention(a_.train);
     return {scores.metrics(), double(scores.tokens())};
   }
 
@@ -186,10 +186,10 @@ ClassifyOptions classify_preset(ClassifyPreset preset) {
   return o;
 }
 
-void check_classify_options(const ClassifyOptions& o) {
+Attentions check_classify_options(const ClassifyOptions& o) {
   table().check(o);
   train::check_options(o.train);
-  attentions(o.attention, o.eval_attention);
+  const Attentions a = attentions(o.attention, o.eval_attention);
   const int64_t longest = o.max_length + (o.pooling == "cls" ? 1 : 0);
   TP_CHECK(o.batch_tokens >= longest, "--batch-tokens", "must hold one whole document: at least --max-length",
            o.pooling == "cls" ? " + 1 (the [CLS] token)" : "", " = ", longest, ", got ", o.batch_tokens);
@@ -206,6 +206,7 @@ void check_classify_options(const ClassifyOptions& o) {
     TP_CHECK(o.train.save.empty() && o.train.save_best.empty() && o.train.resume.empty() && o.train.log.empty() &&
                  o.train.patience == 0,
              "--folds", "trains one model per fold: drop --save, --save-best, --resume, --log and --patience");
+  return a;
 }
 
 data::ClassificationCorpusOptions classify_corpus_options(const ClassifyOptions& o,
@@ -241,18 +242,17 @@ InspectedCheckpoint inspect_classify_checkpoint(const CheckpointRequest& request
   table().apply(o, recorded_settings(request.path, kTask, request.flag));
   o.train.resume = request.path;  // its SentencePiece model is beside it
   o.train.progress = false;
-  check_classify_options(o);
+  const Attentions a = check_classify_options(o);
   data::ClassificationCorpusOptions c = classify_corpus_options(o);
   c.on_skipped = nullptr;  // told when the checkpoint's run read the corpus
   const Prepared p = data::tokenize_corpus(data::read_classification_corpus(c), c);
   Generator gen(o.train.seed);
-  ClassifyRun run(p, o, attentions(o.attention, o.eval_attention), gen, Device::cpu(), dist::World());
+  ClassifyRun run(p, o, a, gen, Device::cpu(), dist::World());
   return inspect_restored(run, request, table().identity(kTask, o));
 }
 
 train::Report run_classify(const ClassifyOptions& o) {
-  check_classify_options(o);
-  check_clustering_weights(o.mu, o.nu, {o.attention});  // not for the sweep, whose full runs share its µ, ν
+  check_clustering_weights(o.mu, o.nu, {check_classify_options(o).train});  // not for the sweep, whose full runs share its µ, ν
   const auto start = std::chrono::steady_clock::now();
   const data::ClassifiedDocuments corpus = data::read_classification_corpus(classify_corpus_options(o));
   if (o.folds > 0) return run_classify_folds(o, corpus);
@@ -270,6 +270,7 @@ void add_classify(CommandLine& cli) {
   app.table = std::make_shared<OptionTable<ClassifyOptions>>(make_table());
   app.check = check_classify_options;
   app.task = kTask;  // --eval-only --resume reads the checkpoint's settings
+  app.inspector = {kTask, inspect_classify_checkpoint};
   app.unused = [](const ClassifyOptions& o) {
     std::vector<std::pair<std::string, std::string>> unused;
     if (o.baseline == "bow")

@@ -46,6 +46,7 @@
 
 #include "apps/app.h"
 #include "apps/inspect.h"
+#include "apps/options.h"
 #include "data/classification_corpus.h"
 #include "train/trainer.h"
 
@@ -90,8 +91,8 @@ enum class ClassifyPreset {
 };
 ClassifyOptions classify_preset(ClassifyPreset preset);
 
-// Throws Error naming the flag.
-void check_classify_options(const ClassifyOptions& options);
+// Returns the attentions the options name; throws Error naming the flag.
+Attentions check_classify_options(const ClassifyOptions& options);
 
 // Prepares the data, then trains and evaluates (or, with --eval-only, evaluates; with --baseline bow,
 // fits and evaluates naive Bayes). Throws Error for missing data (naming `make data`), unreadable

@@ -110,10 +110,13 @@ class CopyTaskRun : public InspectableTask {
         inspection_options(seed));
   }
 
+  void use_attention(train::Phase p) override {
+    model_.set_attention(p == train::Phase::Evaluation ? attentions_.eval : attentions_.train);
+  }
+
   // With the evaluation attention, on the held-out batches; hashing draws from a generator seeded
   // afresh, so an evaluation is a function of the weights alone.
   train::Evaluation evaluate() override {
-    model_.set_attention(attentions_.eval);
     Generator gen(eval_hash_seed_);
     metrics::Accuracy masked, tokens;
     double loss = 0;
@@ -125,7 +128,6 @@ class CopyTaskRun : public InspectableTask {
       masked.add(predicted, target, batch.masked.to_vector<bool>());
       tokens.add(predicted, target);
     }
-    model_.set_attention(attentions_.train);
     // With no masked position (a mask fraction that hid nothing) every masked symbol was copied.
     const double masked_accuracy = masked.total() == 0 ? 1.0 : masked.value();
     return {{{"masked_accuracy", masked_accuracy}, {"token_accuracy", tokens.value()},
@@ -173,16 +175,17 @@ CopyTaskOptions copy_task_preset(Preset preset) {
   return o;
 }
 
-void check_copy_task_options(const CopyTaskOptions& o) {
+Attentions check_copy_task_options(const CopyTaskOptions& o) {
   table().check(o);
   train::check_options(o.train);
-  check_attention_memory(attentions(o.attention, o.eval_attention), o.batch, o.heads, 2 * o.length + 2);
-  check_clustering_weights(o.mu, o.nu, {o.attention});
+  const Attentions a = attentions(o.attention, o.eval_attention);
+  check_attention_memory(a, o.batch, o.heads, 2 * o.length + 2);
+  check_clustering_weights(o.mu, o.nu, {a.train});
+  return a;
 }
 
 train::Report run_copy_task(const CopyTaskOptions& o) {
-  check_copy_task_options(o);
-  const Attentions a = attentions(o.attention, o.eval_attention);
+  const Attentions a = check_copy_task_options(o);
   train::RunSpec spec;
   spec.identity = table().identity(kTask, o);
   spec.best = {"masked_accuracy", train::Goal::Max};
@@ -211,6 +214,7 @@ void add_copy_task(CommandLine& cli) {
   app.table = std::make_shared<OptionTable<CopyTaskOptions>>(make_table());
   app.check = check_copy_task_options;
   app.task = kTask;  // --eval-only --resume reads the checkpoint's settings
+  app.inspector = {kTask, inspect_copy_task_checkpoint};
   app.run = run_copy_task;
   app.headline = [](const CopyTaskOptions& o, const train::Report& r) {
     const std::string trained = r.fields.at("attention"), evaluated = r.fields.at("eval_attention");

@@ -22,6 +22,7 @@
 
 #include "apps/app.h"
 #include "apps/inspect.h"
+#include "apps/options.h"
 #include "data/copy_task.h"
 #include "models/sequence_tagger.h"
 #include "train/trainer.h"
@@ -61,9 +62,9 @@ struct CopyTaskOptions {
 // The options of a preset (every field not listed in the preset keeps the default above).
 CopyTaskOptions copy_task_preset(Preset preset);
 
-// Checks the options (ranges, attention configs, the combinations that cannot work); throws Error
-// naming the flag.
-void check_copy_task_options(const CopyTaskOptions& options);
+// Checks the options (ranges, attention configs, the combinations that cannot work) and returns the
+// attentions they name; throws Error naming the flag.
+Attentions check_copy_task_options(const CopyTaskOptions& options);
 
 // Trains (or, with train.eval_only, evaluates) as the options say; progress goes to stderr. The
 // report's fields hold "attention", "eval_attention" (full configs) and "length". Throws Error on

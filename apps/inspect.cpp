@@ -7,12 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "apps/asr.h"
-#include "apps/classify.h"
-#include "apps/copy_task.h"
 #include "apps/options.h"
-#include "apps/reverse.h"
-#include "apps/translate.h"
 #include "core/tape_graph_draw.h"
 #include "models/inspection.h"
 #include "models/inspection_report.h"
@@ -27,7 +22,7 @@ constexpr const char* kSchema = "tapestry-inspect/1";
 OptionTable<InspectOptions> make_table() {
   using O = InspectOptions;
   OptionTable<O> t({{"default", InspectOptions()}});
-  t.add("--checkpoint", &O::checkpoint, "the checkpoint to inspect (of asr, classify, copy-task or translate)");
+  t.add("--checkpoint", &O::checkpoint, "the checkpoint to inspect (of an app whose model has clustering)");
   t.add("--compare", &O::compare, "a later checkpoint of the same run: how many words change cluster, centroid movement");
   t.add("--batches", &O::batches, "held-out batches inspected together", between(1, 1 << 10));
   t.add("--json", &O::json, "write the inspection as JSON to FILE (docs/INSPECT.md)");
@@ -40,15 +35,22 @@ OptionTable<InspectOptions> make_table() {
   return t;
 }
 
-// The apps whose checkpoints `tapestry inspect` reads, by the task name their checkpoints record.
-using Inspector = InspectedCheckpoint (*)(const CheckpointRequest&);
-const std::map<std::string, Inspector>& inspectors() {
-  static const std::map<std::string, Inspector> apps = {{"asr", inspect_asr_checkpoint},
-                                                        {"classify", inspect_classify_checkpoint},
-                                                        {"copy-task", inspect_copy_task_checkpoint},
-                                                        {"reverse", inspect_reverse_checkpoint},
-                                                        {"translate", inspect_translate_checkpoint}};
+// The apps whose checkpoints `tapestry inspect` reads, by the task name their checkpoints record:
+// each app registers itself (register_inspector), so that this file names none.
+std::map<std::string, CheckpointInspector>& inspectors() {
+  static std::map<std::string, CheckpointInspector> apps;
   return apps;
+}
+
+// "asr, classify, copy-task, reverse and translate"
+std::string inspected_tasks() {
+  std::string out;
+  size_t left = inspectors().size();
+  for (const auto& entry : inspectors()) {
+    --left;
+    out += entry.first + (left > 1 ? ", " : left == 1 ? " and " : "");
+  }
+  return out.empty() ? "none" : out;
 }
 
 // The checkpoint at `path` (given as `flag`), inspected by the app that wrote it. Errors name the
@@ -63,9 +65,9 @@ InspectedCheckpoint inspect_one(const std::string& path, const InspectOptions& o
   }
   const auto app = inspectors().find(identity.task);
   TP_CHECK(app != inspectors().end(), flag, "'", path, "' is a ", identity.task,
-           " checkpoint; tapestry inspect reads checkpoints of asr, classify, copy-task, reverse and translate");
+           " checkpoint; tapestry inspect reads checkpoints of ", inspected_tasks());
   try {
-    return app->second({path, o.batches, o.seed, flag, graph});
+    return app->second.inspect({path, o.batches, o.seed, flag, graph});
   } catch (const Error& e) {
     const std::string what = e.what();
     if (what.find(path) != std::string::npos) throw;  // says which file already
@@ -144,6 +146,8 @@ int run_inspect(const InspectOptions& o) {
 }
 
 }  // namespace
+
+void register_inspector(const CheckpointInspector& inspector) { inspectors()[inspector.task] = inspector; }
 
 InspectedCheckpoint inspect_restored(InspectableTask& run, const CheckpointRequest& request,
                                      const train::RunIdentity& identity) {

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -81,6 +82,17 @@ class InspectableTask : public train::Task {
   models::InspectionOptions logged_;
   models::DrawGraph graph_ = models::DrawGraph::No;
 };
+
+// What an app gives `tapestry inspect`: the task name its checkpoints record, and how it restores
+// and inspects one of them (inspect_<app>_checkpoint).
+struct CheckpointInspector {
+  std::string task;  // "copy-task"
+  std::function<InspectedCheckpoint(const CheckpointRequest&)> inspect;
+};
+
+// Makes `tapestry inspect` read the checkpoints of `inspector.task` (add_training_app does it for
+// the apps that have an inspector); registering a task again replaces its inspector.
+void register_inspector(const CheckpointInspector& inspector);
 
 // How each app's inspect_<app>_checkpoint ends: restores request.path into run.model() (a checkpoint
 // of `identity`; Error otherwise) and returns run.inspection(request.batches, request.seed).

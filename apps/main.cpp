@@ -31,6 +31,14 @@ int main(int argc, char** argv) {
       return 0;
     };
   });
+  cli.add("optimizers", "List the optimizers that --optimizer takes and the schedules that --schedule takes: each "
+          "with its settings (default, range, meaning)", [](CLI::App&) {
+    return [] {
+      std::cout << "optimizers (--optimizer):\n" << optim::describe_optimizers() << "schedules (--schedule):\n"
+                << optim::describe_schedules();
+      return 0;
+    };
+  });
   app::add_asr(cli);
   app::add_classify(cli);
   app::add_cluster(cli);

@@ -137,11 +137,11 @@ Attentions attentions(const std::string& train, const std::string& eval) {
   return a;
 }
 
-void check_clustering_weights(double mu, double nu, const std::vector<std::string>& attentions) {
+void check_clustering_weights(double mu, double nu, const std::vector<attention::AttentionConfig>& attentions) {
   const nn::ClusteringLossWeights defaults;
   if (mu == defaults.mu && nu == defaults.nu) return;
-  for (const std::string& text : attentions)
-    if (attention::AttentionConfig::parse(text).kind().form() == attention::Form::HiddenStates) return;
+  for (const attention::AttentionConfig& config : attentions)
+    if (config.kind().form() == attention::Form::HiddenStates) return;
   fail(mu != defaults.mu ? "--mu" : "--nu", "weights a clustering loss, and the attention has none (only ",
        attention::kind_names([](const attention::Kind& k) { return k.form() == attention::Form::HiddenStates; }),
        " has): drop --mu and --nu or train with neural clustering");

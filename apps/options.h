@@ -24,9 +24,11 @@
 #include <vector>
 
 #include "apps/app.h"
+#include "apps/inspect.h"
 #include "core/error.h"
 #include "data/batch.h"
 #include "nn/attention/config.h"
+#include "optim/config.h"
 #include "train/trainer.h"
 
 namespace tapestry::app {
@@ -234,11 +236,12 @@ template <class Options>
 void add_train_options(OptionTable<Options>& t, train::TrainOptions Options::*g) {
   using T = train::TrainOptions;
   t.add("--optimizer", g, &T::optimizer,
-        "optimizer config: sgd|adam|adamw|radam with settings, e.g. radam:lr=2e-4 or adam:lr=1e-3,beta2=0.98",
+        "optimizer, TYPE or TYPE:KEY=VALUE,... (e.g. radam:lr=2e-4); the types with their defaults: " +
+            optim::optimizers_help(),
         {}, Recorded::Training);
   t.add("--schedule", g, &T::schedule,
-        "learning-rate schedule: constant, inverse-sqrt:warmup=W, cosine:total=T,min_lr=M,warmup=W, "
-        "plateau:factor=F,patience=P (on the best metric)",
+        "learning-rate schedule, TYPE or TYPE:KEY=VALUE,...; the types with their defaults: " + optim::schedules_help() +
+            " (plateau steps on the best metric; cosine's total=0: the run's steps)",
         {}, Recorded::Training);
   t.add("--clip", g, &T::clip, "max global gradient norm, 0: no clipping", {}, Recorded::Training);
   t.add("--param-groups", g, &T::param_groups,
@@ -322,8 +325,8 @@ void add_clustering_weights(OptionTable<Options>& t, double Options::*mu, double
 }
 
 // Refuses --mu / --nu away from their defaults (nn::ClusteringLossWeights) when no attention of the
-// run (`attentions`, config texts) has clustering losses: they would be accepted and ignored.
-void check_clustering_weights(double mu, double nu, const std::vector<std::string>& attentions);
+// run (`attentions`) has clustering losses: they would be accepted and ignored.
+void check_clustering_weights(double mu, double nu, const std::vector<attention::AttentionConfig>& attentions);
 
 // Fails fast, naming the flag, when the attention weights of one layer would not fit in this
 // machine's memory: B · H · score_elements(N) float32 (attention::Kind: (C, N) per head for the
@@ -361,6 +364,8 @@ struct TrainingApp {
   // file, not a bad command line: exit 1.
   std::function<nlohmann::json(const Options&)> recorded;
   std::function<std::string(const Options&, const train::Report&)> headline;  // "copy-task: L = 31, step 600"
+  // `tapestry inspect` of the app's checkpoints; registered with the app (no task: none).
+  CheckpointInspector inspector;
 };
 
 // The options `app` runs with, into `o`: its table's flags over app.recorded's settings (an Error
@@ -396,6 +401,7 @@ int resolve_options(const TrainingApp<Options>& app, const std::string& full_nam
 template <class Options>
 CLI::App* add_training_app(CommandLine& cli, TrainingApp<Options> app, CLI::App* parent = nullptr) {
   const std::string full_name = parent ? parent->get_name() + " " + app.name : app.name;  // for messages
+  if (!app.inspector.task.empty()) register_inspector(app.inspector);
   return cli.add(app.name, app.description, [app, full_name](CLI::App& command) {
     app.table->add_to(command, app.flags);
     auto json = std::make_shared<bool>(false);

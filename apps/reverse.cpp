@@ -68,8 +68,9 @@ class ReverseRun : public InspectableTask {
     return {out.objective(loss), loss.item<double>(), {}, double(input.numel())};
   }
 
+  void use_attention(train::Phase p) override { model_.set_attention(p == train::Phase::Evaluation ? a_.eval : a_.train); }
+
   train::Evaluation evaluate() override {
-    model_.set_attention(a_.eval);
     Generator gen(train::derived_seed(o_.train.seed, 2));
     metrics::Accuracy tokens;
     int64_t sequences = 0, whole = 0;  // sequences, and those right at every position
@@ -83,7 +84,6 @@ class ReverseRun : public InspectableTask {
       for (size_t row = 0; row < p.size(); row += size_t(o_.length), ++sequences)
         whole += std::equal(p.begin() + row, p.begin() + row + o_.length, t.begin() + row);
     }
-    model_.set_attention(a_.train);
     return {{{"token_accuracy", tokens.value()}, {"sequence_accuracy", double(whole) / double(sequences)},
              {"loss", loss / double(held_out_.size())}},
             double(tokens.total())};
@@ -132,15 +132,16 @@ ReverseOptions::ReverseOptions() {
   train.eval_every = 100;
 }
 
-void check_reverse_options(const ReverseOptions& o) {
+Attentions check_reverse_options(const ReverseOptions& o) {
   table().check(o);
   train::check_options(o.train);
-  check_attention_memory(attentions(o.attention, o.eval_attention), o.batch, o.heads, o.length);
+  const Attentions a = attentions(o.attention, o.eval_attention);
+  check_attention_memory(a, o.batch, o.heads, o.length);
+  return a;
 }
 
 train::Report run_reverse(const ReverseOptions& o) {
-  check_reverse_options(o);
-  const Attentions a = attentions(o.attention, o.eval_attention);
+  const Attentions a = check_reverse_options(o);
   train::RunSpec spec;
   spec.identity = table().identity(kTask, o);
   spec.best = {"token_accuracy", train::Goal::Max};
@@ -166,6 +167,7 @@ void add_reverse(CommandLine& cli) {
   app.table = std::make_shared<OptionTable<ReverseOptions>>(make_table());
   app.check = check_reverse_options;
   app.task = kTask;  // --eval-only --resume reads the checkpoint's settings
+  app.inspector = {kTask, inspect_reverse_checkpoint};
   app.run = run_reverse;
   app.headline = [](const ReverseOptions& o, const train::Report& r) {
     return std::string(kTask) + ": N = " + std::to_string(o.length) + ", step " + std::to_string(r.steps) +

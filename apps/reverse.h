@@ -12,6 +12,7 @@
 
 #include "apps/app.h"
 #include "apps/inspect.h"
+#include "apps/options.h"
 #include "train/trainer.h"
 
 namespace tapestry::app {
@@ -32,7 +33,7 @@ struct ReverseOptions {
   ReverseOptions();
 };
 
-void check_reverse_options(const ReverseOptions& options);
+Attentions check_reverse_options(const ReverseOptions& options);
 train::Report run_reverse(const ReverseOptions& options);
 // `tapestry inspect` of a reverse checkpoint (apps/inspect.h), on the CPU: the run's first held-out
 // batches, drawn as its evaluations draw them.

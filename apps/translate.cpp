@@ -101,11 +101,12 @@ data::TranslationCorpus prepare(const TranslateOptions& o, const std::vector<std
 
 class TranslateRun : public InspectableTask {
  public:
-  TranslateRun(const data::TranslationCorpus& p, const TranslateOptions& o, Generator& gen, Device device,
-               const dist::World& world)
+  TranslateRun(const data::TranslationCorpus& p, const TranslateOptions& o, const Attentions& a, Generator& gen,
+               Device device, const dist::World& world)
       : InspectableTask({o.mu, o.nu, train::derived_seed(o.train.seed, 4)}),
         p_(p),
         o_(o),
+        a_(a),
         device_(device),
         model_(translator_options(o), gen),
         sampler_(p.train_sampler(o.max_tokens, train::derived_seed(o.train.seed, 3), world.rank(), world.size())),
@@ -122,12 +123,12 @@ class TranslateRun : public InspectableTask {
     return {b.out.objective(loss), loss.item<double>(), {}, double(b.tokens)};
   }
 
+  void use_attention(train::Phase p) override { model_.set_encoder_attention(p == train::Phase::Evaluation ? a_.eval : a_.train); }
+
   train::Evaluation evaluate() override {
-    model_.set_encoder_attention(translate_eval_attention(o_));
     Generator gen(eval_seed_);
     train::Metrics m =
         models::evaluate_translation(model_, *p_.sp, p_.eval, eval_batches_, translation_search(o_), device_, gen);
-    model_.set_encoder_attention(attention::AttentionConfig::parse(o_.encoder_attention));
     return {m, double(p_.eval.size())};
   }
 
@@ -152,6 +153,7 @@ class TranslateRun : public InspectableTask {
  private:
   const data::TranslationCorpus& p_;
   TranslateOptions o_;
+  Attentions a_;  // the encoder's, for training and for evaluation
   Device device_;
   models::Translator model_;
   data::BatchSampler sampler_;  // over the training pairs
@@ -173,10 +175,6 @@ SentencePiece translate_vocabulary(const TranslateOptions& o) {
 
 models::TranslationSearch translation_search(const TranslateOptions& o) {
   return {o.beam, o.lenpen, o.max_ratio, o.cache ? models::Incremental::Yes : models::Incremental::No, o.max_tokens};
-}
-
-attention::AttentionConfig translate_eval_attention(const TranslateOptions& o) {
-  return attention::AttentionConfig::parse(o.eval_attention.empty() ? o.encoder_attention : o.eval_attention);
 }
 
 models::TranslatorOptions translator_options(const TranslateOptions& o) {
@@ -210,7 +208,7 @@ TranslateOptions translate_preset(TranslatePreset preset) {
   return o;
 }
 
-void check_translate_options(const TranslateOptions& o) {
+Attentions check_translate_options(const TranslateOptions& o) {
   table().check(o);
   train::check_options(o.train);
   TP_CHECK(o.source_lang != o.target_lang, "--target-lang", "source and target files need different suffixes, both are '",
@@ -219,20 +217,21 @@ void check_translate_options(const TranslateOptions& o) {
   TP_CHECK(decoder.kind().has_causal_form(), "--decoder-attention", "the decoder's self-attention must have a causal ",
            "form (", attention::kind_names([](const attention::Kind& k) { return k.has_causal_form(); }), "), got '",
            o.decoder_attention, "'");
-  attentions(o.encoder_attention, o.eval_attention);  // refuses pairs that cannot work (apps/options.h)
-  check_clustering_weights(o.mu, o.nu, {o.encoder_attention, o.decoder_attention});
+  const Attentions encoder = attentions(o.encoder_attention, o.eval_attention);  // refuses pairs that cannot work
+  check_clustering_weights(o.mu, o.nu, {encoder.train, decoder});
+  return encoder;
 }
 
 train::Report run_translate(const TranslateOptions& o) {
-  check_translate_options(o);
+  const Attentions a = check_translate_options(o);
   const data::TranslationCorpus p = prepare(o, vocabulary_paths(o.train));
   train::RunSpec spec;
   spec.identity = table().identity(kTask, o);
   record_vocabulary(spec.identity, p.sp->fingerprint(), o.train.resume);
   spec.best = {"bleu", train::Goal::Max};
   spec.log_fields = {{"data", o.data},
-                     {"encoder_attention", attention::AttentionConfig::parse(o.encoder_attention).to_string()},
-                     {"eval_attention", translate_eval_attention(o).to_string()},
+                     {"encoder_attention", a.train.to_string()},
+                     {"eval_attention", a.eval.to_string()},
                      {"eval_split", o.eval_split},
                      {"beam", o.beam},
                      {"pairs", {{"train", p.train.size()}, {o.eval_split, p.eval.size()}}},
@@ -240,7 +239,7 @@ train::Report run_translate(const TranslateOptions& o) {
                      {"long_pairs", p.train.too_long}};
   train::Trainer trainer(spec, o.train);
   return trainer.run([&](Generator& gen, Device device) {
-    return std::make_unique<TranslateRun>(p, o, gen, device, trainer.world());
+    return std::make_unique<TranslateRun>(p, o, a, gen, device, trainer.world());
   });
 }
 
@@ -249,10 +248,10 @@ InspectedCheckpoint inspect_translate_checkpoint(const CheckpointRequest& reques
   table().apply(o, recorded_settings(request.path, kTask, request.flag));
   o.train.resume = request.path;  // its SentencePiece model is beside it
   o.train.progress = false;
-  check_translate_options(o);
+  const Attentions a = check_translate_options(o);
   const data::TranslationCorpus p = prepare(o, {});
   Generator gen(o.train.seed);
-  TranslateRun run(p, o, gen, Device::cpu(), dist::World());
+  TranslateRun run(p, o, a, gen, Device::cpu(), dist::World());
   return inspect_restored(run, request, table().identity(kTask, o));
 }
 
@@ -272,6 +271,7 @@ void add_translate(CommandLine& cli) {
   train_app.check = check_translate_options;
   train_app.run = run_translate;
   train_app.headline = headline;
+  train_app.inspector = {kTask, inspect_translate_checkpoint};
   add_training_app(cli, train_app, group);
 
   add_eval_app(cli, train_app, translate_table(), eval_flags(), kTask,

@@ -44,15 +44,13 @@
 
 #include "apps/app.h"
 #include "apps/inspect.h"
+#include "apps/options.h"
 #include "data/sentencepiece.h"
 #include "models/translation.h"
 #include "models/translator.h"
 #include "train/trainer.h"
 
 namespace tapestry::app {
-
-template <class Options>
-class OptionTable;
 
 struct TranslateOptions {
   std::string data = "de-en";   // de-en | a folder of {train,valid,test}.{SRC,TGT}
@@ -93,8 +91,9 @@ enum class TranslatePreset {
 };
 TranslateOptions translate_preset(TranslatePreset preset);
 
-// Throws Error naming the flag for a value out of range or a combination that cannot work.
-void check_translate_options(const TranslateOptions& options);
+// Returns the encoder's attentions (--encoder-attention, and --eval-attention or, without it, the
+// same); throws Error naming the flag for a value out of range or a combination that cannot work.
+Attentions check_translate_options(const TranslateOptions& options);
 // The model the options describe (vocabulary = vocab_size); throws Error for an attention config
 // that does not parse.
 models::TranslatorOptions translator_options(const TranslateOptions& options);
@@ -108,8 +107,6 @@ std::shared_ptr<OptionTable<TranslateOptions>> translate_table();
 data::SentencePiece translate_vocabulary(const TranslateOptions& options);
 // How translations are searched: --beam, --lenpen, --max-ratio, --cache, --max-tokens.
 models::TranslationSearch translation_search(const TranslateOptions& options);
-// The encoder's attention at evaluation: --eval-attention, else --encoder-attention.
-attention::AttentionConfig translate_eval_attention(const TranslateOptions& options);
 // The checkpoint options.train.resume (its SentencePiece model beside it), loaded once, translating
 // lines as they come (`translate run` at a terminal; apps/translate_run.cpp). Throws Error for a
 // missing or foreign checkpoint or vocabulary.

@@ -24,14 +24,14 @@ LineTranslator::LineTranslator(const TranslateOptions& o)
       sp_(std::make_unique<data::SentencePiece>(translate_vocabulary(o))),
       device_(train::resolve_device(o.train.device)),
       decoding_(train::derived_seed(o.train.seed, 2)) {
-  check_translate_options(o);
+  const attention::AttentionConfig evaluated = check_translate_options(o).eval;
   TP_CHECK(!o.train.resume.empty(), "--resume", "translating needs a checkpoint");
   Generator gen(o.train.seed);
   model_ = std::make_unique<models::Translator>(translator_options(o), gen);
   train::ResumedRun(o.train.resume, translate_table()->identity(kTask, o), train::Compare::ModelOnly)
       .restore_model(*model_);
   model_->to(device_);
-  model_->set_encoder_attention(translate_eval_attention(o));
+  model_->set_encoder_attention(evaluated);
 }
 
 LineTranslator::~LineTranslator() = default;

@@ -1,10 +1,10 @@
 #include "optim/config.h"
 
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "core/config_text.h"
-#include "ops/creation.h"
 #include "core/error.h"
 #include "optim/adam.h"
 #include "optim/radam.h"
@@ -14,98 +14,119 @@ namespace tapestry::optim {
 
 namespace {
 
-using Values = std::vector<std::pair<std::string, double>>;
-
-// A key, its default, and whether it must be an integer (checked at parse).
-struct Key {
-  const char* name;
-  double fallback;
-  bool integer = false;
-};
-
+// A type's keys (the grammar of core/config_text.h), and a check of what one key's range cannot say
+// (how two keys relate), run when a text is parsed so that a bad config fails there.
 struct TypeKeys {
   const char* type;
-  std::vector<Key> keys;
+  std::vector<ConfigKey> keys;
+  void (*check)(const KeyedConfig& config, const std::string& op) = nullptr;
 };
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// Integer keys count steps: far above any run, low enough to stay exact as a double.
+constexpr double kMaxCount = 1e15;
+
+ConfigKey lr_key(double lr) { return number_key("lr", lr, 0, kInf, Ends::Closed, "the learning rate"); }
+ConfigKey decay_key(double decay) {
+  return number_key("weight_decay", decay, 0, kInf, Ends::Closed, "weight decay (decoupled in adamw)");
+}
+ConfigKey switch_key(const char* key, bool on, const char* help) { return {key, on ? 1.0 : 0.0, 0, 1, help}; }
+
+// The keys of Adam, AdamW and RAdam, and a 0 / 1 switch: amsgrad for Adam and AdamW, pytorch (the
+// convention) for RAdam.
 template <class O>
-std::vector<Key> adam_keys(const O& o) {
-  return {{"lr", o.lr}, {"beta1", o.betas.first}, {"beta2", o.betas.second}, {"eps", o.eps},
-          {"weight_decay", o.weight_decay}};
+std::vector<ConfigKey> adam_keys(const O& o, ConfigKey flag) {
+  return {lr_key(o.lr),
+          number_key("beta1", o.betas.first, 0, 1, Ends::HighOpen, "decay of the gradient's running mean"),
+          number_key("beta2", o.betas.second, 0, 1, Ends::HighOpen, "decay of the squared gradient's running mean"),
+          number_key("eps", o.eps, 0, kInf, Ends::LowOpen, "added to the denominator"),
+          decay_key(o.weight_decay),
+          std::move(flag)};
 }
 
-// adam_keys and a 0 / 1 switch: amsgrad for Adam and AdamW, pytorch (the convention) for RAdam.
-template <class O>
-std::vector<Key> adam_keys(const O& o, const char* flag, bool on) {
-  std::vector<Key> keys = adam_keys(o);
-  keys.push_back({flag, on ? 1.0 : 0.0, true});
-  return keys;
+void check_nesterov(const KeyedConfig& c, const std::string& op) {
+  TP_CHECK(c.get("nesterov") == 0 || c.get("momentum") > 0, op, "nesterov=1 needs momentum > 0, got momentum=",
+           format_config_number(c.get("momentum")));
+}
+
+// The rest (min_lr ≤ lr, total > warmup when total is the run's) is checked when it is built.
+void check_cosine(const KeyedConfig& c, const std::string& op) {
+  TP_CHECK(c.get("total") == 0 || c.get("total") > c.get("warmup"), op,
+           "total must exceed warmup (or be 0: the run's steps), got total ", c.get("total"), " and warmup ",
+           c.get("warmup"));
 }
 
 // The defaults come from the optimizers' and schedules' own option structs.
 const std::vector<TypeKeys>& optimizer_types() {
+  const SGDOptions sgd;
   static const std::vector<TypeKeys> all{
-      {"sgd", {{"lr", SGDOptions{}.lr}, {"momentum", SGDOptions{}.momentum},
-               {"weight_decay", SGDOptions{}.weight_decay}, {"nesterov", 0, true}}},
-      {"adam", adam_keys(AdamOptions{}, "amsgrad", AdamOptions{}.amsgrad == AmsGrad::Yes)},
-      {"adamw", adam_keys(AdamWOptions{}, "amsgrad", AdamWOptions{}.amsgrad == AmsGrad::Yes)},
-      {"radam", adam_keys(RAdamOptions{}, "pytorch", RAdamOptions{}.convention == RAdamConvention::PyTorch)},
+      {"sgd",
+       {lr_key(sgd.lr), number_key("momentum", sgd.momentum, 0, 1, Ends::HighOpen, "momentum"), decay_key(sgd.weight_decay),
+        switch_key("nesterov", sgd.nesterov == Nesterov::Yes, "1: Nesterov momentum")},
+       check_nesterov},
+      {"adam", adam_keys(AdamOptions{}, switch_key("amsgrad", AdamOptions{}.amsgrad == AmsGrad::Yes, "1: AMSGrad"))},
+      {"adamw", adam_keys(AdamWOptions{}, switch_key("amsgrad", AdamWOptions{}.amsgrad == AmsGrad::Yes, "1: AMSGrad"))},
+      {"radam", adam_keys(RAdamOptions{}, switch_key("pytorch", RAdamOptions{}.convention == RAdamConvention::PyTorch,
+                                                     "1: PyTorch's convention for the un-rectified steps"))},
   };
   return all;
 }
 
 const std::vector<TypeKeys>& schedule_types() {
+  const ReduceOnPlateauOptions plateau;
+  const ConfigKey warmup{"warmup", 0, 0, kMaxCount, "steps of linear warmup"};
+  const ConfigKey min_lr = number_key("min_lr", 0, 0, kInf, Ends::Closed, "the lowest learning rate");
   static const std::vector<TypeKeys> all{
       {"constant", {}},
-      {"inverse-sqrt", {{"warmup", 4000, true}}},
-      {"cosine", {{"total", 0, true}, {"min_lr", 0}, {"warmup", 0, true}}},
-      {"plateau", {{"factor", ReduceOnPlateauOptions{}.factor}, {"patience", double(ReduceOnPlateauOptions{}.patience), true},
-                   {"min_lr", ReduceOnPlateauOptions{}.min_lr}}},
+      {"inverse-sqrt", {{"warmup", 4000, 0, kMaxCount, "steps of linear warmup, then lr·√(warmup/step)"}}},
+      {"cosine", {{"total", 0, 0, kMaxCount, "steps to decay over (0: the run's)"}, min_lr, warmup}, check_cosine},
+      {"plateau",
+       {number_key("factor", plateau.factor, 0, 1, Ends::Open, "lr multiplier after `patience` evaluations without a new best"),
+        {"patience", double(plateau.patience), 0, kMaxCount, "evaluations without a new best before lowering lr"},
+        number_key("min_lr", plateau.min_lr, 0, kInf, Ends::Closed, "the lowest learning rate")}},
   };
   return all;
 }
 
 std::string names(const std::vector<TypeKeys>& types) {
+  std::vector<std::string> out;
+  for (const auto& t : types) out.push_back(t.type);
+  return join_names(out);
+}
+
+// Every key of the type, given or default, in the type's order; ranges are the key table's, and
+// the type's own check relates its keys.
+template <class Config>
+Config parse(const std::string& text, const char* what, const std::vector<TypeKeys>& types) {
+  const std::string op = std::string(what) + " config '" + text + "'";
+  const ConfigText items = split_config(text, op);
+  const TypeKeys* type = nullptr;
+  for (const auto& t : types)
+    if (items.type == t.type) type = &t;
+  TP_CHECK(type, op, "unknown ", what, " '", items.type, "' (known: ", names(types), ")");
+  const std::vector<double> values = parse_config_values(type->keys, items, op);
+  Config config;
+  config.type = type->type;
+  for (size_t i = 0; i < values.size(); ++i) config.values.emplace_back(type->keys[i].key, values[i]);
+  if (type->check) type->check(config, op);
+  return config;
+}
+
+// "type:key=default,...; ..." for help text.
+std::string types_help(const std::vector<TypeKeys>& types) {
   std::string out;
-  for (const auto& t : types) out += (out.empty() ? "" : ", ") + std::string(t.type);
+  for (const auto& t : types) {
+    const std::string keys = config_defaults(t.keys);
+    out += (out.empty() ? "" : "; ") + std::string(t.type) + (keys.empty() ? "" : ":" + keys);
+  }
   return out;
 }
 
-std::string names(const std::vector<Key>& keys) {
+// Each type, then one line per key: its default, range and help.
+std::string describe(const std::vector<TypeKeys>& types) {
   std::string out;
-  for (const auto& k : keys) out += (out.empty() ? "" : ", ") + std::string(k.name);
-  return out.empty() ? "none" : out;
-}
-
-// Every key of the type, given or default, in the type's order. Range checks are the optimizers' and
-// schedules' own, run here on a throwaway instance so that a bad config fails when it is parsed.
-std::pair<std::string, Values> parse(const std::string& text, const char* what, const std::vector<TypeKeys>& types) {
-  const std::string op = std::string(what) + " config '" + text + "'";
-  const ConfigText config = split_config(text, op);
-  const TypeKeys* type = nullptr;
-  for (const auto& t : types)
-    if (config.type == t.type) type = &t;
-  TP_CHECK(type, op, "unknown ", what, " '", config.type, "' (known: ", names(types), ")");
-  Values values;
-  for (const Key& key : type->keys) values.emplace_back(key.name, key.fallback);
-  for (const auto& [name, text_value] : config.items) {
-    size_t i = 0;
-    while (i < type->keys.size() && name != type->keys[i].name) ++i;
-    TP_CHECK(i < type->keys.size(), op, "'", name, "' is not a setting of ", type->type, " (settings: ",
-             names(type->keys), ")");
-    const double value = parse_config_number(text_value, op, name);
-    TP_CHECK(!type->keys[i].integer || (value >= 0 && value <= 1e15 && value == std::floor(value)), op, name,
-             " must be a non-negative integer, got '", text_value, "'");
-    values[i].second = value;
-  }
-  return {type->type, values};
-}
-
-// One parameter for a throwaway optimizer that runs the option checks of a config being parsed.
-std::vector<Tensor> probe_parameters() {
-  Tensor p = zeros({1});
-  p.set_requires_grad(true);
-  return {p};
+  for (const auto& t : types) out += std::string(t.type) + "\n" + config_keys_help(t.keys, "  ");
+  return out;
 }
 
 // A 0 / 1 key as a bool.
@@ -145,13 +166,11 @@ double KeyedConfig::get(const std::string& key) const {
 }
 
 OptimizerConfig OptimizerConfig::parse(const std::string& text) {
-  auto [type, values] = optim::parse(text, "optimizer", optimizer_types());
-  OptimizerConfig config;
-  config.type = type;
-  config.values = values;
-  make_optimizer(config, probe_parameters());  // the optimizer's own range checks
-  return config;
+  return optim::parse<OptimizerConfig>(text, "optimizer", optimizer_types());
 }
+
+std::string optimizers_help() { return types_help(optimizer_types()); }
+std::string describe_optimizers() { return describe(optimizer_types()); }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, const std::vector<Tensor>& params) {
   if (c.type == "sgd") {
@@ -169,23 +188,11 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, const std::v
 }
 
 ScheduleConfig ScheduleConfig::parse(const std::string& text) {
-  auto [type, values] = optim::parse(text, "schedule", schedule_types());
-  ScheduleConfig config;
-  config.type = type;
-  config.values = values;
-  if (config.type == "cosine") {
-    // The rest (min_lr ≤ lr, total > warmup when total is the run's) is checked when it is built.
-    const std::string op = "schedule config '" + text + "'";
-    TP_CHECK(config.get("min_lr") >= 0, op, "min_lr must be >= 0, got ", config.get("min_lr"));
-    TP_CHECK(config.get("total") == 0 || config.get("total") > config.get("warmup"), op,
-             "total must exceed warmup (or be 0: the run's steps), got total ", config.get("total"), " and warmup ",
-             config.get("warmup"));
-  } else {
-    SGD probe(probe_parameters(), SGDOptions{});  // the schedule's own range checks
-    make_schedule(config, probe, 1);
-  }
-  return config;
+  return optim::parse<ScheduleConfig>(text, "schedule", schedule_types());
 }
+
+std::string schedules_help() { return types_help(schedule_types()); }
+std::string describe_schedules() { return describe(schedule_types()); }
 
 std::unique_ptr<Schedule> make_schedule(const ScheduleConfig& c, Optimizer& optimizer, int64_t total_steps) {
   if (c.type == "constant") return std::make_unique<ConstantSchedule>(optimizer);

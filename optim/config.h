@@ -14,7 +14,9 @@
 ///   cosine:total=0,min_lr=0,warmup=0      (total = 0: the run's number of steps)
 ///   plateau:factor=0.1,patience=10,min_lr=0
 ///
-/// Keys left out take the defaults above (the optimizers' and schedules' own, optim/*.h). to_string()
+/// Keys left out take the defaults above (the optimizers' and schedules' own, optim/*.h). Each type
+/// declares its keys once, with their ranges and help, in the key grammar that attention configs
+/// share (core/config_text.h: ConfigKey); parsing checks them, so a config that parses builds. to_string()
 /// prints every key of the type, so parse(to_string(c)) == c; it is what checkpoints record. Parameter
 /// groups, with their own lr, weight decay and clipping, have a text of their own
 /// (optim/param_groups.h: ParamGroupsConfig).
@@ -57,6 +59,15 @@ struct ScheduleConfig : KeyedConfig {
   /// optimizer step.
   bool steps_on_metric() const { return type == "plateau"; }
 };
+
+///@{
+/// Every optimizer (schedule) with its keys' defaults on one line, "sgd:lr=0.01,...; adam:...", for
+/// --help; and on lines of their own, each key with its default, range and help.
+std::string optimizers_help();
+std::string describe_optimizers();
+std::string schedules_help();
+std::string describe_schedules();
+///@}
 
 /// The optimizer `config` names, over `params`, all in its default group (parameter groups are set
 /// on it after: Optimizer::set_param_groups).

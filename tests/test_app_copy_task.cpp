@@ -293,7 +293,7 @@ TEST_CASE("copy-task command line: --help, --json, --log, exit codes") {
   check_run(run_cli(dir, "copy-task --length 4611686018427387904"), 2, {"--length", "4611686018427387904"});
   check_run(run_cli(dir, "copy-task --ff 4611686018427387904"), 2, {"--ff"});
   check_run(run_cli(dir, "copy-task --steps 0"), 2, {"--steps", "at least 1"});
-  check_run(run_cli(dir, "copy-task --optimizer adam:lr=-1"), 2, {"--optimizer", "learning rate", "-1"});
+  check_run(run_cli(dir, "copy-task --optimizer adam:lr=-1"), 2, {"--optimizer", "lr must be in [0, inf)", "-1"});
   check_run(run_cli(dir, "copy-task --optimizer adamm"), 2, {"--optimizer", "unknown optimizer"});
   check_run(run_cli(dir, "copy-task --schedule cosine:total=5,warmup=9"), 2, {"--schedule", "warmup"});
   check_run(run_cli(dir, "copy-task --threads 100000"), 2, {"--threads"});

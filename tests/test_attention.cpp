@@ -267,7 +267,12 @@ TEST_CASE("attention config strings parse, print and round-trip") {
   check_error([] { AttentionConfig::parse("clustered:iterations=999999999"); }, {"iterations must be in [0, 1000]"});
   check_error([] { AttentionConfig::parse("clustered:clusters=65537"); }, {"clusters must be in [1, 65536]", "65537"});
   check_error([] { AttentionConfig::parse("improved-clustered:topk=1048577"); }, {"topk must be in [1, 1048576]"});
-  check_error([] { AttentionConfig::parse("clustered:clusters=99999999999"); }, {"clusters must be a non-negative integer"});
+  check_error([] { AttentionConfig::parse("clustered:clusters=99999999999"); },
+              {"clusters must be in [1, 65536]", "got 99999999999"});
+  for (const char* text : {"clustered:clusters= 5", "clustered:clusters=0x10", "clustered:clusters=inf"}) {
+    CAPTURE(text);
+    check_error([&] { AttentionConfig::parse(text); }, {"clusters must be a non-negative integer"});
+  }
   CHECK(AttentionConfig::parse("clustered:clusters=65536,iterations=1000,bits=1").get("iterations") == 1000);
   CHECK(AttentionConfig::parse("clustered:iterations=0").get("iterations") == 0);
   check_error([] { AttentionConfig::parse("clustered:clusters=x"); }, {"clusters must be a non-negative integer"});

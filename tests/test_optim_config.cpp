@@ -129,11 +129,12 @@ TEST_CASE("optimizer config: unknown types and keys, malformed and out-of-range 
   check_error([] { OptimizerConfig::parse("adam:momentum=0.9"); },
               {"'momentum' is not a setting of adam", "beta1"});
   check_error([] { OptimizerConfig::parse("adam:lr=fast"); }, {"lr", "'fast'"});
-  check_error([] { OptimizerConfig::parse("adam:lr=-1"); }, {"learning rate", "-1"});
-  check_error([] { OptimizerConfig::parse("adam:beta1=1"); }, {"Adam"});
+  check_error([] { OptimizerConfig::parse("adam:lr=-1"); }, {"optimizer config 'adam:lr=-1'", "lr must be in [0, inf), got -1"});
+  check_error([] { OptimizerConfig::parse("adam:beta1=1"); }, {"beta1 must be in [0, 1), got 1"});
+  check_error([] { OptimizerConfig::parse("adam:eps=0"); }, {"eps must be in (0, inf), got 0"});
   check_error([] { OptimizerConfig::parse("sgd:nesterov=0.5"); }, {"nesterov", "non-negative integer"});
-  check_error([] { OptimizerConfig::parse("sgd:nesterov=1"); }, {"SGD"});  // Nesterov needs momentum
-  check_error([] { OptimizerConfig::parse("adam:amsgrad=2"); }, {"optimizer config 'adam:", "amsgrad must be 0 or 1", "2"});
+  check_error([] { OptimizerConfig::parse("sgd:nesterov=1"); }, {"nesterov=1 needs momentum > 0"});
+  check_error([] { OptimizerConfig::parse("adam:amsgrad=2"); }, {"optimizer config 'adam:", "amsgrad must be in [0, 1], got 2"});
   check_error([] { OptimizerConfig::parse("radam:pytorch=0.5"); }, {"pytorch", "non-negative integer"});
   check_error([] { OptimizerConfig::parse("radam:amsgrad=1"); }, {"'amsgrad' is not a setting of radam", "pytorch"});
 }
@@ -162,5 +163,8 @@ TEST_CASE("schedule config: the schedules, their defaults and checks, and platea
   check_error([] { ScheduleConfig::parse("inverse-sqrt:warmup=-1"); }, {"warmup", "non-negative integer"});
   check_error([] { ScheduleConfig::parse("cosine:total=5,warmup=9"); }, {"total must exceed warmup"});
   check_error([] { ScheduleConfig::parse("cosine:min_lr=-1"); }, {"min_lr"});
-  check_error([] { ScheduleConfig::parse("plateau:factor=2"); }, {"factor"});
+  check_error([] { ScheduleConfig::parse("plateau:factor=2"); }, {"factor must be in (0, 1), got 2"});
+  check_error([] { ScheduleConfig::parse("plateau:patience=1.5"); }, {"patience must be a non-negative integer, got '1.5'"});
+  // Whole numbers in any notation, as before: a recorded "warmup=4e3" still reads.
+  CHECK(ScheduleConfig::parse("inverse-sqrt:warmup=4e3").get("warmup") == 4000);
 }

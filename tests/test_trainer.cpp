@@ -349,3 +349,58 @@ TEST_CASE("trainer: a metrics log that cannot be opened, and a best metric the t
   s.best = {"accuracy", train::Goal::Max};
   check_error([&] { train::Trainer(s, options()).run(line_task()); }, {"metric", "accuracy"});
 }
+
+namespace {
+
+// A LineTask that records the phase its attention is set for, and whose evaluation can throw.
+class PhasedTask : public LineTask {
+ public:
+  PhasedTask(Generator& gen, std::vector<train::Phase>& phases, bool throws)
+      : LineTask(gen), phases_(phases), throws_(throws) {}
+  void use_attention(train::Phase phase) override { phases_.push_back(phase); }
+  train::Evaluation evaluate() override {
+    CHECK(phases_.back() == train::Phase::Evaluation);  // evaluated with the evaluation attention
+    TP_CHECK(!throws_, "PhasedTask", "evaluation failed");
+    return LineTask::evaluate();
+  }
+
+ private:
+  std::vector<train::Phase>& phases_;
+  bool throws_;
+};
+
+}  // namespace
+
+TEST_CASE("trainer: evaluation runs with the evaluation attention and restores the training one, also on a throw") {
+  using train::Phase;
+  for (const bool throws : {false, true}) {
+    CAPTURE(throws);
+    std::vector<Phase> phases;
+    train::TrainOptions o = options();
+    o.steps = 4, o.eval_every = 2;
+    const train::TaskFactory make = [&](Generator& gen, Device) {
+      return std::make_unique<PhasedTask>(gen, phases, throws);
+    };
+    if (throws) {
+      check_error([&] { train::Trainer(spec(), o).run(make); }, {"evaluation failed"});
+      CHECK(phases == std::vector<Phase>{Phase::Evaluation, Phase::Training});
+    } else {
+      train::Trainer(spec(), o).run(make);
+      CHECK(phases == std::vector<Phase>{Phase::Evaluation, Phase::Training, Phase::Evaluation, Phase::Training});
+    }
+  }
+  // The scope alone: a model left in eval mode and with the evaluation attention by a throw is not.
+  Generator gen(0);
+  std::vector<Phase> phases;
+  PhasedTask task(gen, phases, true);
+  try {
+    const train::EvaluationScope scope(task);
+    CHECK(!task.model().is_training());
+    CHECK(!grad_mode_enabled());
+    task.evaluate();
+  } catch (const Error&) {
+  }
+  CHECK(task.model().is_training());
+  CHECK(grad_mode_enabled());
+  CHECK(phases == std::vector<Phase>{Phase::Evaluation, Phase::Training});
+}

@@ -7,20 +7,17 @@
 
 #include "core/device.h"
 #include "core/error.h"
-#include "optim/config.h"
-#include "optim/param_groups.h"
 #include "train/training_run.h"
 
 namespace tapestry::train {
 
 namespace {
 
-
-// Parses a config flag's text, with the parser's message under the flag's name.
+// A config flag's text parsed, with the parser's message under the flag's name.
 template <class Config>
-void check_flag(const char* flag, const std::string& text) {
+Config parse_flag(const char* flag, const std::string& text) {
   try {
-    Config::parse(text);
+    return Config::parse(text);
   } catch (const Error& e) {
     fail(flag, e.what());
   }
@@ -31,14 +28,14 @@ bool due(int64_t step, int64_t n) { return n > 0 && step % n == 0; }
 
 }  // namespace
 
-void check_options(const TrainOptions& o) {
-  check_flag<optim::OptimizerConfig>("--optimizer", o.optimizer);
-  check_flag<optim::ScheduleConfig>("--schedule", o.schedule);
-  check_flag<optim::ParamGroupsConfig>("--param-groups", o.param_groups);
+TrainConfigs check_options(const TrainOptions& o) {
+  TrainConfigs c{parse_flag<optim::OptimizerConfig>("--optimizer", o.optimizer),
+                 parse_flag<optim::ScheduleConfig>("--schedule", o.schedule),
+                 parse_flag<optim::ParamGroupsConfig>("--param-groups", o.param_groups)};
   // A schedule that decays to min_lr needs a learning rate at least that large; the schedule itself
   // would find out only once training starts.
-  const double lr = optim::OptimizerConfig::parse(o.optimizer).get("lr");
-  for (const auto& [key, value] : optim::ScheduleConfig::parse(o.schedule).values)
+  const double lr = c.optimizer.get("lr");
+  for (const auto& [key, value] : c.schedule.values)
     TP_CHECK(key != "min_lr" || value <= lr, "--schedule", "'", o.schedule, "' decays to min_lr = ", value,
              ", above --optimizer's lr = ", lr, ": give a lower min_lr or a higher lr");
   TP_CHECK(std::isfinite(o.clip) && o.clip >= 0, "--clip", "must be >= 0 (0: no clipping), got ", o.clip);
@@ -60,6 +57,7 @@ void check_options(const TrainOptions& o) {
   } catch (const Error& e) {
     fail("--device", e.what());
   }
+  return c;
 }
 
 double metric(const Metrics& metrics, const std::string& name) {
@@ -131,13 +129,23 @@ ScopedThreads::ScopedThreads(int threads) : previous_(omp_get_max_threads()) {
 
 ScopedThreads::~ScopedThreads() { omp_set_num_threads(previous_); }
 
+EvaluationScope::EvaluationScope(Task& task) : task_(task) {
+  task_.model().eval();
+  task_.use_attention(Phase::Evaluation);
+}
+
+EvaluationScope::~EvaluationScope() {
+  task_.use_attention(Phase::Training);
+  task_.model().train();
+}
+
 Trainer::Trainer(RunSpec spec, TrainOptions options) : spec_(std::move(spec)), options_(std::move(options)) {}
 
 Report Trainer::run(const TaskFactory& make_task) {
-  check_options(options_);
+  const TrainConfigs configs = check_options(options_);
   world_ = options_.distributed ? dist::World::join() : dist::World();
   try {
-    Report report = train(make_task);
+    Report report = train(make_task, configs);
     world_ = dist::World();
     return report;
   } catch (const std::exception& e) {
@@ -149,10 +157,10 @@ Report Trainer::run(const TaskFactory& make_task) {
 }
 
 // The recipe of a run; the run's pieces are in train/training_run.h.
-Report Trainer::train(const TaskFactory& make_task) {
+Report Trainer::train(const TaskFactory& make_task, const TrainConfigs& configs) {
   const TrainOptions& o = options_;
   const ScopedThreads threads(o.threads);
-  TrainingRun run(spec_, o, world_, make_task);  // built, or restored from --resume
+  TrainingRun run(spec_, o, configs, world_, make_task);  // built, or restored from --resume
   if (o.eval_only) return run.finish(run.evaluate_checkpoint());
 
   const int64_t first = run.step();

@@ -6,7 +6,8 @@
 ///     zero grads; s = task.step(gen); s.objective.backward(); refuse a non-finite loss;
 ///     clip the gradients (the global norm, and groups with a clip of their own); optimizer step;
 ///     schedule.on_step()
-///     every eval_every steps and at the last: evaluate (no grad, eval mode), log, keep the best,
+///     every eval_every steps and at the last: evaluate (EvaluationScope: no grad, eval mode, the
+///       evaluation attention), log, keep the best,
 ///       schedule.on_evaluation(the best metric, lower is better),
 ///       stop early after `patience` evaluations without a new best
 ///     every save_every steps: checkpoint
@@ -50,10 +51,13 @@
 #include <utility>
 #include <vector>
 
+#include "core/autograd.h"
 #include "core/device.h"
 #include "core/random.h"
 #include "dist/world.h"
 #include "nn/module.h"
+#include "optim/config.h"
+#include "optim/param_groups.h"
 #include "train/run_state.h"
 
 namespace tapestry::train {
@@ -82,10 +86,18 @@ struct TrainOptions {
   int64_t inspect_every = 0;  ///< log the task's inspection (Task::inspect) every N steps and at step 0; 0: never
 };
 
-/// Checks what can be checked without a device or a file (ranges, parsable optimizer, schedule and
-/// parameter groups, flags that need each other); throws Error naming the flag. Whether the groups'
-/// patterns fit the model's parameter names is checked when the model is built (Trainer::run).
-void check_options(const TrainOptions& options);
+/// TrainOptions' config texts, parsed: what the run builds its optimizer and schedule from.
+struct TrainConfigs {
+  optim::OptimizerConfig optimizer;       ///< --optimizer
+  optim::ScheduleConfig schedule;         ///< --schedule
+  optim::ParamGroupsConfig param_groups;  ///< --param-groups
+};
+
+/// Checks what can be checked without a device or a file (ranges, the optimizer, schedule and
+/// parameter groups, flags that need each other) and returns the parsed configs; throws Error naming
+/// the flag. Whether the groups' patterns fit the model's parameter names is checked when the model
+/// is built (Trainer::run).
+TrainConfigs check_options(const TrainOptions& options);
 
 using Metrics = std::vector<std::pair<std::string, double>>;  ///< in the order to show them
 
@@ -106,6 +118,12 @@ struct Evaluation {
   double items = 0;  ///< what was evaluated, for the rate of an --eval-only run
 };
 
+/// What a task's model runs for: training steps, or evaluation (Task::use_attention).
+enum class Phase {
+  Training,   ///< training steps, with the training attention
+  Evaluation  ///< evaluations, with the evaluation attention (--eval-attention)
+};
+
 /// An app's part of training.
 class Task {
  public:
@@ -114,8 +132,13 @@ class Task {
   virtual nn::Module& model() = 0;
   /// One training batch, drawn with gen: the forward pass and its loss.
   virtual Step step(Generator& gen) = 0;
-  /// The held-out evaluation; the Trainer calls it under NoGradGuard with the model in eval mode.
+  /// The held-out evaluation; the Trainer calls it in an EvaluationScope (no gradient, eval mode, the
+  /// evaluation attention).
   virtual Evaluation evaluate() = 0;
+  /// Sets the model's attention for `phase`: a task evaluated with another attention than it trains
+  /// with (--eval-attention) switches it here, and the Trainer's EvaluationScope switches back after
+  /// each evaluation, also when it throws. Must not throw for Phase::Training. By default nothing.
+  virtual void use_attention(Phase /*phase*/) {}
   ///@{
   /// The data position to checkpoint (epoch-based readers) and to restore on resume.
   virtual nlohmann::json data_state() const { return nlohmann::json::object(); }
@@ -127,8 +150,8 @@ class Task {
   /// "inspect" (models/inspection.h: to_json). The inspection must not draw from the training
   /// generator, so that inspecting never changes training.
   virtual std::string cannot_inspect() const {
-    return "this app's model has no clustering to inspect (the models of copy-task, reverse, classify, translate "
-           "and asr with clustered, improved-clustered or neural-clustering attention have)";
+    return "this app's model has no clustering to inspect (the models of the apps whose checkpoints tapestry "
+           "inspect reads have, with a clustering attention)";
   }
   virtual nlohmann::json inspect() { return nullptr; }
   ///@}
@@ -219,6 +242,23 @@ class ScopedThreads {
   int previous_;
 };
 
+/// One evaluation of a task, as a scope: no gradient, the model in eval mode with the task's
+/// evaluation attention (Task::use_attention); at its end, also when the evaluation throws, the
+/// model is back in training mode with its training attention, so that training goes on as before.
+class EvaluationScope {
+ public:
+  /// Puts `task` in evaluation.
+  explicit EvaluationScope(Task& task);
+  /// Puts it back in training.
+  ~EvaluationScope();
+  EvaluationScope(const EvaluationScope&) = delete;
+  EvaluationScope& operator=(const EvaluationScope&) = delete;
+
+ private:
+  Task& task_;
+  NoGradGuard no_grad_;
+};
+
 /// Builds an app's Task on `device`; the model draws its initial values from `gen` (the training
 /// generator) first.
 using TaskFactory = std::function<std::unique_ptr<Task>(Generator& gen, Device device)>;
@@ -238,7 +278,7 @@ class Trainer {
   const dist::World& world() const { return world_; }
 
  private:
-  Report train(const TaskFactory& make_task);
+  Report train(const TaskFactory& make_task, const TrainConfigs& configs);
 
   RunSpec spec_;
   TrainOptions options_;

@@ -9,8 +9,6 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "optim/clip.h"
-#include "optim/config.h"
-#include "optim/param_groups.h"
 
 namespace tapestry::train {
 
@@ -32,12 +30,12 @@ Device run_device(const std::string& text, const dist::World& world) {
 
 // --optimizer over the model's parameters, in the groups of --param-groups (each chosen by the
 // parameters' names; a group that matches none, or two that match one, are --param-groups errors).
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const nn::Module& model) {
-  auto optimizer = optim::make_optimizer(optim::OptimizerConfig::parse(o.optimizer), model.parameters());
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfigs& c, const nn::Module& model) {
+  auto optimizer = optim::make_optimizer(c.optimizer, model.parameters());
   std::vector<std::string> names;
   for (const auto& [name, param] : model.named_parameters()) names.push_back(name);
   try {
-    optimizer->set_param_groups(optim::ParamGroupsConfig::parse(o.param_groups), names);
+    optimizer->set_param_groups(c.param_groups, names);
   } catch (const Error& e) {
     fail("--param-groups", e.what());
   }
@@ -129,8 +127,8 @@ double StepMeter::finish() {
 
 // ---- TrainingRun ----
 
-TrainingRun::TrainingRun(const RunSpec& spec, const TrainOptions& options, const dist::World& world,
-                         const TaskFactory& make_task)
+TrainingRun::TrainingRun(const RunSpec& spec, const TrainOptions& options, const TrainConfigs& configs,
+                         const dist::World& world, const TaskFactory& make_task)
     : spec_(spec),
       options_(options),
       world_(world),
@@ -145,8 +143,8 @@ TrainingRun::TrainingRun(const RunSpec& spec, const TrainOptions& options, const
     resumed.emplace(options_.resume, spec_.identity,
                     options_.eval_only ? Compare::ModelOnly : Compare::ModelAndTraining);
   task_ = make_task(gen_, device_);
-  optimizer_ = make_optimizer(options_, model());
-  schedule_ = optim::make_schedule(optim::ScheduleConfig::parse(options_.schedule), *optimizer_, options_.steps);
+  optimizer_ = make_optimizer(configs, model());
+  schedule_ = optim::make_schedule(configs.schedule, *optimizer_, options_.steps);
   if (resumed) restore(*resumed);
   resumed.reset();  // the checkpoint's tensors are not held while training
   join_ranks();
@@ -235,10 +233,8 @@ Step TrainingRun::train_step() {
 Evaluation TrainingRun::evaluate(double train_loss) {
   Evaluation e;
   if (world_.is_root()) {
-    NoGradGuard no_grad;
-    model().eval();
+    const EvaluationScope evaluating(*task_);
     e = task_->evaluate();
-    model().train();
   }
   e.metrics = broadcast(world_, e.metrics);
   nlohmann::json r = record("eval");

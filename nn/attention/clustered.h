@@ -13,6 +13,7 @@
 
 #include <vector>
 
+#include "core/config_text.h"
 #include "core/random.h"
 #include "nn/attention/common.h"
 
@@ -25,11 +26,10 @@ struct ClusteringOptions {
   int64_t iterations = 10; ///< L, Lloyd iterations
 };
 
-struct Setting;
 class AttentionConfig;
 /// The settings clustered and improved-clustered share (clusters, bits, iterations), with §C.1's
 /// defaults C = 100, R = 63, L = 10 (defined in nn/attention/kinds/clustered.cpp).
-std::vector<Setting> clustering_settings();
+std::vector<ConfigKey> clustering_settings();
 /// The grouping a clustered config names.
 ClusteringOptions clustering_options(const AttentionConfig& config);
 

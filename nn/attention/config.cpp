@@ -25,42 +25,17 @@ const std::vector<const Kind*>& kinds() {
 
 namespace {
 
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
-  return out.empty() ? "none" : out;
+std::vector<std::string> kind_list() {
+  std::vector<std::string> names;
+  for (const Kind* k : kinds()) names.push_back(k->name());
+  return names;
 }
 
-// The index of `key` among the kind's settings, or -1.
-int64_t find_setting(const std::vector<Setting>& settings, const std::string& key) {
-  for (size_t i = 0; i < settings.size(); ++i)
-    if (settings[i].key == key) return int64_t(i);
-  return -1;
-}
-
-std::string value_text(const Setting& s, int64_t value) {
-  return s.names.empty() ? std::to_string(value) : s.names[size_t(value)];
-}
-
-std::string range_text(const Setting& s) {
-  if (!s.names.empty()) return join(s.names);
-  return "[" + std::to_string(s.min) + ", " + std::to_string(s.max) + "]";
-}
-
-// The value `text` gives setting s; throws Error naming `op`.
-int64_t read_value(const Setting& s, const std::string& text, const std::string& op) {
-  if (!s.names.empty()) {
-    const auto it = std::find(s.names.begin(), s.names.end(), text);
-    TP_CHECK(it != s.names.end(), op, s.key, " must be one of ", join(s.names), ", got '", text, "'");
-    return int64_t(it - s.names.begin());
-  }
-  TP_CHECK(text.size() < 10 && !text.empty() && text.find_first_not_of("0123456789") == std::string::npos, op,
-           s.key, " must be a non-negative integer, got '", text, "'");
-  const int64_t value = std::stoll(text);
-  // Upper bounds keep a typo from hanging a run (iterations=999999999 ran Lloyd for hours); they are
-  // far above what the papers use (C ≤ 200, L = 10, k ≤ 128).
-  TP_CHECK(value >= s.min && value <= s.max, op, s.key, " must be in ", range_text(s), ", got ", value);
-  return value;
+// A flag (a 0/1 key: shared-qk, fused) is printed only when it is not its default, so that plain full
+// attention stays "full".
+bool printed(const Setting& s, double value) {
+  const bool flag = s.min == 0 && s.max == 1 && s.names.empty();
+  return !flag || value != s.fallback;
 }
 
 }  // namespace
@@ -76,39 +51,12 @@ AttentionConfig AttentionConfig::parse(const std::string& text) {
   config.kind_ = nullptr;
   for (const Kind* k : kinds())
     if (items.type == k->name()) config.kind_ = k;
-  if (!config.kind_) {
-    std::vector<std::string> names;
-    for (const Kind* k : kinds()) names.push_back(k->name());
-    fail(op, "unknown attention type '", items.type, "' (known: ", join(names), ")");
-  }
-  const std::vector<Setting> settings = config.kind_->settings();
-  config.values_.clear();
-  for (const Setting& s : settings) config.values_.push_back(s.fallback);
-  for (const auto& [key, value] : items.items) {
-    const int64_t i = find_setting(settings, key);
-    if (i < 0) {
-      std::vector<std::string> keys;
-      for (const Setting& s : settings) keys.push_back(s.key);
-      fail(op, "'", key, "' is not a setting of ", config.name(), " (settings: ", join(keys), ")");
-    }
-    config.values_[size_t(i)] = read_value(settings[size_t(i)], value, op);
-  }
+  TP_CHECK(config.kind_, op, "unknown attention type '", items.type, "' (known: ", join_names(kind_list()), ")");
+  config.values_ = parse_config_values(config.kind_->settings(), items, op);
   return config;
 }
 
-std::string AttentionConfig::to_string() const {
-  std::string out = name();
-  bool first = true;
-  const std::vector<Setting> settings = kind_->settings();
-  for (size_t i = 0; i < settings.size(); ++i) {
-    // A flag (a 0/1 key: shared-qk, fused) is printed only when it is not its default.
-    const bool flag = settings[i].min == 0 && settings[i].max == 1 && settings[i].names.empty();
-    if (flag && values_[i] == settings[i].fallback) continue;
-    out += (first ? ":" : ",") + settings[i].key + "=" + value_text(settings[i], values_[i]);
-    first = false;
-  }
-  return out;
-}
+std::string AttentionConfig::to_string() const { return print_config(name(), kind_->settings(), values_, printed); }
 
 bool AttentionConfig::operator==(const AttentionConfig& other) const {
   return kind_ == other.kind_ && values_ == other.values_;
@@ -123,24 +71,21 @@ const std::string& AttentionConfig::name() const {
   return names.at(kind_);
 }
 
-bool AttentionConfig::has(const std::string& key) const { return find_setting(kind_->settings(), key) >= 0; }
+bool AttentionConfig::has(const std::string& key) const { return find_config_key(kind_->settings(), key) >= 0; }
 
 int64_t AttentionConfig::get(const std::string& key) const {
-  const int64_t i = find_setting(kind_->settings(), key);
+  const int64_t i = find_config_key(kind_->settings(), key);
   TP_CHECK(i >= 0, "AttentionConfig", name(), " attention has no setting '", key, "'");
-  return values_[size_t(i)];
+  return int64_t(values_[size_t(i)]);
 }
 
 AttentionConfig AttentionConfig::with(const std::string& key, int64_t value) const {
   const std::vector<Setting> settings = kind_->settings();
-  const int64_t i = find_setting(settings, key);
+  const int64_t i = find_config_key(settings, key);
   TP_CHECK(i >= 0, "AttentionConfig", name(), " attention has no setting '", key, "'");
-  const Setting& s = settings[size_t(i)];
-  const int64_t max = s.names.empty() ? s.max : int64_t(s.names.size()) - 1;
-  TP_CHECK(value >= (s.names.empty() ? s.min : 0) && value <= max, "AttentionConfig", key, " must be in ",
-           range_text(s), ", got ", value);
+  check_config_value(settings[size_t(i)], double(value), "AttentionConfig");
   AttentionConfig out = *this;
-  out.values_[size_t(i)] = value;
+  out.values_[size_t(i)] = double(value);
   return out;
 }
 
@@ -148,15 +93,13 @@ std::string kind_names(bool (*keep)(const Kind&)) {
   std::vector<std::string> names;
   for (const Kind* k : kinds())
     if (keep(*k)) names.push_back(k->name());
-  return join(names);
+  return join_names(names);
 }
 
 std::string kinds_help() {
   std::string out;
   for (const Kind* k : kinds()) {
-    std::string settings;
-    for (const Setting& s : k->settings())
-      settings += (settings.empty() ? "" : ",") + s.key + "=" + value_text(s, s.fallback);
+    const std::string settings = config_defaults(k->settings());
     out += (out.empty() ? "" : "; ") + k->name() + (settings.empty() ? "" : ":" + settings);
   }
   return out;
@@ -166,8 +109,7 @@ std::string describe_kinds() {
   std::string out;
   for (const Kind* k : kinds()) {
     out += k->name() + ": " + k->summary() + "\n  causal form: " + (k->has_causal_form() ? "yes" : "no") + "\n";
-    for (const Setting& s : k->settings())
-      out += "  " + s.key + "=" + value_text(s, s.fallback) + "  (" + range_text(s) + ") " + s.help + "\n";
+    out += config_keys_help(k->settings(), "  ");
   }
   return out;
 }

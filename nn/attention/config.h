@@ -17,8 +17,8 @@
 /// (nn/attention/config.cpp, one line each). Nothing outside nn/attention asks which kind a config
 /// is: it asks the kind (has_causal_form, form, score_elements, ...), so that a new kind is one file.
 ///
-/// Keys left out take the kind's defaults. to_string() prints every key of the kind (the flag
-/// shared-qk only when it is on, so that plain full attention stays "full"), so that
+/// Keys left out take the kind's defaults. to_string() prints every key of the kind (a 0/1 flag
+/// only when it is not its default, so that plain full attention stays "full"), so that
 /// parse(to_string(c)) == c.
 ///
 /// Shared queries and keys (shared-qk=1; full:shared-qk=1 is the clustered-attention paper's
@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config_text.h"
 #include "core/random.h"
 #include "nn/attention/common.h"
 
@@ -38,18 +39,9 @@ namespace tapestry::attention {
 
 class Kind;
 
-/// One setting of a kind: an integer in [min, max], or, when `names` is not empty, one of those
-/// names (stored as its index).
-struct Setting {
-  std::string key;     ///< "clusters"
-  int64_t fallback;    ///< the value when the text leaves the key out
-  ///@{
-  /// The range parse() accepts (inclusive).
-  int64_t min, max;
-  ///@}
-  std::string help;    ///< one phrase for --help: "C, query clusters"
-  std::vector<std::string> names = {};  ///< the values by name (losses=cosine), empty for integers
-};
+/// One setting of a kind, in the key grammar every config shares (core/config_text.h): an integer
+/// in [min, max], or, when `names` is not empty, one of those names (stored as its index).
+using Setting = ConfigKey;
 
 /// An attention kind and its settings; a layer runs the one its config names. The default is full
 /// attention.
@@ -75,7 +67,7 @@ class AttentionConfig {
 
  private:
   const Kind* kind_;
-  std::vector<int64_t> values_;  // one per kind().settings(), in that order
+  std::vector<double> values_;  // one per kind().settings(), in that order (integers, or a name's index)
 };
 
 /// Where a kind attends. Heads: over the projected queries, keys and values of
