@@ -54,6 +54,8 @@ void check_options(const TrainOptions& o) {
   TP_CHECK(!o.eval_only || !o.resume.empty(), "--eval-only", "needs --resume FILE: the checkpoint to evaluate");
   TP_CHECK(!o.eval_only || (o.save.empty() && o.save_best.empty()), "--eval-only",
            "trains nothing, so there is nothing to --save");
+  TP_CHECK(!o.eval_only || (o.profile.empty() && o.profile_json.empty() && o.profile_trace.empty()), "--eval-only",
+           "trains nothing, and --profile profiles the training steps");
   if (o.distributed) dist::require_mpi("--distributed");
   try {
     Device::parse(o.device);
