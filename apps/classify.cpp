@@ -12,6 +12,7 @@
 #include "models/classifier.h"
 #include "models/document_classification.h"
 #include "models/inspection.h"
+#include "train/profiling.h"
 
 namespace tapestry::app {
 
@@ -206,6 +207,7 @@ void check_classify_options(const ClassifyOptions& o) {
     TP_CHECK(o.train.save.empty() && o.train.save_best.empty() && o.train.resume.empty() && o.train.log.empty() &&
                  o.train.patience == 0,
              "--folds", "trains one model per fold: drop --save, --save-best, --resume, --log and --patience");
+  TP_CHECK(o.folds == 0 || !train::profile_outputs(o.train).any(), "--folds", "trains one model per fold: profile a run without --folds");
 }
 
 data::ClassificationCorpusOptions classify_corpus_options(const ClassifyOptions& o,
@@ -276,7 +278,7 @@ void add_classify(CommandLine& cli) {
       for (const char* flag : {"--attention", "--eval-attention", "--pooling", "--layers", "--heads", "--head-dim", "--ff",
                                "--dropout", "--mu", "--nu", "--batch-tokens", "--optimizer", "--schedule", "--clip",
                                "--param-groups", "--steps", "--eval-every", "--patience", "--save-every",
-                               "--inspect-every"})
+                               "--inspect-every", "--profile", "--profile-json", "--profile-trace"})
         unused.emplace_back(flag, "--baseline bow fits naive Bayes, no model");
     return unused;
   };

@@ -196,6 +196,16 @@ TEST_CASE("copy-task --profile: the table names matmul and linear; an unwritable
   CHECK(bad.err.find("--profile") != std::string::npos);
 }
 
+TEST_CASE("classify refuses --profile where it would profile nothing or several runs into one file") {
+  TempDir dir;
+  const Run bow = run_cli(dir, "classify --baseline bow --profile " + dir.file("p.txt"));
+  CHECK(bow.code == 2);
+  CHECK(bow.err.find("--profile") != std::string::npos);
+  const Run folds = run_cli(dir, "classify --folds 3 --profile-json " + dir.file("p.json"));
+  CHECK(folds.code == 2);  // checked with the command line
+  CHECK(folds.err.find("--folds") != std::string::npos);
+}
+
 TEST_CASE("bench train --profile: the timed steps are profiled, the warm-up is not") {
   TempDir dir;
   const Run run = run_cli(dir, "bench train --copy-lengths 3 --types full --batch 2 --repeats 2 --warmup 1 "

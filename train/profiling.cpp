@@ -25,6 +25,8 @@ void write_text(const char* flag, const std::string& path, const std::string& te
 
 }  // namespace
 
+ProfileOutputs profile_outputs(const TrainOptions& o) { return {o.profile, o.profile_json, o.profile_trace}; }
+
 std::unique_ptr<Profiler> make_profiler(const ProfileOutputs& outputs, Device device) {
   if (!outputs.any()) return nullptr;
   write_text("--profile", outputs.table, "");

@@ -9,6 +9,7 @@
 
 #include "core/device.h"
 #include "core/profiler.h"
+#include "train/trainer.h"
 
 namespace tapestry::train {
 
@@ -20,6 +21,9 @@ struct ProfileOutputs {
   /// Whether any is asked for.
   bool any() const { return !table.empty() || !json.empty() || !trace.empty(); }
 };
+
+/// The files --profile, --profile-json and --profile-trace name in a training app's options.
+ProfileOutputs profile_outputs(const TrainOptions& options);
 
 /// A profiler for work on `device` when `outputs` asks for any file (keeping a timeline when it asks
 /// for the trace), else null. Creates each file now, so that a path that cannot be written is refused

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "optim/config.h"
 #include "optim/param_groups.h"
+#include "train/profiling.h"
 #include "train/training_run.h"
 
 namespace tapestry::train {
@@ -54,7 +55,7 @@ void check_options(const TrainOptions& o) {
   TP_CHECK(!o.eval_only || !o.resume.empty(), "--eval-only", "needs --resume FILE: the checkpoint to evaluate");
   TP_CHECK(!o.eval_only || (o.save.empty() && o.save_best.empty()), "--eval-only",
            "trains nothing, so there is nothing to --save");
-  TP_CHECK(!o.eval_only || (o.profile.empty() && o.profile_json.empty() && o.profile_trace.empty()), "--eval-only",
+  TP_CHECK(!o.eval_only || !profile_outputs(o).any(), "--eval-only",
            "trains nothing, and --profile profiles the training steps");
   if (o.distributed) dist::require_mpi("--distributed");
   try {

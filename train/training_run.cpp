@@ -17,8 +17,6 @@ namespace tapestry::train {
 
 namespace {
 
-ProfileOutputs profile_outputs(const TrainOptions& o) { return {o.profile, o.profile_json, o.profile_trace}; }
-
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
