@@ -196,7 +196,7 @@ TEST_CASE("copy-task --profile: the table names matmul and linear; an unwritable
   CHECK(bad.err.find("--profile") != std::string::npos);
 }
 
-TEST_CASE("classify refuses --profile where it would profile nothing or several runs into one file") {
+TEST_CASE("classify and cluster refuse --profile where it would profile nothing or several runs into one file") {
   TempDir dir;
   const Run bow = run_cli(dir, "classify --baseline bow --profile " + dir.file("p.txt"));
   CHECK(bow.code == 2);
@@ -204,6 +204,9 @@ TEST_CASE("classify refuses --profile where it would profile nothing or several 
   const Run folds = run_cli(dir, "classify --folds 3 --profile-json " + dir.file("p.json"));
   CHECK(folds.code == 2);  // checked with the command line
   CHECK(folds.err.find("--folds") != std::string::npos);
+  const Run kmeans = run_cli(dir, "cluster --method kmeans --profile-trace " + dir.file("t.json"));
+  CHECK(kmeans.code == 2);
+  CHECK(kmeans.err.find("--profile-trace") != std::string::npos);
 }
 
 TEST_CASE("bench train --profile: the timed steps are profiled, the warm-up is not") {
