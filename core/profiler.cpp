@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <initializer_list>
 #include <string_view>
 #include <unordered_map>
 
@@ -120,8 +121,10 @@ Profiler::Profiler(Device device, Trace trace) : state_(std::make_unique<State>(
 Profiler::~Profiler() = default;
 
 namespace {
-std::vector<ProfileRow> sorted(const std::deque<ProfileRow>& rows) {
-  std::vector<ProfileRow> out(rows.begin(), rows.end());
+// The rows of `sets`, longest total first.
+std::vector<ProfileRow> longest_first(std::initializer_list<const RowSet*> sets) {
+  std::vector<ProfileRow> out;
+  for (const RowSet* set : sets) out.insert(out.end(), set->rows.begin(), set->rows.end());
   std::stable_sort(out.begin(), out.end(), [](const ProfileRow& a, const ProfileRow& b) { return a.seconds > b.seconds; });
   return out;
 }
@@ -132,11 +135,8 @@ ProfileReport Profiler::report() const {
   ProfileReport r;
   r.seconds = s.seconds;
   r.sessions = s.sessions;
-  for (const RowSet* set : {&s.forward, &s.backward, &s.outside})
-    r.rows.insert(r.rows.end(), set->rows.begin(), set->rows.end());
-  std::stable_sort(r.rows.begin(), r.rows.end(),
-                   [](const ProfileRow& a, const ProfileRow& b) { return a.seconds > b.seconds; });
-  r.scopes = sorted(s.scopes.rows);
+  r.rows = longest_first({&s.forward, &s.backward, &s.outside});
+  r.scopes = longest_first({&s.scopes});
   for (const Interval& e : s.events)
     r.events.push_back({e.row->name, e.scope ? "scope" : to_string(e.row->phase), e.start_us, e.duration_us});
   r.events_dropped = s.events_dropped;
