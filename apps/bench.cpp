@@ -13,6 +13,7 @@
 #include <sstream>
 #include <limits>
 #include <new>
+#include <optional>
 
 #include "core/error.h"
 #include "nn/attention/config.h"
@@ -53,6 +54,12 @@ void add_common_options(CLI::App& command, CommonOptions& options) {
       ->check(integer_check<decltype(options.seed)>())
       ->capture_default_str();
   command.add_option("--json", options.json, "Also write the results as JSON to this file");
+  command.add_option("--profile", options.profile.table,
+                     "Profile the timed runs: a table of time, FLOPs and bytes per op to FILE ('-': standard error; "
+                     "docs/PROFILING.md)");
+  command.add_option("--profile-json", options.profile.json, "Profile the timed runs: the profile as JSON to FILE");
+  command.add_option("--profile-trace", options.profile.trace,
+                     "Profile the timed runs: their timeline to FILE (Chrome trace: chrome://tracing, Perfetto)");
 }
 
 void synchronize(Device device) { context(device).synchronize(); }
@@ -66,7 +73,7 @@ double Timing::median() const {
 }
 
 Timing time_runs(Device device, int warmup, int repeats, const std::function<void()>& run,
-                 const std::function<void()>& before) {
+                 const std::function<void()>& before, Profiler* profiler) {
   for (int i = 0; i < warmup; ++i) {
     if (before) before();
     run();
@@ -76,7 +83,11 @@ Timing time_runs(Device device, int warmup, int repeats, const std::function<voi
     if (before) before();
     synchronize(device);
     const auto start = std::chrono::steady_clock::now();
-    run();
+    {
+      std::optional<ProfileSession> profiled;
+      if (profiler) profiled.emplace(*profiler);
+      run();
+    }
     synchronize(device);
     timing.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
@@ -84,7 +95,7 @@ Timing time_runs(Device device, int warmup, int repeats, const std::function<voi
 }
 
 void measure_step(nlohmann::json& row, Device device, const CommonOptions& common,
-                  const std::function<TrainingStep()>& build) {
+                  const std::function<TrainingStep()>& build, Profiler* profiler) {
   Allocator& allocator = context(device).allocator();
   allocator.empty_cache();  // the last row's cached blocks would crowd this one; its warm-up refills the cache
   try {
@@ -100,7 +111,8 @@ void measure_step(nlohmann::json& row, Device device, const CommonOptions& commo
         [&] {
           synchronize(device);
           allocator.reset_peak();
-        });
+        },
+        profiler);
     row["status"] = "ok";
     row["ms"] = timing.median();
     row["ms_runs"] = timing.ms;

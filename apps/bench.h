@@ -26,7 +26,9 @@
 
 #include "apps/app.h"
 #include "core/device.h"
+#include "core/profiler.h"
 #include "core/tensor.h"
+#include "train/profiling.h"
 
 namespace tapestry::app {
 
@@ -44,6 +46,9 @@ struct CommonOptions {
   int warmup = 1;
   uint64_t seed = 0;
   std::string json;  // where to write the JSON document; empty: none
+  // --profile, --profile-json, --profile-trace: the timed runs profiled (train::make_profiler makes
+  // the profiler, null without them; train::write_profile writes it at the end).
+  train::ProfileOutputs profile;
 };
 void add_common_options(CLI::App& command, CommonOptions& options);
 
@@ -58,13 +63,13 @@ void synchronize(Device device);
 
 // Wall-clock milliseconds of `repeats` runs of `run` after `warmup` untimed ones, each bracketed by
 // synchronize(device). `before`, when given, runs untimed before each timed run (resetting memory
-// statistics, dropping gradients).
+// statistics, dropping gradients). With a `profiler`, each timed run is one of its sessions.
 struct Timing {
   std::vector<double> ms;  // one per timed run, in order
   double median() const;
 };
 Timing time_runs(Device device, int warmup, int repeats, const std::function<void()>& run,
-                 const std::function<void()>& before = {});
+                 const std::function<void()>& before = {}, Profiler* profiler = nullptr);
 
 // One row of a training-step benchmark (bench train, bench translate): `build` makes the model,
 // optimizer and batch on `device` and returns the step, which runs zero_grad, forward, backward and
@@ -72,10 +77,11 @@ Timing time_runs(Device device, int warmup, int repeats, const std::function<voi
 // repeats) with the allocator's peak reset before each run. Sets row's "status" ("ok"), "ms" (the
 // median), "ms_runs", "peak_bytes" (the allocator's peak over the runs, parameters and batch
 // included) and "loss" (the last step's); when building or a step throws, "status" says why
-// (failure_status) and "ms" is NaN. The allocator's cache is emptied before and after.
+// (failure_status) and "ms" is NaN. The allocator's cache is emptied before and after. With a
+// `profiler`, the timed steps are profiled.
 using TrainingStep = std::function<Tensor()>;
 void measure_step(nlohmann::json& row, Device device, const CommonOptions& common,
-                  const std::function<TrainingStep()>& build);
+                  const std::function<TrainingStep()>& build, Profiler* profiler = nullptr);
 
 // row[key] as a number; NaN when it is missing or not a number.
 double number(const nlohmann::json& row, const char* key);

@@ -117,7 +117,7 @@ std::vector<int64_t> default_lengths(Device device) {
   return lengths;
 }
 
-nlohmann::json measure(const std::string& type, int64_t n, const AttentionOptions& o, Device device) {
+nlohmann::json measure(const std::string& type, int64_t n, const AttentionOptions& o, Device device, Profiler* profiler) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   nlohmann::json row = {{"type", type}, {"n", n}, {"batch", o.batch}};
   Allocator& allocator = context(device).allocator();
@@ -138,7 +138,8 @@ nlohmann::json measure(const std::string& type, int64_t n, const AttentionOption
           synchronize(device);
           allocator.reset_peak();
           baseline = allocator.stats().in_use;
-        });
+        },
+        profiler);
     const double ms = timing.median(), elements = double(n) * double(o.batch);
     row["status"] = "ok";
     row["ms"] = ms;
@@ -186,6 +187,7 @@ void print_table(const nlohmann::json& rows) {
 int run(const AttentionOptions& options) {
   const Device device = options.common.device.resolve();
   check_json_path(options.common.json);
+  const std::unique_ptr<Profiler> profiler = train::make_profiler(options.common.profile, device);
   const std::vector<int64_t> lengths = options.lengths.empty() ? default_lengths(device) : options.lengths;
   const std::vector<std::string> types = split_types(options.types);
   std::cout << "bench attention on " << device << " (" << device_name(device) << "): one layer, " << kHeads << " heads × "
@@ -194,7 +196,7 @@ int run(const AttentionOptions& options) {
   nlohmann::json rows = nlohmann::json::array();
   for (const int64_t n : lengths) {
     for (const std::string& type : types) {
-      nlohmann::json row = measure(type, n, options, device);
+      nlohmann::json row = measure(type, n, options, device, profiler.get());
       std::cerr << "bench attention: " << type << " N=" << n << ": "
                 << (row["status"] == "ok" ? format("%.2f ms", number(row, "ms")) : row["status"].get<std::string>())
                 << "\n";
@@ -219,6 +221,7 @@ int run(const AttentionOptions& options) {
                                    {"memory", "allocator peak during one forward + backward, parameters and input included"}};
     write_json(options.common.json, document("attention", device, config, rows));
   }
+  if (profiler) train::write_profile(options.common.profile, *profiler);
   return 0;
 }
 

@@ -147,10 +147,10 @@ const char* reference_gemm_name(Device device) {
 
 // One bandwidth row: `run` moves `bytes` bytes.
 nlohmann::json bandwidth_row(const std::string& op, const Shape& shape, double bytes, const OpsOptions& o, Device device,
-                             const std::function<void()>& run) {
+                             Profiler* profiler, const std::function<void()>& run) {
   nlohmann::json row = {{"op", op}, {"shape", shape}, {"bytes", bytes}};
   try {
-    const Timing timing = time_runs(device, o.common.warmup, o.common.repeats, run);
+    const Timing timing = time_runs(device, o.common.warmup, o.common.repeats, run, {}, profiler);
     row["status"] = "ok";
     row["ms"] = timing.median();
     row["ms_runs"] = timing.ms;
@@ -162,45 +162,46 @@ nlohmann::json bandwidth_row(const std::string& op, const Shape& shape, double b
   return row;
 }
 
-nlohmann::json bandwidth_rows(const OpsOptions& o, Device device, int64_t n) {
+nlohmann::json bandwidth_rows(const OpsOptions& o, Device device, Profiler* profiler, int64_t n) {
   NoGradGuard no_grad;
   Generator gen(o.common.seed);
   const Options options{DType::Float32, device};
   const Tensor a = randn({n}, gen, options), b = randn({n}, gen, options);
   const double bytes2 = 2.0 * 4 * double(n), bytes3 = 3.0 * 4 * double(n);
   nlohmann::json rows = nlohmann::json::array();
+  const auto add_row = [&](const std::string& op, const Shape& shape, double bytes, const std::function<void()>& run) {
+    rows.push_back(bandwidth_row(op, shape, bytes, o, device, profiler, run));
+  };
   {
     const Tensor dst = empty({n}, options);
-    rows.push_back(bandwidth_row(device.is_cuda() ? "cudaMemcpy (reference)" : "memcpy (reference)", {n}, bytes2, o,
-                                 device, [&] { reference_copy(dst.raw_data(), a.raw_data(), size_t(n) * 4, device); }));
+    add_row(device.is_cuda() ? "cudaMemcpy (reference)" : "memcpy (reference)", {n}, bytes2,
+            [&] { reference_copy(dst.raw_data(), a.raw_data(), size_t(n) * 4, device); });
   }
-  rows.push_back(bandwidth_row("copy", {n}, bytes2, o, device, [&] { clone(a); }));
+  add_row("copy", {n}, bytes2, [&] { clone(a); });
   {
     // The in-place forms write into memory that already exists: against the rows above they show
     // what allocating each output costs.
     const Tensor dst = empty({n}, options), sum = clone(a);
-    rows.push_back(bandwidth_row("copy_ (in place)", {n}, bytes2, o, device, [&] { copy_(dst, a); }));
-    rows.push_back(bandwidth_row("add_ (in place)", {n}, bytes3, o, device, [&] { add_(sum, b); }));
+    add_row("copy_ (in place)", {n}, bytes2, [&] { copy_(dst, a); });
+    add_row("add_ (in place)", {n}, bytes3, [&] { add_(sum, b); });
   }
-  rows.push_back(bandwidth_row("add", {n}, bytes3, o, device, [&] { add(a, b); }));
-  rows.push_back(bandwidth_row("mul", {n}, bytes3, o, device, [&] { mul(a, b); }));
-  rows.push_back(bandwidth_row("exp", {n}, bytes2, o, device, [&] { exp(a); }));
+  add_row("add", {n}, bytes3, [&] { add(a, b); });
+  add_row("mul", {n}, bytes3, [&] { mul(a, b); });
+  add_row("exp", {n}, bytes2, [&] { exp(a); });
   const int64_t softmax_rows = std::max<int64_t>(1, n / kSoftmaxWidth);
   const Tensor scores = randn({softmax_rows, kSoftmaxWidth}, gen, options);
-  rows.push_back(bandwidth_row("softmax", scores.shape(), 2.0 * 4 * double(scores.numel()), o, device,
-                               [&] { softmax(scores); }));
+  add_row("softmax", scores.shape(), 2.0 * 4 * double(scores.numel()), [&] { softmax(scores); });
   const int64_t norm_rows = std::max<int64_t>(1, n / kLayerNormWidth);
   const Tensor hidden = randn({norm_rows, kLayerNormWidth}, gen, options);
   const Tensor weight = ones({kLayerNormWidth}, options), bias = zeros({kLayerNormWidth}, options);
-  rows.push_back(bandwidth_row("layer_norm", hidden.shape(), 2.0 * 4 * double(hidden.numel()), o, device,
-                               [&] { layer_norm(hidden, weight, bias); }));
+  add_row("layer_norm", hidden.shape(), 2.0 * 4 * double(hidden.numel()), [&] { layer_norm(hidden, weight, bias); });
   const double copy = rows[0]["status"] == "ok" ? rows[0]["gb_per_s"].get<double>() : kNaN;
   for (auto& row : rows)
     row["fraction_of_copy"] = row["status"] == "ok" ? row["gb_per_s"].get<double>() / copy : kNaN;
   return rows;
 }
 
-nlohmann::json matmul_row(const std::vector<int64_t>& s, const OpsOptions& o, Device device) {
+nlohmann::json matmul_row(const std::vector<int64_t>& s, const OpsOptions& o, Device device, Profiler* profiler) {
   const int64_t batch = s[0], m = s[1], k = s[2], n = s[3];
   const double flops = 2.0 * double(batch) * double(m) * double(k) * double(n);
   nlohmann::json row = {{"op", "matmul"}, {"shape", s}, {"flops", flops}, {"reference", reference_gemm_name(device)}};
@@ -210,7 +211,7 @@ nlohmann::json matmul_row(const std::vector<int64_t>& s, const OpsOptions& o, De
     const Options options{DType::Float32, device};
     const Tensor a = randn({batch, m, k}, gen, options), b = randn({batch, k, n}, gen, options);
     const Tensor c = empty({batch, m, n}, options);
-    const Timing ours = time_runs(device, o.common.warmup, o.common.repeats, [&] { matmul(a, b); });
+    const Timing ours = time_runs(device, o.common.warmup, o.common.repeats, [&] { matmul(a, b); }, {}, profiler);
     const Timing reference =
         time_runs(device, o.common.warmup, o.common.repeats, [&] { reference_gemm(a, b, c, s); });
     row["status"] = "ok";
@@ -237,11 +238,12 @@ std::string shape_text(const nlohmann::json& shape) {
 int run(const OpsOptions& o) {
   const Device device = o.common.device.resolve();
   check_json_path(o.common.json);
+  const std::unique_ptr<Profiler> profiler = train::make_profiler(o.common.profile, device);
   const int64_t elements = o.elements > 0 ? o.elements : (device.is_cuda() ? int64_t(1) << 27 : int64_t(1) << 24);
   const std::string shapes = o.matmul.empty() ? default_shapes(device) : o.matmul;
   std::cout << "bench ops on " << device << " (" << device_name(device) << "), float32, median of " << o.common.repeats
             << " after " << o.common.warmup << " warm-up\n";
-  nlohmann::json rows = bandwidth_rows(o, device, elements);
+  nlohmann::json rows = bandwidth_rows(o, device, profiler.get(), elements);
   Table bandwidth({"op", "shape", "ms", "GB/s", "× copy"});
   for (const auto& row : rows)
     bandwidth.add({row["op"].get<std::string>(), shape_text(row["shape"]),
@@ -256,7 +258,7 @@ int run(const OpsOptions& o) {
   Table products({"matmul B×M×K×N", "ms", flops, std::string(reference_gemm_name(device)) + " " + flops,
                   "time ×reference"});
   for (const std::string& text : split_at(shapes, ',')) {
-    nlohmann::json row = matmul_row(parse_shape(text), o, device);
+    nlohmann::json row = matmul_row(parse_shape(text), o, device, profiler.get());
     products.add({shape_text(row["shape"]),
                   row["status"] == "ok" ? format("%.3f", number(row, "ms")) : row["status"].get<std::string>(),
                   format("%.2f", number(row, "gflop_per_s") / unit),
@@ -266,16 +268,13 @@ int run(const OpsOptions& o) {
   }
   products.print(std::cout);
   if (!o.common.json.empty()) {
-    const nlohmann::json config = {{"elements", elements},
-                                   {"softmax_width", kSoftmaxWidth},
-                                   {"layer_norm_width", kLayerNormWidth},
-                                   {"matmul", split_at(shapes, ',')},
-                                   {"dtype", "float32"},
-                                   {"repeats", o.common.repeats},
-                                   {"warmup", o.common.warmup},
-                                   {"seed", o.common.seed}};
+    const nlohmann::json config = {{"elements", elements},         {"softmax_width", kSoftmaxWidth},
+                                   {"layer_norm_width", kLayerNormWidth}, {"matmul", split_at(shapes, ',')},
+                                   {"dtype", "float32"},                  {"repeats", o.common.repeats},
+                                   {"warmup", o.common.warmup},           {"seed", o.common.seed}};
     write_json(o.common.json, document("ops", device, config, rows));
   }
+  if (profiler) train::write_profile(o.common.profile, *profiler);
   return 0;
 }
 

@@ -40,7 +40,7 @@ struct TrainOptions {
   int64_t batch = 32;
 };
 
-nlohmann::json measure(const std::string& type, int64_t copy_length, const TrainOptions& o, Device device) {
+nlohmann::json measure(const std::string& type, int64_t copy_length, const TrainOptions& o, Device device, Profiler* profiler) {
   const data::CopyTask task{copy_length};
   const int64_t n = task.sequence_length();
   nlohmann::json row = {{"type", type}, {"copy_length", copy_length}, {"n", n}, {"batch", o.batch}};
@@ -61,7 +61,7 @@ nlohmann::json measure(const std::string& type, int64_t copy_length, const Train
       optimizer->step();
       return loss;
     };
-  });
+  }, profiler);
   if (row["status"] == "ok") row["tokens_per_s"] = double(o.batch) * double(n) / (number(row, "ms") * 1e-3);
   return row;
 }
@@ -69,6 +69,7 @@ nlohmann::json measure(const std::string& type, int64_t copy_length, const Train
 int run(const TrainOptions& o) {
   const Device device = o.common.device.resolve();
   check_json_path(o.common.json);
+  const std::unique_ptr<Profiler> profiler = train::make_profiler(o.common.profile, device);
   const std::vector<std::string> types = split_types(o.types);
   std::cout << "bench train on " << device << " (" << device_name(device) << "): copy-task model, " << kLayers
             << " layers, " << kHeads << " heads × " << kHeadDim << ", feed-forward " << kFeedForward
@@ -76,7 +77,7 @@ int run(const TrainOptions& o) {
   nlohmann::json rows = nlohmann::json::array();
   for (const int64_t copy_length : o.copy_lengths) {
     for (const std::string& type : types) {
-      nlohmann::json row = measure(type, copy_length, o, device);
+      nlohmann::json row = measure(type, copy_length, o, device, profiler.get());
       std::cerr << "bench train: " << type << " L=" << copy_length << ": "
                 << (row["status"] == "ok" ? format("%.2f ms", number(row, "ms")) : row["status"].get<std::string>())
                 << "\n";
@@ -117,6 +118,7 @@ int run(const TrainOptions& o) {
                                    {"seed", o.common.seed}};
     write_json(o.common.json, document("train", device, config, rows));
   }
+  if (profiler) train::write_profile(o.common.profile, *profiler);
   return 0;
 }
 

@@ -43,7 +43,7 @@ struct TranslateBenchOptions {
 };
 
 nlohmann::json measure(const std::string& type, const TranslateOptions& preset, const TranslateBenchOptions& o,
-                       Device device) {
+                       Device device, Profiler* profiler) {
   const int64_t B = o.batch, S = o.source_length, T = o.target_length, V = preset.vocab_size;
   nlohmann::json row = {{"type", type}, {"batch", B}, {"source_length", S}, {"target_length", T}};
   measure_step(row, device, o.common, [&]() -> TrainingStep {
@@ -68,7 +68,7 @@ nlohmann::json measure(const std::string& type, const TranslateOptions& preset, 
       optimizer->step();
       return loss;
     };
-  });
+  }, profiler);
   // target tokens, as `translate train` counts them
   if (row["status"] == "ok") row["tokens_per_s"] = double(B) * double(T) / (number(row, "ms") * 1e-3);
   return row;
@@ -77,6 +77,7 @@ nlohmann::json measure(const std::string& type, const TranslateOptions& preset, 
 int run(const TranslateBenchOptions& o) {
   const Device device = o.common.device.resolve();
   check_json_path(o.common.json);
+  const std::unique_ptr<Profiler> profiler = train::make_profiler(o.common.profile, device);
   const TranslateOptions preset = translate_preset(kPresets.at(o.preset));
   const std::vector<std::string> types = split_types(o.types);
   std::cout << "bench translate on " << device << " (" << device_name(device) << "): translation model, preset "
@@ -86,7 +87,7 @@ int run(const TranslateBenchOptions& o) {
             << " steps after " << o.common.warmup << " warm-up\n";
   nlohmann::json rows = nlohmann::json::array();
   for (const std::string& type : types) {
-    nlohmann::json row = measure(type, preset, o, device);
+    nlohmann::json row = measure(type, preset, o, device, profiler.get());
     std::cerr << "bench translate: " << type << ": "
               << (row["status"] == "ok" ? format("%.2f ms", number(row, "ms")) : row["status"].get<std::string>())
               << "\n";
@@ -138,6 +139,7 @@ int run(const TranslateBenchOptions& o) {
                                    {"seed", o.common.seed}};
     write_json(o.common.json, document("translate", device, config, rows));
   }
+  if (profiler) train::write_profile(o.common.profile, *profiler);
   return 0;
 }
 

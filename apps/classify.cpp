@@ -12,6 +12,7 @@
 #include "models/classifier.h"
 #include "models/document_classification.h"
 #include "models/inspection.h"
+#include "train/profiling.h"
 
 namespace tapestry::app {
 
@@ -170,14 +171,8 @@ train::Report run_baseline(const ClassifyOptions& o, const Prepared& p, std::chr
 ClassifyOptions classify_preset(ClassifyPreset preset) {
   ClassifyOptions o;
   if (preset == ClassifyPreset::Smoke) {
-    o.vocab_size = 2000;
-    o.max_length = 256;
-    o.batch_tokens = 4096;
-    o.layers = 1;
-    o.heads = 2;
-    o.head_dim = 16;
-    o.ff = 64;
-    o.dropout = 0.0;
+    o.vocab_size = 2000, o.max_length = 256, o.batch_tokens = 4096;
+    o.layers = 1, o.heads = 2, o.head_dim = 16, o.ff = 64, o.dropout = 0.0;
     o.train.optimizer = "adam:lr=3e-3";
     o.train.steps = 150;
     o.train.eval_every = 50;
@@ -204,8 +199,8 @@ Attentions check_classify_options(const ClassifyOptions& o) {
   TP_CHECK(o.folds != 1, "--folds", "needs at least 2 folds (0: no cross-validation)");
   if (o.folds > 0)
     TP_CHECK(o.train.save.empty() && o.train.save_best.empty() && o.train.resume.empty() && o.train.log.empty() &&
-                 o.train.patience == 0,
-             "--folds", "trains one model per fold: drop --save, --save-best, --resume, --log and --patience");
+                 o.train.patience == 0 && !train::profile_outputs(o.train).any(),
+             "--folds", "trains one model per fold: drop --save, --save-best, --resume, --log, --patience and --profile*");
   return a;
 }
 
@@ -277,7 +272,7 @@ void add_classify(CommandLine& cli) {
       for (const char* flag : {"--attention", "--eval-attention", "--pooling", "--layers", "--heads", "--head-dim", "--ff",
                                "--dropout", "--mu", "--nu", "--batch-tokens", "--optimizer", "--schedule", "--clip",
                                "--param-groups", "--steps", "--eval-every", "--patience", "--save-every",
-                               "--inspect-every"})
+                               "--inspect-every", "--profile", "--profile-json", "--profile-trace"})
         unused.emplace_back(flag, "--baseline bow fits naive Bayes, no model");
     return unused;
   };

@@ -15,6 +15,7 @@
 #include "apps/bench.h"  // format
 #include "apps/classify.h"
 #include "metrics/summary.h"
+#include "train/profiling.h"
 
 namespace tapestry::app {
 namespace {
@@ -149,6 +150,7 @@ void check_sweep_options(const ClassifyOptions& o, const SweepOptions& s) {
   TP_CHECK(o.baseline == "none", "--baseline", "a sweep compares attentions; run --baseline bow on its own");
   TP_CHECK(o.train.save.empty() && o.train.save_best.empty() && o.train.resume.empty() && o.train.log.empty(),
            "sweep", "runs many models: drop --save, --save-best, --resume and --log");
+  TP_CHECK(!train::profile_outputs(o.train).any(), "sweep", "runs many models: profile one run of tapestry classify instead");
   TP_CHECK(s.grid == "table4" || s.grid == "table5" || s.grid == "both", "--grid",
            "must be table4, table5 or both, got '", s.grid, "'");
   TP_CHECK(!s.clusters.empty() || s.grid == "table5", "--clusters", "needs at least one value for table4");

@@ -263,7 +263,8 @@ std::vector<std::pair<std::string, std::string>> unused_flags(const ClusterOptio
   if (!o.images.empty()) unused.emplace_back("--data", "--images replaces the data set");
   if (o.method != "neural")
     for (const char* flag : {"--batch", "--scale", "--nu", "--w-c", "--losses", "--steps", "--optimizer", "--schedule", "--clip",
-                             "--param-groups", "--eval-every", "--patience", "--save-every", "--inspect-every"})
+                             "--param-groups", "--eval-every", "--patience", "--save-every", "--inspect-every", "--profile",
+                             "--profile-json", "--profile-trace"})
       unused.emplace_back(flag, "--method " + o.method + " trains no model (only --method neural does)");
   if (o.method != "kmeans") unused.emplace_back("--kmeans-iterations", "only --method kmeans runs Lloyd updates");
   if (o.method != "som")

@@ -229,7 +229,8 @@ class OptionTable {
 
 // The flags of train::TrainOptions, the same in every training app: --optimizer, --schedule,
 // --clip, --param-groups, --seed (recorded as training settings), --steps, --eval-every, --patience, --device,
-// --threads, --log, --save, --save-every, --save-best, --resume, --eval-only, --distributed, --inspect-every.
+// --threads, --log, --save, --save-every, --save-best, --resume, --eval-only, --distributed, --inspect-every,
+// --profile, --profile-json, --profile-trace.
 // Their checks are
 // train::check_options's.
 template <class Options>
@@ -272,6 +273,12 @@ void add_train_options(OptionTable<Options>& t, train::TrainOptions Options::*g)
   t.add("--inspect-every", g, &T::inspect_every,
         "log the gradient-flow inspection (tapestry inspect) to --log every N steps and at step 0; 0: never. Apps "
         "whose model has no clustering refuse it");
+  t.add("--profile", g, &T::profile,
+        "profile the training steps: time, FLOPs and bytes per op, forward and backward apart, as a table in FILE "
+        "('-': standard error) at the end (docs/PROFILING.md)");
+  t.add("--profile-json", g, &T::profile_json, "profile the training steps and write the profile as JSON to FILE");
+  t.add("--profile-trace", g, &T::profile_trace,
+        "profile the training steps and write their timeline to FILE (Chrome trace: chrome://tracing, Perfetto)");
 }
 
 // The settings checkpoint `path` records (its training settings under its model settings,

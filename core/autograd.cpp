@@ -1,5 +1,6 @@
 #include "core/autograd.h"
 
+#include "core/profiler.h"
 #include "core/tape_graph.h"
 
 #include <algorithm>
@@ -112,6 +113,7 @@ bool should_record(const std::vector<Tensor>& inputs) {
 
 void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
             BackwardFn backward) {
+  if (Profiler::State* profiler = profile_hooks::active()) profile_hooks::op_reported(*profiler, op);
   GraphRecorder::State* graph = graph_hooks::active();
   if (!should_record(inputs)) {
     if (graph) graph_hooks::not_recorded(*graph, op, inputs, outputs);
@@ -277,6 +279,8 @@ void backward(const Tensor& root, const Tensor& seed, Retain retain) {
            root.dtype(), ", ", root.device(), ")");
 
   NoGradGuard no_grad;
+  // The profiler times each closure and charges the rest of the pass to "(autograd)".
+  profile_hooks::BackwardPass profiled(profile_hooks::active());
   Tape& tape = Tape::current();
   tape.last_backward_.clear();
   // A GraphRecorder sees the pass: the gradient each op sends each input (graph_hooks).
@@ -353,11 +357,14 @@ void backward(const Tensor& root, const Tensor& seed, Retain retain) {
           graph_hooks::output_gradient(*graph, entry.graph_node, k, l2_norm(grad_outputs[k]));
       }
       Gradients grads(sink, entry.inputs, entry.input_specs, shares.get());
+      profiled.closure_began();
       try {
         entry.backward(grad_outputs, grads);
       } catch (const Error& e) {
+        profiled.closure_ended(entry.op);
         throw Error(entry.op + " (backward): " + e.what());
       }
+      profiled.closure_ended(entry.op);
       if (drawn) {
         for (size_t k = 0; k < entry.inputs.size(); ++k) {
           if (!entry.inputs[k]) continue;

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/profiler.h"
 
 namespace tapestry {
 
@@ -35,6 +36,7 @@ std::size_t CachingAllocator::round_size(std::size_t nbytes) {
 }
 
 void* CachingAllocator::allocate(std::size_t nbytes) {
+  if (Profiler::State* profiler = profile_hooks::active()) profile_hooks::allocated(*profiler, nbytes);
   std::lock_guard<std::mutex> lock(mutex_);
   auto out_of_memory = [&](const char* what) {
     fail("allocate", "out of memory on ", source_->name(), ": cannot allocate ", nbytes, " bytes (",

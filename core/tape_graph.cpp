@@ -1,5 +1,7 @@
 #include "core/tape_graph.h"
 
+#include "core/profiler.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -172,6 +174,7 @@ TapeScope::~TapeScope() {
 }
 
 void record_cut(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+  if (Profiler::State* profiler = profile_hooks::active()) profile_hooks::op_reported(*profiler, op);
   if (active_state) active_state->add_without_grad(op, inputs, outputs, true);
 }
 

@@ -2,6 +2,8 @@
 
 #include <cblas.h>
 
+#include "core/profiler.h"
+
 #include "ops/common.h"
 #include "ops/cuda/matmul.h"
 #include "ops/dispatch.h"
@@ -65,6 +67,8 @@ void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Te
   const bool trans_b = (tb == Transpose::Yes) != lb.column_major;
   const int64_t m = out.shape()[out.dim() - 2], n = out.shape()[out.dim() - 1];
   const int64_t k = a.shape()[a.dim() - (ta == Transpose::Yes ? 2 : 1)];
+  profile_flops(2.0 * static_cast<double>(numel(batch)) * static_cast<double>(m) * static_cast<double>(n) *
+                static_cast<double>(k));
 
   const Strides sa = batch_strides(a, batch), sb = batch_strides(b, batch), sc = batch_strides(out, batch);
   const auto on_gpu = [&] {

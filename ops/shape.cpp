@@ -1,5 +1,6 @@
 #include "ops/shape.h"
 
+#include "core/profiler.h"
 #include "core/tape_graph.h"
 
 #include <algorithm>
@@ -57,8 +58,10 @@ Tensor triangle(const char* op, const Tensor& x, Keep keep) {
   return where(keep(offset), x, zeros({}, x.options()));
 }
 
-// A view recorded on the tape with the given backward.
+// A view recorded on the tape with the given backward. The profiler does not list it: an op that
+// returns a view of its result would otherwise see its work charged to the view (core/profiler.h).
 Tensor record_view(const char* op, const Tensor& x, Tensor y, BackwardFn backward) {
+  const profile_hooks::View unlisted;
   record(op, {x}, {y}, std::move(backward));
   return y;
 }

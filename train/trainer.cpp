@@ -7,6 +7,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "train/profiling.h"
 #include "train/training_run.h"
 
 namespace tapestry::train {
@@ -51,6 +52,8 @@ TrainConfigs check_options(const TrainOptions& o) {
   TP_CHECK(!o.eval_only || !o.resume.empty(), "--eval-only", "needs --resume FILE: the checkpoint to evaluate");
   TP_CHECK(!o.eval_only || (o.save.empty() && o.save_best.empty()), "--eval-only",
            "trains nothing, so there is nothing to --save");
+  TP_CHECK(!o.eval_only || !profile_outputs(o).any(), "--eval-only",
+           "trains nothing, and --profile profiles the training steps");
   if (o.distributed) dist::require_mpi("--distributed");
   try {
     Device::parse(o.device);

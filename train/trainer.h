@@ -84,6 +84,10 @@ struct TrainOptions {
   bool progress = true;       ///< the progress line on stderr
   bool distributed = false;   ///< one rank of an MPI job (mpirun -np N ...); see the top of this file
   int64_t inspect_every = 0;  ///< log the task's inspection (Task::inspect) every N steps and at step 0; 0: never
+  ///@{
+  /// Profile the training steps and write the table, the JSON, the Chrome trace there (train/profiling.h).
+  std::string profile, profile_json, profile_trace;
+  ///@}
 };
 
 /// TrainOptions' config texts, parsed: what the run builds its optimizer and schedule from.

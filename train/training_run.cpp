@@ -9,6 +9,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "optim/clip.h"
+#include "train/profiling.h"
 
 namespace tapestry::train {
 
@@ -138,6 +139,7 @@ TrainingRun::TrainingRun(const RunSpec& spec, const TrainOptions& options, const
       gen_(options.seed),
       best_{spec.best} {
   context(device_).allocator().reset_peak();
+  if (world_.is_root()) profiler_ = make_profiler(profile_outputs(options_), device_);  // before minutes of work
   std::optional<ResumedRun> resumed;
   if (!options_.resume.empty())
     resumed.emplace(options_.resume, spec_.identity,
@@ -212,10 +214,19 @@ void TrainingRun::say_nothing_to_train() const {
 }
 
 Step TrainingRun::train_step() {
+  std::optional<ProfileSession> profiled;
+  if (profiler_) profiled.emplace(*profiler_);
   ++step_;
   optimizer_->zero_grad();
-  Step s = task_->step(gen_);
-  s.objective.backward();
+  Step s;
+  {
+    const ProfileScope scope("forward");
+    s = task_->step(gen_);
+  }
+  {
+    const ProfileScope scope("backward");
+    s.objective.backward();
+  }
   if (reducer_) {
     reducer_->finish();
     std::vector<double> sums{s.loss, s.items};  // the loss: the mean over the ranks; the items: their sum
@@ -224,6 +235,7 @@ Step TrainingRun::train_step() {
   }
   TP_CHECK(std::isfinite(s.loss), "training", "the loss is ", s.loss, " at step ", step_,
            "; try a lower learning rate (--optimizer) or gradient clipping (--clip 1)");
+  const ProfileScope scope("optimizer");
   optim::clip_grad_norm_by_group(*optimizer_, options_.clip);
   optimizer_->step();
   schedule_->on_step();
@@ -289,6 +301,7 @@ Report TrainingRun::finish(double items_per_second) {
   nlohmann::json final_record = report_.to_json();
   final_record["event"] = "final";
   log_.write(final_record);
+  if (profiler_) write_profile(profile_outputs(options_), *profiler_);
   return report_;
 }
 

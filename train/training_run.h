@@ -21,6 +21,7 @@
 #include <string>
 
 #include "core/device.h"
+#include "core/profiler.h"
 #include "core/random.h"
 #include "dist/reducer.h"
 #include "dist/world.h"
@@ -138,6 +139,7 @@ class TrainingRun {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::Schedule> schedule_;
   std::optional<dist::GradientReducer> reducer_;  // with several ranks, when training
+  std::unique_ptr<Profiler> profiler_;  // --profile and its kin: a session around each train_step
   int64_t step_ = 0;
   Best best_;
   Report report_;
