@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/profiler.h"
 #include "ops/common.h"
 #include "ops/cuda/attention.h"
 #include "ops/dispatch.h"
@@ -259,9 +260,14 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
                      out.data<T>(), lse.data<T>());
     });
 
+  // FLOPs of the products: Q Kᵀ and P V forward; backward recomputes Q Kᵀ and forms dV, dP, dK, dQ.
+  // A causal mask skips about half of each.
+  const double pairs = double(s.B) * double(s.H) * double(s.N) * double(s.S) * (causal ? 0.5 : 1.0);
+  profile_flops(2 * pairs * double(s.E + s.M));
   record(op, {q, k, v}, {out},
-         [op, s, lengths, qs = Saved(qc), ks = Saved(kc), vs = Saved(vc), os = Saved(out), lse](
+         [op, s, pairs, lengths, qs = Saved(qc), ks = Saved(kc), vs = Saved(vc), os = Saved(out), lse](
              const std::vector<Tensor>& dy, Gradients& g) {
+           profile_flops(2 * pairs * double(3 * s.E + 2 * s.M));
            const Tensor &q = qs.get(), &k = ks.get(), &v = vs.get(), &out = os.get();
            const Tensor dout = contiguous(dy[0]);
            Tensor dq = empty(q.shape(), q.options()), dk = empty(k.shape(), k.options()),
