@@ -73,6 +73,16 @@ __device__ int64_t visible_end(const Sizes& z, int64_t length, int64_t i) {
   return z.causal ? min(length, i + 1) : length;
 }
 
+// Work item w of a kernel over G · tiles (head, tile) pairs: the head g, the tile's first row (of
+// `rows` a tile) and the key length of g's sample.
+struct Item {
+  int64_t g, first, length;
+};
+__device__ Item item_of(const Sizes& z, const int64_t* lengths, int64_t w, int64_t tiles, int rows) {
+  const int64_t g = w / tiles;
+  return {g, w % tiles * rows, lengths ? lengths[g / z.H] : z.S};
+}
+
 // dst (rows × D, row stride D + 1) = the rows [first, first + rows) of src (count × width,
 // contiguous), zero beyond count and width. Consecutive threads read consecutive elements of a row.
 template <class T, int D>
@@ -151,7 +161,7 @@ __device__ T row_sum(T x) {
 // One block per (g, query tile of BR rows), block-strided over G · query_tiles. For each key tile
 // the queries can see: S = scale · Q Kᵀ (masked to −inf), the row maximum m' = max(m, rowmax S),
 // P = e^(S − m'), l = e^(m − m') l + rowsum P, O = e^(m − m') O + P V; at the end O / l and
-// lse = m + log l (Algorithm 1, lines 8–12). A row that sees no key keeps m = −inf, l = 0: out 0,
+// lse = m + log l (Algorithm 1, lines 8–14). A row that sees no key keeps m = −inf, l = 0: out 0,
 // lse −inf, and never forms −inf − (−inf).
 template <class T, int D>
 __global__ void __launch_bounds__(kTileThreads)
@@ -165,8 +175,7 @@ __global__ void __launch_bounds__(kTileThreads)
   const int tx = threadIdx.x % kLanes, ty = threadIdx.x / kLanes;
   const T inf = T(INFINITY);
   for (int64_t w = blockIdx.x; w < z.G * query_tiles; w += gridDim.x) {
-    const int64_t g = w / query_tiles, i0 = w % query_tiles * BR;
-    const int64_t length = lengths ? lengths[g / z.H] : z.S;
+    const auto [g, i0, length] = item_of(z, lengths, w, query_tiles, BR);
     __syncthreads();  // the previous item's threads are done with sq and skv
     load_tile<T, D>(sq, q + g * z.N * z.E, BR, i0, z.N, z.E);
     int64_t end[RA];
@@ -269,8 +278,7 @@ __global__ void __launch_bounds__(kTileThreads)
   T* sd = slse + BR;                     // (BR,) d of the tile's queries
   const int tx = threadIdx.x % kLanes, ty = threadIdx.x / kLanes;
   for (int64_t w = blockIdx.x; w < z.G * key_tiles; w += gridDim.x) {
-    const int64_t g = w / key_tiles, j0 = w % key_tiles * BC;
-    const int64_t length = lengths ? lengths[g / z.H] : z.S;
+    const auto [g, j0, length] = item_of(z, lengths, w, key_tiles, BC);
     __syncthreads();  // the previous item's threads are done with the tiles
     load_tile<T, D>(sk, k + g * z.S * z.E, BC, j0, z.S, z.E);
     load_tile<T, D>(sv, v + g * z.S * z.M, BC, j0, z.S, z.M);
@@ -338,8 +346,7 @@ __global__ void __launch_bounds__(kTileThreads)
   T* sv = sk + BC * (D + 1);             // (BC, D) the value tile
   const int tx = threadIdx.x % kLanes, ty = threadIdx.x / kLanes;
   for (int64_t w = blockIdx.x; w < z.G * query_tiles; w += gridDim.x) {
-    const int64_t g = w / query_tiles, i0 = w % query_tiles * BR;
-    const int64_t length = lengths ? lengths[g / z.H] : z.S;
+    const auto [g, i0, length] = item_of(z, lengths, w, query_tiles, BR);
     __syncthreads();  // the previous item's threads are done with the tiles
     load_tile<T, D>(sq, q + g * z.N * z.E, BR, i0, z.N, z.E);
     load_tile<T, D>(sdo, dout + g * z.N * z.M, BR, i0, z.N, z.M);
