@@ -142,11 +142,18 @@ __device__ void accumulate_rows(const T (&w)[X][Y], const T* rows, T (&acc)[X][D
     }
 }
 
-// The maximum and the sum of x over the 16 lanes of this half-warp (one tile row).
+// The larger of a and b, NaN if either is: a NaN score makes its query's output NaN, never zeros,
+// as on the CPU (fmax would drop the NaN and a row of one NaN score would pass for a masked row).
+template <class T>
+__device__ T max_keeping_nan(T a, T b) {
+  return a != a || a > b ? a : b;
+}
+
+// The maximum (max_keeping_nan) and the sum of x over the 16 lanes of this half-warp (one tile row).
 template <class T>
 __device__ T row_max(T x) {
 #pragma unroll
-  for (int offset = kLanes / 2; offset > 0; offset /= 2) x = max(x, __shfl_xor_sync(kFullWarp, x, offset));
+  for (int offset = kLanes / 2; offset > 0; offset /= 2) x = max_keeping_nan(x, __shfl_xor_sync(kFullWarp, x, offset));
   return x;
 }
 template <class T>
@@ -205,9 +212,9 @@ __global__ void __launch_bounds__(kTileThreads)
 #pragma unroll
         for (int b = 0; b < KB; ++b) {
           s[a][b] = j0 + tx + kLanes * b < end[a] ? scale * s[a][b] : -inf;
-          tile_max = max(tile_max, s[a][b]);
+          tile_max = max_keeping_nan(tile_max, s[a][b]);
         }
-        const T next = max(m[a], row_max(tile_max));
+        const T next = max_keeping_nan(m[a], row_max(tile_max));  // NaN stays NaN: out and lse NaN
         if (next == -inf) {  // nothing seen yet: P = 0, and O, l stay 0
 #pragma unroll
           for (int b = 0; b < KB; ++b) s[a][b] = T(0);
@@ -232,11 +239,11 @@ __global__ void __launch_bounds__(kTileThreads)
       const T sum = row_sum(l[a]);
       const int64_t i = i0 + ty + kThreadRows * a;
       if (i >= z.N) continue;
-      const T inv = sum > T(0) ? T(1) / sum : T(0);
+      const T inv = sum == T(0) ? T(0) : T(1) / sum;  // sum ≥ 1 once a key is seen, or NaN
 #pragma unroll
       for (int c = 0; c < CB; ++c)
         if (tx + kLanes * c < z.M) out[(g * z.N + i) * z.M + tx + kLanes * c] = o[a][c] * inv;
-      if (tx == 0) lse[g * z.N + i] = sum > T(0) ? m[a] + log(sum) : -inf;
+      if (tx == 0) lse[g * z.N + i] = sum == T(0) ? -inf : m[a] + log(sum);
     }
   }
 }

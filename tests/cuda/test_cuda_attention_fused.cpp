@@ -45,8 +45,8 @@ void check_fused(const Case& c, DType dtype, bool padded, bool causal, uint64_t 
   const int64_t B = padded ? 4 : 2, H = 2;
   INFO(dtype << " N " << c.N << " S " << c.S << " E " << c.E << " M " << c.M << (padded ? " padded" : "")
              << (causal ? " causal" : ""));
-  const std::vector<Tensor> qkv{input({B, H, c.N, c.E}, seed, dtype, -2, 2), input({B, H, c.S, c.E}, seed + 1, dtype, -2, 2),
-                                input({B, H, c.S, c.M}, seed + 2, dtype)};
+  const std::vector<Tensor> qkv{input({B, H, c.N, c.E}, seed, dtype, -2, 2),
+                                input({B, H, c.S, c.E}, seed + 1, dtype, -2, 2), input({B, H, c.S, c.M}, seed + 2, dtype)};
   const Tolerance t = fused_tol(dtype, std::max(c.N, c.S));
   auto lengths_for = [&](const Tensor& like) { return padded ? key_lengths(c.S, like) : Tensor(); };
   const Fn fused = [&](const std::vector<Tensor>& in) {
@@ -101,6 +101,27 @@ TEST_CASE("fused attention: empty shapes on the GPU (no queries, no keys, M = 0)
                     input({2, 2, c.S, c.M}, ++seed, dtype)},
                    fused_tol(dtype, c.S));
     }
+}
+
+TEST_CASE("fused attention: a NaN score makes its query's output NaN on the GPU as on the CPU") {
+  // Head 0: a NaN query (every score of its row NaN). Head 1: a NaN key in the last key tile, which
+  // the causal mask shows to queries 35 … 39 alone. Head 2: a NaN first key, the only key the causal
+  // query 0 sees. Every other output stays finite.
+  const Shape shape{1, 3, 40, 8};
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    INFO(dtype);
+    std::vector<double> q = input(shape, 650, dtype).to_vector<double>(), k = input(shape, 651, dtype).to_vector<double>();
+    q[3 * 8 + 2] = NAN;
+    k[(40 + 35) * 8] = NAN;
+    k[80 * 8 + 1] = NAN;
+    const std::vector<Tensor> qkv{to(from_vector(q, shape), dtype), to(from_vector(k, shape), dtype),
+                                  input({1, 3, 40, 4}, 652, dtype)};
+    for (bool causal : {false, true}) {
+      INFO("causal " << causal);
+      check_values([&](const std::vector<Tensor>& in) { return fused_attention(in[0], in[1], in[2], {}, causal); },
+                   qkv, fused_tol(dtype, 40));
+    }
+  }
 }
 
 TEST_CASE("fused attention: the GPU's against the CPU's and the composition (head dims 16 to 128, E != M)") {
