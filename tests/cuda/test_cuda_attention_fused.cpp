@@ -46,7 +46,8 @@ void check_fused(const Case& c, DType dtype, bool padded, bool causal, uint64_t 
   INFO(dtype << " N " << c.N << " S " << c.S << " E " << c.E << " M " << c.M << (padded ? " padded" : "")
              << (causal ? " causal" : ""));
   const std::vector<Tensor> qkv{input({B, H, c.N, c.E}, seed, dtype, -2, 2),
-                                input({B, H, c.S, c.E}, seed + 1, dtype, -2, 2), input({B, H, c.S, c.M}, seed + 2, dtype)};
+                                input({B, H, c.S, c.E}, seed + 1, dtype, -2, 2),
+                                input({B, H, c.S, c.M}, seed + 2, dtype)};
   const Tolerance t = fused_tol(dtype, std::max(c.N, c.S));
   auto lengths_for = [&](const Tensor& like) { return padded ? key_lengths(c.S, like) : Tensor(); };
   const Fn fused = [&](const std::vector<Tensor>& in) {
@@ -110,7 +111,8 @@ TEST_CASE("fused attention: a NaN score makes its query's output NaN on the GPU 
   const Shape shape{1, 3, 40, 8};
   for (DType dtype : {DType::Float32, DType::Float64}) {
     INFO(dtype);
-    std::vector<double> q = input(shape, 650, dtype).to_vector<double>(), k = input(shape, 651, dtype).to_vector<double>();
+    std::vector<double> q = input(shape, 650, dtype).to_vector<double>();
+    std::vector<double> k = input(shape, 651, dtype).to_vector<double>();
     q[3 * 8 + 2] = NAN;
     k[(40 + 35) * 8] = NAN;
     k[80 * 8 + 1] = NAN;
