@@ -54,6 +54,8 @@ void add_common_options(CLI::App& command, CommonOptions& options) {
       ->check(integer_check<decltype(options.seed)>())
       ->capture_default_str();
   command.add_option("--json", options.json, "Also write the results as JSON to this file");
+  command.add_flag("--tf32", options.tf32,
+                   "float32 matmuls on the GPU in TensorFloat-32 (Ampere and later); off: IEEE float32");
   command.add_option("--profile", options.profile.table,
                      "Profile the timed runs: a table of time, FLOPs and bytes per op to FILE ('-': standard error; "
                      "docs/PROFILING.md)");
@@ -230,6 +232,8 @@ nlohmann::json document(const std::string& benchmark, Device device, nlohmann::j
           {"device_name", device_name(device)},
           {"commit", TAPESTRY_COMMIT},
           {"threads", omp_get_max_threads()},
+          {"float32_matmul", device.is_cuda() && cuda::float32_matmul(device.index) == cuda::Float32Matmul::TF32
+                                 ? "tf32" : "full"},
           {"date", date},
           {"config", std::move(config)},
           {"rows", std::move(rows)}};

@@ -29,6 +29,7 @@
 #include "core/profiler.h"
 #include "core/tensor.h"
 #include "train/profiling.h"
+#include "train/training_run.h"
 
 namespace tapestry::app {
 
@@ -46,6 +47,7 @@ struct CommonOptions {
   int warmup = 1;
   uint64_t seed = 0;
   std::string json;  // where to write the JSON document; empty: none
+  bool tf32 = false;  // --tf32: float32 matmuls on the GPU in TensorFloat-32 (train::Float32MatmulScope)
   // --profile, --profile-json, --profile-trace: the timed runs profiled (train::make_profiler makes
   // the profiler, null without them; train::write_profile writes it at the end).
   train::ProfileOutputs profile;

@@ -186,6 +186,7 @@ void print_table(const nlohmann::json& rows) {
 
 int run(const AttentionOptions& options) {
   const Device device = options.common.device.resolve();
+  const train::Float32MatmulScope tf32(options.common.tf32, device);
   check_json_path(options.common.json);
   const std::unique_ptr<Profiler> profiler = train::make_profiler(options.common.profile, device);
   const std::vector<int64_t> lengths = options.lengths.empty() ? default_lengths(device) : options.lengths;

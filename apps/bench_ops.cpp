@@ -237,6 +237,7 @@ std::string shape_text(const nlohmann::json& shape) {
 
 int run(const OpsOptions& o) {
   const Device device = o.common.device.resolve();
+  const train::Float32MatmulScope tf32(o.common.tf32, device);
   check_json_path(o.common.json);
   const std::unique_ptr<Profiler> profiler = train::make_profiler(o.common.profile, device);
   const int64_t elements = o.elements > 0 ? o.elements : (device.is_cuda() ? int64_t(1) << 27 : int64_t(1) << 24);

@@ -68,6 +68,7 @@ nlohmann::json measure(const std::string& type, int64_t copy_length, const Train
 
 int run(const TrainOptions& o) {
   const Device device = o.common.device.resolve();
+  const train::Float32MatmulScope tf32(o.common.tf32, device);
   check_json_path(o.common.json);
   const std::unique_ptr<Profiler> profiler = train::make_profiler(o.common.profile, device);
   const std::vector<std::string> types = split_types(o.types);

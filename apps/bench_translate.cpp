@@ -76,6 +76,7 @@ nlohmann::json measure(const std::string& type, const TranslateOptions& preset, 
 
 int run(const TranslateBenchOptions& o) {
   const Device device = o.common.device.resolve();
+  const train::Float32MatmulScope tf32(o.common.tf32, device);
   check_json_path(o.common.json);
   const std::unique_ptr<Profiler> profiler = train::make_profiler(o.common.profile, device);
   const TranslateOptions preset = translate_preset(kPresets.at(o.preset));

@@ -261,6 +261,9 @@ void add_train_options(OptionTable<Options>& t, train::TrainOptions Options::*g)
   t.add("--threads", g, &T::threads,
         "CPU threads, 0: OpenMP's default (OMP_NUM_THREADS, else one per core); on a busy machine 1 can be much faster",
         thread_count());
+  t.add("--tf32", g, &T::tf32,
+        "float32 matmuls on the GPU in TensorFloat-32 (Ampere and later: several times faster, relative error "
+        "about 1e-3); off: IEEE float32, as on the CPU");
   t.add("--log", g, &T::log, "append JSON lines to FILE: each evaluation and the result");
   t.add("--save", g, &T::save, "write a checkpoint to FILE at the end");
   t.add("--save-every", g, &T::save_every, "also every N steps (0: never)");

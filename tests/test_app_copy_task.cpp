@@ -122,6 +122,19 @@ TEST_CASE("copy-task: every attention kind trains a few steps, from the library 
   for (const attention::Kind* kind : attention::kinds()) CHECK(listed.out.find(kind->name() + ": ") != std::string::npos);
 }
 
+TEST_CASE("copy-task: --tf32 trains on the GPU in TensorFloat-32 and restores float32 matmuls after the run") {
+  if (!cuda::is_available()) {
+    MESSAGE("skipped: " << cuda::unavailable_reason());
+    return;
+  }
+  CopyTaskOptions o = tiny();
+  o.train.device = "cuda:0";
+  o.train.tf32 = true;
+  const Report r = app::run_copy_task(o);
+  CHECK(std::isfinite(r.metric("loss")));
+  CHECK(cuda::float32_matmul(0) == cuda::Float32Matmul::Full);
+}
+
 TEST_CASE("copy-task: a resumed run continues exactly (model, optimizer, schedule, generator)") {
   TempDir dir;
   // Dropout and hashing both draw from the training generator, so this checks its state as well.
@@ -284,6 +297,12 @@ TEST_CASE("copy-task command line: --help, --json, --log, exit codes") {
   CHECK(records[0]["event"] == "eval");
   CHECK(records[0]["step"] == 2);
   CHECK(records[2]["event"] == "final");
+
+  // --tf32 sets how a GPU runs float32 matmuls: refused for a run on the CPU.
+  CHECK(run_cli(dir, "copy-task --help").out.find("--tf32") != std::string::npos);
+  check_run(run_cli(dir, small + "--steps 1 --tf32"), 1, {"--tf32", "this run is on the cpu"});
+  check_run(run_cli(dir, "bench ops --device cpu --elements 64 --matmul 2x2x2 --repeats 1 --tf32"), 1,
+            {"--tf32", "this run is on the cpu"});
 
   // Bad command lines: exit code 2 and a message naming the flag.
   check_run(run_cli(dir, "copy-task --bogus"), 2, {"--bogus"});

@@ -74,6 +74,7 @@ struct TrainOptions {
   int64_t patience = 0;       ///< stop after this many evaluations without a new best; 0: never
   std::string device = "auto";  ///< auto | cpu | cuda[:i]
   int threads = 0;            ///< CPU threads; 0: OpenMP's default
+  bool tf32 = false;          ///< float32 matmuls of a GPU run in TensorFloat-32 (core/cuda.h); refused on the CPU
   uint64_t seed = 0;  ///< the training generator's seed (see the top of this file)
   std::string log;            ///< append JSON lines: each evaluation and the result
   std::string save;           ///< checkpoint at the end (and every save_every steps)

@@ -126,6 +126,21 @@ double StepMeter::finish() {
   return items_ / std::max(seconds_since(start_), 1e-9);
 }
 
+// ---- Float32MatmulScope ----
+
+Float32MatmulScope::Float32MatmulScope(bool tf32, Device device) {
+  if (!tf32) return;
+  TP_CHECK(device.is_cuda(), "--tf32", "sets how float32 matmuls run on a GPU; this run is on the ", device,
+           " (drop --tf32, or train with --device cuda)");
+  previous_ = cuda::float32_matmul(device.index);
+  cuda::set_float32_matmul(cuda::Float32Matmul::TF32, device.index);
+  device_ = device.index;
+}
+
+Float32MatmulScope::~Float32MatmulScope() {
+  if (device_) cuda::set_float32_matmul(previous_, *device_);
+}
+
 // ---- TrainingRun ----
 
 TrainingRun::TrainingRun(const RunSpec& spec, const TrainOptions& options, const TrainConfigs& configs,
@@ -135,6 +150,7 @@ TrainingRun::TrainingRun(const RunSpec& spec, const TrainOptions& options, const
       world_(world),
       start_(std::chrono::steady_clock::now()),
       device_(run_device(options.device, world)),
+      float32_matmul_(options.tf32, device_),
       log_(world.is_root() ? options.log : ""),
       gen_(options.seed),
       best_{spec.best} {

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 
+#include "core/cuda.h"
 #include "core/device.h"
 #include "core/profiler.h"
 #include "core/random.h"
@@ -75,6 +76,20 @@ class StepMeter {
 };
 
 /// One Trainer::run in progress. See the top of this file and of train/trainer.h.
+/// --tf32: the float32 matmul mode of the run's GPU set to TensorFloat-32 for the scope's lifetime,
+/// then restored (core/cuda.h). Off, it does nothing; on the CPU it is refused.
+class Float32MatmulScope {
+ public:
+  Float32MatmulScope(bool tf32, Device device);
+  ~Float32MatmulScope();
+  Float32MatmulScope(const Float32MatmulScope&) = delete;
+  Float32MatmulScope& operator=(const Float32MatmulScope&) = delete;
+
+ private:
+  std::optional<int> device_;  // the GPU whose mode was changed
+  cuda::Float32Matmul previous_ = cuda::Float32Matmul::Full;
+};
+
 class TrainingRun {
  public:
   /// Builds the run: the device (one GPU per rank on a machine of several, unless --device names one),
@@ -133,6 +148,7 @@ class TrainingRun {
   const dist::World& world_;
   std::chrono::steady_clock::time_point start_;
   Device device_;
+  Float32MatmulScope float32_matmul_;
   MetricsLog log_;
   Generator gen_;  // the model's initial values first, then every training step
   std::unique_ptr<Task> task_;
