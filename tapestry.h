@@ -47,6 +47,7 @@
 #include "nn/module.h"
 #include "nn/multihead_attention.h"
 #include "nn/transformer.h"
+#include "ops/attention.h"
 #include "ops/bits.h"
 #include "ops/cluster.h"
 #include "ops/creation.h"

@@ -75,12 +75,14 @@ class StepMeter {
   Metrics smooth_;  // the task's progress metrics, smoothed
 };
 
-/// One Trainer::run in progress. See the top of this file and of train/trainer.h.
 /// --tf32: the float32 matmul mode of the run's GPU set to TensorFloat-32 for the scope's lifetime,
 /// then restored (core/cuda.h). Off, it does nothing; on the CPU it is refused.
 class Float32MatmulScope {
  public:
+  /// With `tf32`, sets `device`'s float32 matmuls to TensorFloat-32; throws Error naming --tf32 when
+  /// `device` is the CPU.
   Float32MatmulScope(bool tf32, Device device);
+  /// Restores the mode the device had before.
   ~Float32MatmulScope();
   Float32MatmulScope(const Float32MatmulScope&) = delete;
   Float32MatmulScope& operator=(const Float32MatmulScope&) = delete;
@@ -90,6 +92,7 @@ class Float32MatmulScope {
   cuda::Float32Matmul previous_ = cuda::Float32Matmul::Full;
 };
 
+/// One Trainer::run in progress. See the top of this file and of train/trainer.h.
 class TrainingRun {
  public:
   /// Builds the run: the device (one GPU per rank on a machine of several, unless --device names one),
