@@ -135,6 +135,12 @@ TokenizedCorpus tokenize_corpus(const ClassifiedDocuments& corpus, const Classif
            "): classifying needs at least two");
 
   const auto start = std::chrono::steady_clock::now();
+  if (o.on_progress)  // tokenizing a large corpus takes a while: say so before it starts
+    o.on_progress(o.sentencepiece.empty()
+                      ? format("training %lld SentencePiece pieces on %zu training documents, then tokenizing %zu "
+                               "documents...",
+                               (long long)o.vocab_size, split.train.size(), corpus.documents.size())
+                      : format("tokenizing %zu documents with %s...", corpus.documents.size(), o.sentencepiece.c_str()));
   const SentencePiece sp =
       !o.sentencepiece.empty() ? SentencePiece::load(o.sentencepiece) : train_sentencepiece(corpus, split, o);
   for (const std::string& path : o.save_sentencepiece) sp.save(path);

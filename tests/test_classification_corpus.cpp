@@ -96,8 +96,9 @@ TEST_CASE("classification corpus: a folder per class, split by hash, tokenized w
 
   o.save_sentencepiece = {dir.file("spm.model")};
   const TokenizedCorpus t = tokenize_corpus(corpus, o);
-  CHECK(heard.size() == 2);  // the progress line
-  CHECK(heard[1].find("18 / 6 / 6 documents (train / valid / test), 30 pieces") == 0);
+  CHECK(heard.size() == 3);  // what it is about to do, then what it did
+  CHECK(heard[1] == "training 30 SentencePiece pieces on 18 training documents, then tokenizing 30 documents...");
+  CHECK(heard[2].find("18 / 6 / 6 documents (train / valid / test), 30 pieces") == 0);
   CHECK(t.classes == corpus.classes);
   CHECK(t.vocabulary == 30);
   CHECK(t.split.train == split.train);

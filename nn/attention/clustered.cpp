@@ -4,12 +4,12 @@
 
 #include "ops/creation.h"
 #include "nn/attention/full.h"
+#include "ops/attention.h"
 #include "ops/bits.h"
 #include "ops/cluster.h"
 #include "ops/common.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"
-#include "ops/attention.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "ops/segment.h"
