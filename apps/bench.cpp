@@ -22,8 +22,8 @@
 #include <cuda_runtime_api.h>
 #endif
 
-// TAPESTRY_COMMIT, the commit the figures were measured at: `git rev-parse --short HEAD` when CMake
-// configured the build, "-dirty" for uncommitted changes to tracked files (CMakeLists.txt).
+// TAPESTRY_COMMIT, the commit the figures were measured at: `git rev-parse --short HEAD` when the
+// build ran, "-dirty" for uncommitted changes to tracked files (cmake/tapestry_commit.cmake).
 #include "tapestry_commit.h"
 
 namespace tapestry::app {

@@ -11,13 +11,14 @@
 #include "apps/reverse.h"
 #include "apps/translate.h"
 #include "tapestry.h"
+#include "tapestry_commit.h"  // TAPESTRY_COMMIT, the commit built (CMakeLists.txt)
 
 int main(int argc, char** argv) {
   using namespace tapestry;
   app::CommandLine cli("Tapestry: a C++17/CUDA deep-learning framework built around clustered attention");
-  cli.add("version", "Print the version and the devices this build can use", [](CLI::App&) {
+  cli.add("version", "Print the version, the commit built and the devices this build can use", [](CLI::App&) {
     return [] {
-      std::cout << "tapestry " << TAPESTRY_VERSION << "\n"
+      std::cout << "tapestry " << TAPESTRY_VERSION << " (commit " << TAPESTRY_COMMIT << ")\n"
                 << "cuda: " << (cuda::is_available() ? "available" : "not available (" + cuda::unavailable_reason() + ")")
                 << "\n"
                 << "best device: " << Device::best() << "\n";

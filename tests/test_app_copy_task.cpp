@@ -272,7 +272,10 @@ TEST_CASE("copy-task command line: --help, --json, --log, exit codes") {
   TempDir dir;
   check_run(run_cli(dir, "copy-task --help"), 0, {});
   CHECK(run_cli(dir, "copy-task --help").out.find("--eval-attention") != std::string::npos);
-  check_run(run_cli(dir, "version"), 0, {});
+  const Run version = run_cli(dir, "version");
+  check_run(version, 0, {});
+  CHECK(version.out.rfind("tapestry ", 0) == 0);
+  CHECK(version.out.find(" (commit ") != std::string::npos);  // the commit built, which bench JSON records too
 
   const std::string small =
       "copy-task --preset smoke --length 4 --layers 1 --heads 2 --head-dim 4 --ff 8 --batch 2 "

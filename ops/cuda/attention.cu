@@ -48,16 +48,19 @@ constexpr int kLanes = 16;                           // threads along a tile's k
 constexpr int kThreadRows = kTileThreads / kLanes;  // 8 thread rows along a tile's queries
 constexpr unsigned kFullWarp = 0xffffffffu;
 
-// Rows per tile: queries (kRows) and keys (kKeys). float64 takes half, so that its tiles take the
-// bytes of float32's (the float64 path serves the gradient checks, not speed).
-template <class T>
-struct Tile;
-template <>
-struct Tile<float> {
-  static constexpr int kRows = 32, kKeys = 32;
+// Rows per tile, queries (kRows) and keys (kKeys), for the head-dim bucket D. A thread holds
+// kRows / 8 × kKeys / 16 scores (tile_products), so a tile product reads kRows / 8 + kKeys / 16
+// shared values per kRows / 8 · kKeys / 16 multiply-adds: 64 × 64 tiles read 12 per 32, where 32 × 32
+// tiles read 6 per 8 and left the kernels bound by shared-memory bandwidth (on an H200 the fused
+// layer took 1.8× the unfused one's time with them: docs/PERFORMANCE.md). At D = 128 the key tile is
+// 32 rows, so that key_gradients_kernel's dk and dv accumulators (2 · kKeys / 8 · D / 16 registers)
+// fit without spilling. float64 takes 16 × 16: its path serves the gradient checks, not speed.
+template <class T, int D>
+struct Tile {
+  static constexpr int kRows = 64, kKeys = D <= 64 ? 64 : 32;
 };
-template <>
-struct Tile<double> {
+template <int D>
+struct Tile<double, D> {
   static constexpr int kRows = 16, kKeys = 16;
 };
 
@@ -174,7 +177,7 @@ template <class T, int D>
 __global__ void __launch_bounds__(kTileThreads)
     forward_kernel(Sizes z, T scale, const T* q, const T* k, const T* v, const int64_t* lengths, T* out, T* lse,
                    int64_t query_tiles) {
-  constexpr int BR = Tile<T>::kRows, BC = Tile<T>::kKeys;
+  constexpr int BR = Tile<T, D>::kRows, BC = Tile<T, D>::kKeys;
   constexpr int RA = BR / kThreadRows, KB = BC / kLanes, CB = D / kLanes;
   extern __shared__ __align__(16) unsigned char shared[];
   T* sq = reinterpret_cast<T*>(shared);  // (BR, D) the query tile, row stride D + 1
@@ -274,7 +277,7 @@ template <class T, int D>
 __global__ void __launch_bounds__(kTileThreads)
     key_gradients_kernel(Sizes z, T scale, const T* q, const T* k, const T* v, const int64_t* lengths,
                          const T* dout, const T* lse, const T* d, T* dk, T* dv, int64_t key_tiles) {
-  constexpr int BR = Tile<T>::kRows, BC = Tile<T>::kKeys;
+  constexpr int BR = Tile<T, D>::kRows, BC = Tile<T, D>::kKeys;
   constexpr int KA = BC / kThreadRows, QB = BR / kLanes, CB = D / kLanes;
   extern __shared__ __align__(16) unsigned char shared[];
   T* sk = reinterpret_cast<T*>(shared);  // (BC, D) the key tile, row stride D + 1
@@ -344,7 +347,7 @@ template <class T, int D>
 __global__ void __launch_bounds__(kTileThreads)
     query_gradients_kernel(Sizes z, T scale, const T* q, const T* k, const T* v, const int64_t* lengths,
                            const T* dout, const T* lse, const T* d, T* dq, int64_t query_tiles) {
-  constexpr int BR = Tile<T>::kRows, BC = Tile<T>::kKeys;
+  constexpr int BR = Tile<T, D>::kRows, BC = Tile<T, D>::kKeys;
   constexpr int RA = BR / kThreadRows, KB = BC / kLanes, CB = D / kLanes;
   extern __shared__ __align__(16) unsigned char shared[];
   T* sq = reinterpret_cast<T*>(shared);  // (BR, D) the query tile, row stride D + 1
@@ -415,7 +418,7 @@ void with_head_dim(const Sizes& z, F&& f) {
 // The bytes of shared memory of a kernel that holds `tiles` tiles of kRows or kKeys rows of D + 1.
 template <class T, int D>
 constexpr size_t tile_bytes(int query_tiles, int key_tiles) {
-  return static_cast<size_t>(query_tiles * Tile<T>::kRows + key_tiles * Tile<T>::kKeys) * (D + 1) * sizeof(T);
+  return static_cast<size_t>(query_tiles * Tile<T, D>::kRows + key_tiles * Tile<T, D>::kKeys) * (D + 1) * sizeof(T);
 }
 
 // Launches a tiled kernel over `items` (g, tile) pairs with `bytes` of dynamic shared memory.
@@ -442,9 +445,9 @@ void fused_attention_forward(const FusedAttentionShape& s, const Tensor& q, cons
   CudaContext& ctx = active_context(q.device());
   visit_floating(q.dtype(), "fused_attention", [&](auto tag) {
     using T = decltype(tag);
-    const int64_t query_tiles = (z.N + Tile<T>::kRows - 1) / Tile<T>::kRows;
     with_head_dim(z, [&](auto bucket) {
       constexpr int D = decltype(bucket)::value;
+      const int64_t query_tiles = (z.N + Tile<T, D>::kRows - 1) / Tile<T, D>::kRows;
       launch_tiled(forward_kernel<T, D>, z.G * query_tiles, tile_bytes<T, D>(1, 1), ctx.stream(), z, T(s.scale),
                    q.data<T>(), k.data<T>(), v.data<T>(), lengths_of(key_lengths), out.data<T>(), lse.data<T>(),
                    query_tiles);
@@ -460,8 +463,6 @@ void fused_attention_backward(const FusedAttentionShape& s, const Tensor& q, con
   CudaContext& ctx = active_context(q.device());
   visit_floating(q.dtype(), "fused_attention", [&](auto tag) {
     using T = decltype(tag);
-    const int64_t query_tiles = (z.N + Tile<T>::kRows - 1) / Tile<T>::kRows;
-    const int64_t key_tiles = (z.S + Tile<T>::kKeys - 1) / Tile<T>::kKeys;
     ScratchBuffer row_terms(ctx.allocator(), static_cast<size_t>(std::max<int64_t>(z.G * z.N, 1)) * sizeof(T));
     T* d = static_cast<T*>(row_terms.data());  // (G, N) d_i = dout_i · out_i
     if (z.N > 0) {
@@ -471,9 +472,11 @@ void fused_attention_backward(const FusedAttentionShape& s, const Tensor& q, con
     }
     with_head_dim(z, [&](auto bucket) {
       constexpr int D = decltype(bucket)::value;
+      const int64_t query_tiles = (z.N + Tile<T, D>::kRows - 1) / Tile<T, D>::kRows;
+      const int64_t key_tiles = (z.S + Tile<T, D>::kKeys - 1) / Tile<T, D>::kKeys;
       // dk and dv: every key row is written, zeros where N = 0 or no query sees the key
       launch_tiled(key_gradients_kernel<T, D>, z.G * key_tiles,
-                   tile_bytes<T, D>(2, 2) + 2 * Tile<T>::kRows * sizeof(T), ctx.stream(), z, T(s.scale), q.data<T>(),
+                   tile_bytes<T, D>(2, 2) + 2 * Tile<T, D>::kRows * sizeof(T), ctx.stream(), z, T(s.scale), q.data<T>(),
                    k.data<T>(), v.data<T>(), lengths_of(key_lengths), dout.data<T>(), lse.data<T>(),
                    static_cast<const T*>(d), dk.data<T>(), dv.data<T>(), key_tiles);
       launch_tiled(query_gradients_kernel<T, D>, z.G * query_tiles, tile_bytes<T, D>(2, 2), ctx.stream(), z,
