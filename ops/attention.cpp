@@ -6,13 +6,13 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cblas.h>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
 #include "core/profiler.h"
+#include "ops/blas.h"
 #include "ops/common.h"
 #include "ops/cuda/attention.h"
 #include "ops/dispatch.h"
@@ -60,15 +60,6 @@ T exp_nonpositive_of(T x) {
   else return std::exp(x);
 }
 
-// c (m × n, row stride ldc) = alpha · op(a) · op(b) + beta · c, row-major, as cblas_?gemm.
-template <class T>
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
-          const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
-  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>) cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  else cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
 // ---- forward: one query tile at a time, its key tiles in turn, with an online softmax ----
 
 template <class T>
@@ -92,7 +83,8 @@ void forward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int6
       for (int64_t j0 = 0; j0 < keys; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, keys - j0);
         // s_ij = scale · q_i · k_j for the tile (eq. 1 of the clustered-attention paper, before softmax)
-        gemm<T>(false, true, rows, cols, s.E, T(s.scale), qt, s.E, k + (g * s.S + j0) * s.E, s.E, T(0), p.data(), cols);
+        cpu_gemm<T>(false, true, rows, cols, s.E, T(s.scale), qt, s.E, k + (g * s.S + j0) * s.E, s.E, T(0), p.data(),
+                    cols);
         for (int64_t r = 0; r < rows; ++r) {
           T* pr = p.data() + r * cols;
           const int64_t seen = std::clamp<int64_t>(visible.end(g, i0 + r) - j0, 0, cols);
@@ -122,7 +114,7 @@ void forward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int6
           row_max[r] = m;
           row_sum[r] += sum;
         }
-        gemm<T>(false, false, rows, s.M, cols, T(1), p.data(), cols, v + (g * s.S + j0) * s.M, s.M, T(1), o, s.M);
+        cpu_gemm<T>(false, false, rows, s.M, cols, T(1), p.data(), cols, v + (g * s.S + j0) * s.M, s.M, T(1), o, s.M);
       }
       for (int64_t r = 0; r < rows; ++r) {
         const bool none = row_sum[r] == T(0);  // the query sees no key
@@ -179,7 +171,7 @@ void backward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int
           if (visible.end(g, i0 + rows - 1) <= j0) continue;
           const T* qt = q + (g * s.N + i0) * s.E;
           const T* dot = dout + (g * s.N + i0) * s.M;
-          gemm<T>(false, true, rows, cols, s.E, scale, qt, s.E, kt, s.E, T(0), p.data(), cols);
+          cpu_gemm<T>(false, true, rows, cols, s.E, scale, qt, s.E, kt, s.E, T(0), p.data(), cols);
           for (int64_t r = 0; r < rows; ++r) {  // p_ij = e^(s_ij − lse_i), 0 where hidden
             T* pr = p.data() + r * cols;
             const T l = lse[g * s.N + i0 + r];
@@ -188,8 +180,8 @@ void backward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int
             for (int64_t c = 0; c < seen; ++c) pr[c] = exp_nonpositive_of<T>(std::min(pr[c] - l, T(0)));
             std::fill(pr + seen, pr + cols, T(0));
           }
-          gemm<T>(true, false, cols, s.M, rows, T(1), p.data(), cols, dot, s.M, T(1), dvt, s.M);  // dV += Pᵀ dO
-          gemm<T>(false, true, rows, cols, s.M, T(1), dot, s.M, vt, s.M, T(0), dp.data(), cols);  // dP = dO Vᵀ
+          cpu_gemm<T>(true, false, cols, s.M, rows, T(1), p.data(), cols, dot, s.M, T(1), dvt, s.M);  // dV += Pᵀ dO
+          cpu_gemm<T>(false, true, rows, cols, s.M, T(1), dot, s.M, vt, s.M, T(0), dp.data(), cols);  // dP = dO Vᵀ
           for (int64_t r = 0; r < rows; ++r) {  // dS = P ⊙ (dP − D)
             const T di = d[g * s.N + i0 + r];
             T* dr = dp.data() + r * cols;
@@ -197,9 +189,9 @@ void backward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int
 #pragma omp simd
             for (int64_t c = 0; c < cols; ++c) dr[c] = pr[c] * (dr[c] - di);
           }
-          gemm<T>(true, false, cols, s.E, rows, scale, dp.data(), cols, qt, s.E, T(1), dkt, s.E);  // dK += scale dSᵀ Q
-          gemm<T>(false, false, rows, s.E, cols, scale, dp.data(), cols, kt, s.E, T(1),
-                  dq_mine + (g * s.N + i0) * s.E, s.E);  // dQ += scale dS K
+          cpu_gemm<T>(true, false, cols, s.E, rows, scale, dp.data(), cols, qt, s.E, T(1), dkt, s.E);  // dK += scale dSᵀ Q
+          cpu_gemm<T>(false, false, rows, s.E, cols, scale, dp.data(), cols, kt, s.E, T(1),
+                      dq_mine + (g * s.N + i0) * s.E, s.E);  // dQ += scale dS K
         }
       }
     }

@@ -1,9 +1,8 @@
 #include "ops/matmul.h"
 
-#include <cblas.h>
-
 #include "core/profiler.h"
 
+#include "ops/blas.h"
 #include "ops/common.h"
 #include "ops/cuda/matmul.h"
 #include "ops/dispatch.h"
@@ -31,15 +30,6 @@ Layout layout_of(const Tensor& t) {
   if ((cols == 1 || sc == 1) && (rows == 1 || sr >= min_cols)) return {true, false, rows == 1 ? min_cols : sr};
   if ((rows == 1 || sr == 1) && (cols == 1 || sc >= min_rows)) return {true, true, cols == 1 ? min_rows : sc};
   return {};
-}
-
-template <class T>
-void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* a,
-          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-  else
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
 }
 
 // The batch part of an operand's strides, broadcast to `batch`.
@@ -98,8 +88,8 @@ void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Te
             }
           continue;
         }
-        gemm<T>(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
-                pa + oa, la.ld, pb + ob, lb.ld, static_cast<T>(beta), pc + oc, lc.ld);
+        cpu_gemm<T>(trans_a, trans_b, m, n, k, T(1), pa + oa, la.ld, pb + ob, lb.ld, static_cast<T>(beta), pc + oc,
+                    lc.ld);
       }
     });
   }

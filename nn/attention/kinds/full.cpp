@@ -11,7 +11,9 @@ class FullKind final : public Kind {
   std::string summary() const override { return "softmax over every key (Vaswani et al. 2017)"; }
   std::vector<Setting> settings() const override {
     return {{"shared-qk", 0, 0, 1, "1: keys are the normalised query projection (Reformer's shared-QK)"},
-            {"fused", 1, 0, 1, "1: tile by tile, holding no N x N scores (ops/attention.h); 0: the scores held"}};
+            {"fused", 1, 0, 1,
+             "1: tile by tile, holding no N x N scores (ops/attention.h); 0: the scores held (faster on a GPU from "
+             "N = 2048 where memory allows: docs/PERFORMANCE.md)"}};
   }
   bool has_causal_form() const override { return true; }
   bool decodes_incrementally() const override { return true; }
