@@ -36,7 +36,6 @@ std::size_t CachingAllocator::round_size(std::size_t nbytes) {
 }
 
 void* CachingAllocator::allocate(std::size_t nbytes) {
-  if (Profiler::State* profiler = profile_hooks::active()) profile_hooks::allocated(*profiler, nbytes);
   std::lock_guard<std::mutex> lock(mutex_);
   auto out_of_memory = [&](const char* what) {
     fail("allocate", "out of memory on ", source_->name(), ": cannot allocate ", nbytes, " bytes (",
@@ -69,10 +68,12 @@ void* CachingAllocator::allocate(std::size_t nbytes) {
   stats_.in_use += static_cast<int64_t>(block);
   stats_.peak = std::max(stats_.peak, stats_.in_use);
   high_water_ = std::max(high_water_, stats_.in_use);
+  if (Profiler::State* profiler = profile_hooks::active()) profile_hooks::allocated(*profiler, nbytes, ptr);
   return ptr;
 }
 
 void CachingAllocator::deallocate(void* ptr, std::size_t) {
+  if (Profiler::State* profiler = profile_hooks::active()) profile_hooks::released(*profiler, ptr);
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = in_use_.find(ptr);
   assert(it != in_use_.end() && "deallocate of a block this allocator did not hand out");

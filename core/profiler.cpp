@@ -30,7 +30,7 @@ struct RowSet {
   ProfileRow& operator[](std::string_view name) {
     const auto found = by_name.find(name);
     if (found != by_name.end()) return *found->second;
-    rows.push_back({std::string(name), phase, 0, 0, 0, 0});
+    rows.push_back({std::string(name), phase, 0, 0, 0, 0, 0});
     ProfileRow& row = rows.back();
     by_name.emplace(std::string_view(row.name), &row);
     return row;
@@ -69,7 +69,52 @@ struct Profiler::State {
   std::vector<Interval> events;
   int64_t events_dropped = 0;
 
+  // Memory at the peak (profiler.h): the blocks this session allocated and still holds, each with
+  // the row of the interval that allocated it (null while that interval is open).
+  struct Block {
+    ProfileRow* row;
+    int64_t bytes;
+  };
+  std::unordered_map<const void*, Block> held;
+  std::vector<const void*> unattributed;  // blocks allocated since the latest boundary
+  std::unordered_map<ProfileRow*, int64_t> held_by_row;
+  int64_t live = 0, attributed = 0;  // bytes of `held`, and of those with a row
+  int64_t session_peak = 0;          // the most `live` reached in this session
+  std::unordered_map<ProfileRow*, int64_t> session_peak_rows;  // held_by_row at that moment
+  int64_t peak_unattributed = 0;     // bytes at that moment whose interval was still open
+  int64_t peak = 0;                  // the highest session's peak
+
   State(Device d, Trace t) : device(d), trace(t) {}
+
+  // The blocks allocated in the interval that just ended are `row`'s, and so is their part of a
+  // peak reached during it.
+  void attribute(ProfileRow& row) {
+    for (const void* block : unattributed) {
+      const auto it = held.find(block);
+      if (it == held.end() || it->second.row) continue;  // freed already, or listed twice
+      it->second.row = &row;
+      held_by_row[&row] += it->second.bytes;
+      attributed += it->second.bytes;
+    }
+    unattributed.clear();
+    if (peak_unattributed > 0) session_peak_rows[&row] += peak_unattributed;
+    peak_unattributed = 0;
+  }
+
+  // At a session's end: keep its peak if it is the highest, and forget its blocks.
+  void close_memory() {
+    if (session_peak > peak) {
+      peak = session_peak;
+      for (RowSet* set : {&forward, &backward, &outside})
+        for (ProfileRow& row : set->rows) row.peak_bytes = 0;
+      for (const auto& [row, bytes] : session_peak_rows) row->peak_bytes = bytes;
+    }
+    held.clear();
+    unattributed.clear();
+    held_by_row.clear();
+    session_peak_rows.clear();
+    live = attributed = session_peak = peak_unattributed = 0;
+  }
 
   // The clock at a boundary; on a GPU after the queued kernels have run, so they count where queued.
   Clock::time_point now() const {
@@ -94,6 +139,7 @@ struct Profiler::State {
     row.bytes += pending_bytes;
     pending_flops = 0;
     pending_bytes = 0;
+    attribute(row);
     keep(row, false, from, to);
   }
 
@@ -140,6 +186,7 @@ ProfileReport Profiler::report() const {
   for (const Interval& e : s.events)
     r.events.push_back({e.row->name, e.scope ? "scope" : to_string(e.row->phase), e.start_us, e.duration_us});
   r.events_dropped = s.events_dropped;
+  r.peak_bytes = s.peak;
   return r;
 }
 
@@ -152,6 +199,7 @@ ProfileSession::ProfileSession(Profiler& profiler) : state_(profiler.state_.get(
 
 ProfileSession::~ProfileSession() {
   state_->boundary();
+  state_->close_memory();
   state_->seconds += seconds_between(state_->session_start, state_->last);
   active_state = nullptr;
 }
@@ -202,7 +250,31 @@ View::~View() {
   if (state_) --state_->views;
 }
 
-void allocated(Profiler::State& s, std::size_t nbytes) { s.pending_bytes += static_cast<int64_t>(nbytes); }
+void allocated(Profiler::State& s, std::size_t nbytes, const void* block) {
+  const auto bytes = static_cast<int64_t>(nbytes);
+  s.pending_bytes += bytes;
+  s.held[block] = {nullptr, bytes};
+  s.unattributed.push_back(block);
+  s.live += bytes;
+  if (s.live > s.session_peak) {  // a new peak: who holds what now (the open interval's part later)
+    s.session_peak = s.live;
+    s.session_peak_rows.clear();
+    for (const auto& [row, held] : s.held_by_row)
+      if (held > 0) s.session_peak_rows.emplace(row, held);
+    s.peak_unattributed = s.live - s.attributed;
+  }
+}
+
+void released(Profiler::State& s, const void* block) {
+  const auto it = s.held.find(block);
+  if (it == s.held.end()) return;  // allocated before the session
+  s.live -= it->second.bytes;
+  if (it->second.row) {
+    s.held_by_row[it->second.row] -= it->second.bytes;
+    s.attributed -= it->second.bytes;
+  }
+  s.held.erase(it);
+}
 
 BackwardPass::BackwardPass(Profiler::State* state) : state_(state) {
   if (!state_) return;
@@ -224,6 +296,7 @@ BackwardPass::~BackwardPass() {
   row.flops += s.pending_flops;
   s.pending_bytes = 0;
   s.pending_flops = 0;
+  s.attribute(row);
   s.keep(row, false, s.pass_start, t);
   s.last = t;
 }
@@ -231,8 +304,10 @@ BackwardPass::~BackwardPass() {
 void BackwardPass::closure_began() {
   if (!state_) return;
   Profiler::State& s = *state_;
-  s.backward["(autograd)"].bytes += s.pending_bytes;
+  ProfileRow& pass = s.backward["(autograd)"];
+  pass.bytes += s.pending_bytes;
   s.pending_bytes = 0;
+  s.attribute(pass);
   s.closure_start = s.now();
 }
 
@@ -258,10 +333,11 @@ double gflops_per_second(const ProfileRow& row) { return row.seconds > 0 ? row.f
 std::string line(const ProfileRow& row, const char* phase, double total, int width) {
   char text[256];
   const double mib = static_cast<double>(row.bytes) / (1 << 20);
-  std::snprintf(text, sizeof text, "%-*s  %-8s %8lld %10.2f %10.1f %5.1f%% %9.3f %8.1f %9.1f\n", width,
+  const double peak_mib = static_cast<double>(row.peak_bytes) / (1 << 20);
+  std::snprintf(text, sizeof text, "%-*s  %-8s %8lld %10.2f %10.1f %5.1f%% %9.3f %8.1f %9.1f %8.1f\n", width,
                 row.name.c_str(), phase, static_cast<long long>(row.calls),
                 row.seconds * 1e3, row.seconds * 1e6 / static_cast<double>(std::max<int64_t>(row.calls, 1)),
-                100 * share(row, total), row.flops * 1e-9, gflops_per_second(row), mib);
+                100 * share(row, total), row.flops * 1e-9, gflops_per_second(row), mib, peak_mib);
   return text;
 }
 
@@ -271,10 +347,13 @@ std::string to_table(const ProfileReport& report) {
   int width = 5;
   for (const ProfileRow& row : report.rows) width = std::max(width, static_cast<int>(row.name.size()));
   for (const ProfileRow& row : report.scopes) width = std::max(width, static_cast<int>(row.name.size()));
-  char head[256];
-  std::snprintf(head, sizeof head, "profile: %.3f s in %lld session(s)\n%-*s  %-8s %8s %10s %10s %6s %9s %8s %9s\n",
-                report.seconds, static_cast<long long>(report.sessions), width, "op", "phase", "calls", "total ms",
-                "mean us", "share", "GFLOP", "GFLOP/s", "MiB alloc");
+  char head[512];
+  std::snprintf(head, sizeof head,
+                "profile: %.3f s in %lld session(s); at the peak, %.1f MiB held by blocks allocated in one session "
+                "(MiB peak: each row's part)\n%-*s  %-8s %8s %10s %10s %6s %9s %8s %9s %8s\n",
+                report.seconds, static_cast<long long>(report.sessions),
+                static_cast<double>(report.peak_bytes) / (1 << 20), width, "op", "phase", "calls", "total ms",
+                "mean us", "share", "GFLOP", "GFLOP/s", "MiB alloc", "MiB peak");
   std::string out = head;
   for (const ProfileRow& row : report.rows) out += line(row, to_string(row.phase), report.seconds, width);
   if (!report.scopes.empty()) out += "scopes (each from its start to its end, the ops inside included):\n";
@@ -295,14 +374,16 @@ nlohmann::json to_json(const ProfileReport& report) {
                      {"share", share(row, report.seconds)},
                      {"flops", row.flops},
                      {"gflops_per_second", gflops_per_second(row)},
-                     {"bytes", row.bytes}});
+                     {"bytes", row.bytes},
+                     {"peak_bytes", row.peak_bytes}});
     return out;
   };
   return {{"seconds", report.seconds},
           {"sessions", report.sessions},
           {"rows", rows(report.rows, nullptr)},
           {"scopes", rows(report.scopes, "scope")},
-          {"events_dropped", report.events_dropped}};
+          {"events_dropped", report.events_dropped},
+          {"peak_bytes", report.peak_bytes}};
 }
 
 nlohmann::json to_chrome_trace(const ProfileReport& report) {

@@ -34,6 +34,12 @@
 ///   2·m·n·k per product, forward and backward); other ops report none.
 /// - **Bytes** are the bytes ops asked the caching allocator for during the interval (allocations,
 ///   not the memory held).
+/// - **Memory at the peak**: each block allocated during a session is charged to the row of the
+///   interval that allocated it (an op's forward, its backward closure, a scope) while it is held.
+///   When the bytes held from the session's own allocations reach their most, each row's share of
+///   them is kept: the report's `peak_bytes` and the rows' `peak_bytes`, from the session whose peak
+///   was highest. Memory held before the session (parameters, a batch drawn outside it) is not in
+///   it, and a block freed on a thread other than the session's counts as held to the session's end.
 ///
 /// On a GPU the kernels run asynchronously: a profiler made for a CUDA device synchronises it at
 /// every boundary, so each interval holds its kernels' GPU time (and the launch overhead), and a
@@ -71,6 +77,7 @@ struct ProfileRow {
   double seconds = 0;                          ///< their total wall time
   double flops = 0;                            ///< FLOPs the op reported (0: none)
   int64_t bytes = 0;                           ///< bytes the op asked the allocator for
+  int64_t peak_bytes = 0;  ///< of the report's peak_bytes, those this row's intervals allocated
 };
 
 /// One interval for a timeline: a row's call, or a scope.
@@ -91,6 +98,9 @@ struct ProfileReport {
   std::vector<ProfileRow> scopes;
   std::vector<ProfileEvent> events;  ///< the timeline, in order of ending (with Trace::Keep)
   int64_t events_dropped = 0;  ///< events past the timeline's limit (kMaxEvents), not kept
+  /// The most bytes that blocks allocated in one session held at once (the highest session's);
+  /// the rows' peak_bytes say which intervals allocated them.
+  int64_t peak_bytes = 0;
 };
 
 /// Whether a Profiler keeps each interval for a timeline (to_chrome_trace) besides the sums.
@@ -153,10 +163,12 @@ class ProfileScope {
 void profile_flops(double flops);
 
 /// The report as a text table: one line per row, longest first, with calls, total and mean time,
-/// share of the profiled time, GFLOP, GFLOP/s and MiB allocated; then the scopes.
+/// share of the profiled time, GFLOP, GFLOP/s, MiB allocated and MiB held at the peak; then the
+/// scopes.
 std::string to_table(const ProfileReport& report);
 /// {"seconds", "sessions", "rows": [{"name", "phase", "calls", "seconds", "mean_seconds", "share",
-///  "flops", "gflops_per_second", "bytes"}], "scopes": [...], "events_dropped"}
+///  "flops", "gflops_per_second", "bytes", "peak_bytes"}], "scopes": [...], "events_dropped",
+///  "peak_bytes"}
 nlohmann::json to_json(const ProfileReport& report);
 /// The timeline in the Chrome trace event format, which chrome://tracing and Perfetto open:
 /// {"traceEvents": [{"name", "cat", "ph": "X", "ts", "dur", "pid", "tid"}], "displayTimeUnit": "ms"}.
@@ -168,8 +180,10 @@ namespace profile_hooks {
 Profiler::State* active();
 /// A forward op reported itself (record(), record_cut()).
 void op_reported(Profiler::State& state, const char* op);
-/// `nbytes` were asked of an allocator.
-void allocated(Profiler::State& state, std::size_t nbytes);
+/// `nbytes` were asked of an allocator, which handed out `block`.
+void allocated(Profiler::State& state, std::size_t nbytes, const void* block);
+/// An allocator took `block` back.
+void released(Profiler::State& state, const void* block);
 
 /// Lives while a view reports itself (ops/shape.cpp): its report ends no interval.
 class View {

@@ -78,6 +78,51 @@ TEST_CASE("profiler: matmul forward and backward with their calls, FLOPs 2·m·n
   CHECK(row_of(profiler.report().rows, "matmul", ProfilePhase::Forward).calls == 2);
 }
 
+TEST_CASE("profiler: memory at the peak, charged to the ops whose blocks were held then; memory from before the session not counted") {
+  constexpr int64_t kib4 = 1024 * 4;  // one (1024) float32 tensor
+  const Tensor x = ones({1024});     // before the session
+  Profiler profiler;
+  {
+    const ProfileSession on(profiler);
+    const Tensor a = exp(x);  // held to the end
+    {
+      const Tensor b = add(a, a);
+      const Tensor c = mul(b, b);  // a, b and c held: the peak
+    }
+    const Tensor d = neg(a);  // a and d held: below the peak
+  }
+  const ProfileReport report = profiler.report();
+  CHECK(report.peak_bytes == 3 * kib4);
+  CHECK(row_of(report.rows, "exp", ProfilePhase::Forward).peak_bytes == kib4);
+  CHECK(row_of(report.rows, "add", ProfilePhase::Forward).peak_bytes == kib4);
+  CHECK(row_of(report.rows, "mul", ProfilePhase::Forward).peak_bytes == kib4);
+  CHECK(row_of(report.rows, "neg", ProfilePhase::Forward).peak_bytes == 0);
+
+  {  // a lower peak in a later session leaves the account of the highest one
+    const ProfileSession on(profiler);
+    const Tensor e = neg(x);
+  }
+  CHECK(profiler.report().peak_bytes == 3 * kib4);
+  CHECK(row_of(profiler.report().rows, "neg", ProfilePhase::Forward).peak_bytes == 0);
+  CHECK(to_json(profiler.report())["peak_bytes"] == 3 * kib4);
+  CHECK(to_table(profiler.report()).find("MiB peak") != std::string::npos);
+}
+
+TEST_CASE("profiler: a backward pass's peak is charged to the closures that allocated it") {
+  Generator gen(3);
+  const Tensor a = randn({64, 64}, gen).set_requires_grad(true), b = randn({64, 64}, gen).set_requires_grad(true);
+  Profiler profiler;
+  {
+    const ProfileSession on(profiler);
+    sum(matmul(a, b)).backward();
+  }
+  const ProfileReport report = profiler.report();
+  int64_t charged = 0;
+  for (const ProfileRow& row : report.rows) charged += row.peak_bytes;
+  CHECK(report.peak_bytes > 0);
+  CHECK(charged == report.peak_bytes);  // every byte at the peak has its row
+}
+
 TEST_CASE("profiler: linear's GEMM and output are charged to linear, not to the views it takes and returns") {
   Generator gen(2);
   const Tensor x = randn({2, 3, 4}, gen), w = randn({6, 4}, gen).set_requires_grad(true), b = randn({6}, gen);
