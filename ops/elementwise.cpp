@@ -88,8 +88,14 @@ template <class F>
 Tensor unary(const char* op, const Tensor& x, F f = {}) {
   check_floating(op, x);
   Tensor y = unary_forward(op, f, x);
-  record(op, {x}, {y}, [op, f, xs = Saved(x), ys = Saved(y)](const std::vector<Tensor>& dy, Gradients& g) {
-    g.accumulate(0, unary_backward(op, f, dy[0], xs.get(), ys.get()));
+  // Only what the backward reads is saved (math::BackwardReads); the functor ignores its other
+  // argument, which gets the same tensor (or dy, of the same shape, when it reads neither).
+  constexpr math::BackwardReads reads = F::kBackwardReads;
+  Saved saved;
+  if constexpr (reads != math::BackwardReads::Neither) saved = Saved(reads == math::BackwardReads::Input ? x : y);
+  record(op, {x}, {y}, [op, f, saved](const std::vector<Tensor>& dy, Gradients& g) {
+    const Tensor& read = reads == math::BackwardReads::Neither ? dy[0] : saved.get();
+    g.accumulate(0, unary_backward(op, f, dy[0], read, read));
   });
   return y;
 }

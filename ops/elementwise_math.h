@@ -59,8 +59,15 @@ template <class T> TP_HOST_DEVICE T wrapping_neg(T x) {
 }
 ///@}
 
+/// What a unary functor's backward reads besides dy: its forward's input x, its output y, or
+/// neither (each functor says which in kBackwardReads). unary() in ops/elementwise.cpp saves only
+/// that tensor for the tape, so the other is not held until the backward pass: relu's input, for
+/// one, the largest activation of a Transformer's feed-forward (docs/PERFORMANCE.md).
+enum class BackwardReads { Input, Output, Neither };
+
 /// The functor of neg (ops/elementwise.h).
 struct Neg {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Neither;  ///< what backward() reads
   /// y = −x (wrapping for signed integers)
   template <class T> TP_HOST_DEVICE T forward(T x) const { return wrapping_neg(x); }
   /// dx = −dy
@@ -69,6 +76,7 @@ struct Neg {
 
 /// The functor of exp (ops/elementwise.h).
 struct Exp {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Output;  ///< what backward() reads
   /// y = e^x
   template <class T> TP_HOST_DEVICE T forward(T x) const { return std::exp(x); }
   /// dx = dy ⊙ y
@@ -77,6 +85,7 @@ struct Exp {
 
 /// The functor of log (ops/elementwise.h).
 struct Log {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Input;  ///< what backward() reads
   /// y = ln x
   template <class T> TP_HOST_DEVICE T forward(T x) const { return std::log(x); }
   /// dx = dy / x
@@ -85,6 +94,7 @@ struct Log {
 
 /// The functor of sqrt (ops/elementwise.h).
 struct Sqrt {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Output;  ///< what backward() reads
   /// y = √x
   template <class T> TP_HOST_DEVICE T forward(T x) const { return std::sqrt(x); }
   /// dx = dy / (2 y)
@@ -93,6 +103,7 @@ struct Sqrt {
 
 /// The functor of rsqrt (ops/elementwise.h).
 struct Rsqrt {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Output;  ///< what backward() reads
   /// y = 1 / √x
   template <class T> TP_HOST_DEVICE T forward(T x) const { return T(1) / std::sqrt(x); }
   /// y = x^(−1/2):  dx = −½ dy ⊙ y³
@@ -101,6 +112,7 @@ struct Rsqrt {
 
 /// The functor of abs (ops/elementwise.h).
 struct Abs {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Input;  ///< what backward() reads
   /// y = |x| (wrapping for signed integers: |min| = min)
   template <class T> TP_HOST_DEVICE T forward(T x) const { return x < T(0) ? wrapping_neg(x) : x; }
   /// dx = dy ⊙ sign(x)   (0 at x = 0)
@@ -111,6 +123,7 @@ struct Abs {
 
 /// The functor of tanh (ops/elementwise.h).
 struct Tanh {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Output;  ///< what backward() reads
   /// y = tanh x
   template <class T> TP_HOST_DEVICE T forward(T x) const { return std::tanh(x); }
   /// dx = dy ⊙ (1 − y²)
@@ -119,6 +132,7 @@ struct Tanh {
 
 /// The functor of sigmoid (ops/elementwise.h).
 struct Sigmoid {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Output;  ///< what backward() reads
   /// 1 / (1 + e^−x), written so that neither branch overflows.
   template <class T> TP_HOST_DEVICE T forward(T x) const {
     if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
@@ -131,14 +145,16 @@ struct Sigmoid {
 
 /// The functor of relu (ops/elementwise.h).
 struct Relu {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Output;  ///< what backward() reads
   /// NaN passes through (docs/PORTING.md, "NaN").
   template <class T> TP_HOST_DEVICE T forward(T x) const { return x > T(0) || is_nan(x) ? x : T(0); }
-  /// dx = dy ⊙ [x > 0]
-  template <class T> TP_HOST_DEVICE T backward(T dy, T x, T) const { return x > T(0) ? dy : T(0); }
+  /// dx = dy ⊙ [y > 0], which is [x > 0] (a NaN x gives a NaN y, and neither is > 0)
+  template <class T> TP_HOST_DEVICE T backward(T dy, T, T y) const { return y > T(0) ? dy : T(0); }
 };
 
 /// GELU, the exact form: x Φ(x) with Φ the standard normal CDF.
 struct Gelu {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Input;  ///< what backward() reads
   /// y = x Φ(x) = ½ x (1 + erf(x / √2))
   template <class T> TP_HOST_DEVICE T forward(T x) const {
     return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
@@ -153,6 +169,7 @@ struct Gelu {
 
 /// The functor of log1p (ops/elementwise.h).
 struct Log1p {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Input;  ///< what backward() reads
   /// y = ln(1 + x)
   template <class T> TP_HOST_DEVICE T forward(T x) const { return std::log1p(x); }
   /// dx = dy / (1 + x)
@@ -161,6 +178,7 @@ struct Log1p {
 
 /// The functor of expm1 (ops/elementwise.h).
 struct Expm1 {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Output;  ///< what backward() reads
   /// y = e^x − 1
   template <class T> TP_HOST_DEVICE T forward(T x) const { return std::expm1(x); }
   /// dx = dy ⊙ (y + 1)
@@ -169,6 +187,7 @@ struct Expm1 {
 
 /// The functor of sin (ops/elementwise.h).
 struct Sin {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Input;  ///< what backward() reads
   /// y = sin x
   template <class T> TP_HOST_DEVICE T forward(T x) const { return std::sin(x); }
   /// dx = dy ⊙ cos x
@@ -177,6 +196,7 @@ struct Sin {
 
 /// The functor of cos (ops/elementwise.h).
 struct Cos {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Input;  ///< what backward() reads
   /// y = cos x
   template <class T> TP_HOST_DEVICE T forward(T x) const { return std::cos(x); }
   /// dx = −dy ⊙ sin x
@@ -185,6 +205,7 @@ struct Cos {
 
 /// SiLU (swish): x σ(x).
 struct Silu {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Input;  ///< what backward() reads
   /// y = x σ(x)
   template <class T> TP_HOST_DEVICE T forward(T x) const { return x * Sigmoid{}.forward(x); }
   /// dx = dy ⊙ σ(x) (1 + x (1 − σ(x)))
@@ -196,6 +217,7 @@ struct Silu {
 
 /// The functor of leaky_relu (ops/elementwise.h).
 struct LeakyRelu {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Input;  ///< what backward() reads
   double slope;  ///< negative_slope: y = slope · x for x ≤ 0
   /// A NaN passes through (slope · NaN is NaN).
   template <class T> TP_HOST_DEVICE T forward(T x) const { return x > T(0) ? x : T(slope) * x; }
@@ -206,6 +228,7 @@ struct LeakyRelu {
 /// log(1 + e^(βx)) / β, and x itself where βx > threshold (where the two agree to rounding and the
 /// exponential would overflow).
 struct Softplus {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Input;  ///< what backward() reads
   ///@{
   /// β and the threshold above
   double beta, threshold;
@@ -224,6 +247,7 @@ struct Softplus {
 
 /// The functor of pow(x, exponent) (ops/elementwise.h).
 struct PowScalar {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Input;  ///< what backward() reads
   double exponent;  ///< p
   /// y = x^p
   template <class T> TP_HOST_DEVICE T forward(T x) const { return std::pow(x, T(exponent)); }
@@ -235,6 +259,7 @@ struct PowScalar {
 
 /// The functor of clamp with scalar bounds (ops/elementwise.h).
 struct Clamp {
+  static constexpr BackwardReads kBackwardReads = BackwardReads::Input;  ///< what backward() reads
   ///@{
   /// the bounds, lo ≤ hi
   double lo, hi;

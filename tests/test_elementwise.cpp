@@ -604,3 +604,31 @@ TEST_CASE("elementwise ops reject operands on different devices") {
   check_error([&] { where(to(mask, Device::cuda()), cpu, cpu); }, {"where", "one device"});
   check_error([&] { add_(cpu, gpu); }, {"add_", "one device"});
 }
+
+TEST_CASE("unary ops save for the backward pass only what it reads: relu's input is not held, gelu's is") {
+  constexpr int64_t n = 1 << 16, bytes = n * 4;  // one float32 tensor of n
+  Generator gen(41);
+  const Tensor w = randn({n}, gen).set_requires_grad(true);
+  Allocator& alloc = context(Device::cpu()).allocator();
+  auto held_after = [&](Tensor (*f)(const Tensor&)) {  // bytes held once f(x) is made and x dropped
+    const int64_t before = alloc.stats().in_use;
+    Tensor y;
+    {
+      const Tensor x = w + 1.0;  // held by nothing but y's backward, if it reads x
+      y = f(x);
+    }
+    const int64_t held = alloc.stats().in_use - before;
+    sum(y).backward();
+    return held;
+  };
+  CHECK(held_after(relu) == bytes);  // y alone
+  CHECK(held_after(sigmoid) == bytes);
+  CHECK(held_after(gelu) == 2 * bytes);  // y and x
+  // relu's gradient from its output: dx = dy where y > 0, the same as where x > 0
+  w.zero_grad();
+  sum(relu(w + 1.0)).backward();
+  const std::vector<float> grad = w.grad().to_vector<float>(), values = w.to_vector<float>();
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) wrong += grad[i] != (values[i] + 1.0f > 0 ? 1.0f : 0.0f);
+  CHECK(wrong == 0);
+}
