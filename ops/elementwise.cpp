@@ -109,11 +109,15 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, Domain domain, F
   if (domain == Domain::Floating) check_floating(op, a);
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
   Tensor y = binary_forward(op, f, a, b, shape);
-  record(op, {a, b}, {y},
-         [op, f, as = Saved(a), bs = Saved(b), ys = Saved(y)](const std::vector<Tensor>& dy, Gradients& g) {
-           if (g.needs(0)) g.accumulate(0, binary_backward(op, f, Side::A, dy[0], as.get(), bs.get(), ys.get()));
-           if (g.needs(1)) g.accumulate(1, binary_backward(op, f, Side::B, dy[0], as.get(), bs.get(), ys.get()));
-         });
+  // y is saved only where a gradient reads it (pow's db); elsewhere the functor ignores that
+  // argument, which gets dy (of y's shape) instead, so the output is not held for the tape.
+  Saved ys;
+  if constexpr (F::kBackwardReadsOutput) ys = Saved(y);
+  record(op, {a, b}, {y}, [op, f, as = Saved(a), bs = Saved(b), ys](const std::vector<Tensor>& dy, Gradients& g) {
+    const Tensor& out = F::kBackwardReadsOutput ? ys.get() : dy[0];
+    if (g.needs(0)) g.accumulate(0, binary_backward(op, f, Side::A, dy[0], as.get(), bs.get(), out));
+    if (g.needs(1)) g.accumulate(1, binary_backward(op, f, Side::B, dy[0], as.get(), bs.get(), out));
+  });
   return y;
 }
 

@@ -298,6 +298,7 @@ struct Sub {
 
 /// The functor of mul (ops/elementwise.h).
 struct Mul {
+  static constexpr bool kBackwardReadsOutput = false;  ///< whether grad_a or grad_b reads y (binary() saves it then)
   /// y = a · b (wrapping for signed integers)
   template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return wrapping_mul(a, b); }
   ///@{
@@ -309,6 +310,7 @@ struct Mul {
 
 /// The functor of div (ops/elementwise.h).
 struct Div {
+  static constexpr bool kBackwardReadsOutput = false;  ///< whether grad_a or grad_b reads y (binary() saves it then)
   /// y = a / b (min / −1 wraps to min for signed integers)
   template <class T> TP_HOST_DEVICE T forward(T a, T b) const {
     // The one overflowing integer quotient, min / −1, traps like a division by zero; it wraps to
@@ -327,6 +329,7 @@ struct Div {
 
 /// The functor of pow (ops/elementwise.h).
 struct Pow {
+  static constexpr bool kBackwardReadsOutput = true;  ///< whether grad_a or grad_b reads y (binary() saves it then)
   /// y = a^b
   template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return std::pow(a, b); }
   ///@{
@@ -344,6 +347,7 @@ struct Pow {
 /// Elementwise maximum / minimum: a NaN on either side is the result. The gradient goes to the
 /// side the result came from, half to each on a tie (PyTorch's choice).
 struct Maximum {
+  static constexpr bool kBackwardReadsOutput = false;  ///< whether grad_a or grad_b reads y (binary() saves it then)
   /// y = max(a, b); NaN if either is NaN
   template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return a > b || is_nan(a) ? a : b; }
   ///@{
@@ -360,6 +364,7 @@ struct Maximum {
 /// The functor of minimum (ops/elementwise.h), the mirror of Maximum: a NaN on either side is the
 /// result, and the gradient goes to the side the result came from, half to each on a tie.
 struct Minimum {
+  static constexpr bool kBackwardReadsOutput = false;  ///< whether grad_a or grad_b reads y (binary() saves it then)
   /// y = min(a, b); NaN if either is NaN
   template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return a < b || is_nan(a) ? a : b; }
   ///@{

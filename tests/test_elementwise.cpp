@@ -632,3 +632,23 @@ TEST_CASE("unary ops save for the backward pass only what it reads: relu's input
   for (int64_t i = 0; i < n; ++i) wrong += grad[i] != (values[i] + 1.0f > 0 ? 1.0f : 0.0f);
   CHECK(wrong == 0);
 }
+
+TEST_CASE("binary ops hold their output for the backward pass only where a gradient reads it (pow)") {
+  constexpr int64_t n = 1 << 16, bytes = n * 4;
+  Generator gen(42);
+  const Tensor a = rand({n}, gen).set_requires_grad(true), b = rand({n}, gen).set_requires_grad(true);
+  Allocator& alloc = context(Device::cpu()).allocator();
+  auto held_after = [&](Tensor (*f)(const Tensor&, const Tensor&)) {  // once sum(f(a, b)) is made
+    const int64_t before = alloc.stats().in_use;
+    Tensor total;
+    { total = sum(f(a, b)); }  // sum keeps no input: f's output is held only if f's backward reads it
+    const int64_t held = alloc.stats().in_use - before;
+    total.backward();
+    return held;
+  };
+  const int64_t scalar = held_after(mul);  // the 0-d sum alone
+  CHECK(scalar < bytes);
+  CHECK(held_after(div) == scalar);
+  CHECK(held_after(maximum) == scalar);
+  CHECK(held_after(static_cast<Tensor (*)(const Tensor&, const Tensor&)>(pow)) == scalar + bytes);
+}
