@@ -17,6 +17,8 @@
 
 #include "core/error.h"
 #include "nn/attention/config.h"
+#include "ops/creation.h"
+#include "ops/matmul.h"
 
 #ifdef TAPESTRY_HAS_CUDA
 #include <cuda_runtime_api.h>
@@ -120,11 +122,34 @@ void measure_step(nlohmann::json& row, Device device, const CommonOptions& commo
     row["ms_runs"] = timing.ms;
     row["peak_bytes"] = peak;
     row["loss"] = loss.item<double>();
+    Profiler counter(device);
+    {
+      const ProfileSession on(counter);
+      step();
+    }
+    double flops = 0;
+    for (const ProfileRow& op : counter.report().rows) flops += op.flops;
+    row["flops"] = flops;
   } catch (const std::exception& e) {
     row["status"] = failure_status(e);
     row["ms"] = std::numeric_limits<double>::quiet_NaN();
   }
   allocator.empty_cache();
+}
+
+double matmul_rate(Device device, const CommonOptions& common) {
+  constexpr int64_t n = 2048;
+  Generator gen(common.seed);
+  const Tensor a = randn({n, n}, gen, {DType::Float32, device}), b = randn({n, n}, gen, {DType::Float32, device});
+  const Timing timing = time_runs(device, common.warmup, common.repeats, [&] { matmul(a, b); });
+  return 2.0 * n * n * n / (timing.median() * 1e-3);
+}
+
+void add_bound(nlohmann::json& row, double rate) {
+  const double ms = number(row, "ms"), flops = number(row, "flops");
+  const bool known = std::isfinite(ms) && flops > 0 && rate > 0;
+  row["bound_ms"] = known ? nlohmann::json(flops / rate * 1e3) : nlohmann::json(nullptr);
+  row["x_bound"] = known ? nlohmann::json(ms / (flops / rate * 1e3)) : nlohmann::json(nullptr);
 }
 
 double number(const nlohmann::json& row, const char* key) {

@@ -78,12 +78,23 @@ Timing time_runs(Device device, int warmup, int repeats, const std::function<voi
 // the optimizer's step and returns the loss. The step is timed by time_runs (common's warm-up and
 // repeats) with the allocator's peak reset before each run. Sets row's "status" ("ok"), "ms" (the
 // median), "ms_runs", "peak_bytes" (the allocator's peak over the runs, parameters and batch
-// included) and "loss" (the last step's); when building or a step throws, "status" says why
-// (failure_status) and "ms" is NaN. The allocator's cache is emptied before and after. With a
-// `profiler`, the timed steps are profiled.
+// included), "loss" (the last step's) and "flops" (what the step's ops reported to a profiler of
+// its own in one more, untimed step: matmul, linear and fused attention; core/profiler.h); when
+// building or a step throws, "status" says why (failure_status) and "ms" is NaN. The allocator's
+// cache is emptied before and after. With a `profiler`, the timed steps are profiled.
 using TrainingStep = std::function<Tensor()>;
 void measure_step(nlohmann::json& row, Device device, const CommonOptions& common,
                   const std::function<TrainingStep()>& build, Profiler* profiler = nullptr);
+
+// The float32 matrix-product rate of `device` in FLOP/s, measured now: a 2048 × 2048 × 2048 matmul,
+// the median of common's repeats after its warm-up. A training step's reported FLOPs at this rate
+// are its bound: the time its matrix products alone would take, which no framework beats on this
+// machine (docs/PERFORMANCE.md).
+double matmul_rate(Device device, const CommonOptions& common);
+
+// Sets row's "bound_ms" (its "flops" at `rate` FLOP/s) and "x_bound" (its "ms" over that); null
+// where the row has no time or no FLOPs.
+void add_bound(nlohmann::json& row, double rate);
 
 // row[key] as a number; NaN when it is missing or not a number.
 double number(const nlohmann::json& row, const char* key);

@@ -75,6 +75,9 @@ int run(const TrainOptions& o) {
   std::cout << "bench train on " << device << " (" << device_name(device) << "): copy-task model, " << kLayers
             << " layers, " << kHeads << " heads × " << kHeadDim << ", feed-forward " << kFeedForward
             << ", RAdam; median of " << o.common.repeats << " steps after " << o.common.warmup << " warm-up\n";
+  const double rate = matmul_rate(device, o.common);
+  std::cout << "bound: a step's matmul and attention FLOPs at " << format("%.1f", rate * 1e-9)
+            << " GFLOP/s, this device's 2048³ float32 matmul measured now\n";
   nlohmann::json rows = nlohmann::json::array();
   for (const int64_t copy_length : o.copy_lengths) {
     for (const std::string& type : types) {
@@ -85,20 +88,24 @@ int run(const TrainOptions& o) {
       rows.push_back(std::move(row));
     }
   }
-  // Each row's time against full attention's at the same L.
+  // Each row's time against full attention's at the same L, and against its bound.
   for (auto& row : rows) {
+    add_bound(row, rate);
     row["ms_vs_full"] = nullptr;
     for (const auto& full : rows)
       if (full["type"] == "full" && full["n"] == row["n"] && full["status"] == "ok" && row["status"] == "ok")
         row["ms_vs_full"] = number(row, "ms") / number(full, "ms");
   }
-  Table table({"type", "L", "N", "batch", "ms/step", "tokens/s", "peak MiB", "loss", "time ×full"});
+  Table table({"type", "L", "N", "batch", "ms/step", "tokens/s", "peak MiB", "loss", "time ×full", "GFLOP",
+               "bound ms", "×bound"});
   for (const auto& row : rows) {
     table.add({row["type"].get<std::string>(), std::to_string(row["copy_length"].get<int64_t>()),
                std::to_string(row["n"].get<int64_t>()), std::to_string(row["batch"].get<int64_t>()),
                row["status"] == "ok" ? format("%.2f", number(row, "ms")) : row["status"].get<std::string>(),
                format("%.0f", number(row, "tokens_per_s")), format("%.1f", number(row, "peak_bytes") / (1 << 20)),
-               format("%.3f", number(row, "loss")), format("%.3f", number(row, "ms_vs_full"))});
+               format("%.3f", number(row, "loss")), format("%.3f", number(row, "ms_vs_full")),
+               format("%.2f", number(row, "flops") * 1e-9), format("%.2f", number(row, "bound_ms")),
+               format("%.2f", number(row, "x_bound"))});
   }
   table.print(std::cout);
   if (!o.common.json.empty()) {
@@ -116,7 +123,8 @@ int run(const TrainOptions& o) {
                                    {"batch", o.batch},
                                    {"repeats", o.common.repeats},
                                    {"warmup", o.common.warmup},
-                                   {"seed", o.common.seed}};
+                                   {"seed", o.common.seed},
+                                   {"matmul_gflops_per_second", rate * 1e-9}};
     write_json(o.common.json, document("train", device, config, rows));
   }
   if (profiler) train::write_profile(o.common.profile, *profiler);

@@ -86,6 +86,9 @@ int run(const TranslateBenchOptions& o) {
             << preset.heads << " heads × " << preset.head_dim << ", feed-forward " << preset.ff << ", vocabulary "
             << preset.vocab_size << "), " << preset.train.optimizer << "; median of " << o.common.repeats
             << " steps after " << o.common.warmup << " warm-up\n";
+  const double rate = matmul_rate(device, o.common);
+  std::cout << "bound: a step's matmul and attention FLOPs at " << format("%.1f", rate * 1e-9)
+            << " GFLOP/s, this device's 2048³ float32 matmul measured now\n";
   nlohmann::json rows = nlohmann::json::array();
   for (const std::string& type : types) {
     nlohmann::json row = measure(type, preset, o, device, profiler.get());
@@ -94,21 +97,24 @@ int run(const TranslateBenchOptions& o) {
               << "\n";
     rows.push_back(std::move(row));
   }
-  // Each row's time against full attention's.
+  // Each row's time against full attention's, and against its bound.
   for (auto& row : rows) {
+    add_bound(row, rate);
     row["ms_vs_full"] = nullptr;
     for (const auto& full : rows)
       if (full["type"] == "full" && full["status"] == "ok" && row["status"] == "ok")
         row["ms_vs_full"] = number(row, "ms") / number(full, "ms");
   }
   Table table({"encoder attention", "B", "S", "T", "parameters", "ms/step", "tokens/s", "peak MiB", "loss",
-               "time ×full"});
+               "time ×full", "GFLOP", "bound ms", "×bound"});
   for (const auto& row : rows) {
     table.add({row["type"].get<std::string>(), std::to_string(o.batch), std::to_string(o.source_length),
                std::to_string(o.target_length), format("%.0f", number(row, "parameters")),
                row["status"] == "ok" ? format("%.2f", number(row, "ms")) : row["status"].get<std::string>(),
                format("%.0f", number(row, "tokens_per_s")), format("%.1f", number(row, "peak_bytes") / (1 << 20)),
-               format("%.3f", number(row, "loss")), format("%.3f", number(row, "ms_vs_full"))});
+               format("%.3f", number(row, "loss")), format("%.3f", number(row, "ms_vs_full")),
+               format("%.2f", number(row, "flops") * 1e-9), format("%.2f", number(row, "bound_ms")),
+               format("%.2f", number(row, "x_bound"))});
   }
   table.print(std::cout);
   if (!o.common.json.empty()) {
@@ -137,7 +143,8 @@ int run(const TranslateBenchOptions& o) {
                                    {"types", types},
                                    {"repeats", o.common.repeats},
                                    {"warmup", o.common.warmup},
-                                   {"seed", o.common.seed}};
+                                   {"seed", o.common.seed},
+                                   {"matmul_gflops_per_second", rate * 1e-9}};
     write_json(o.common.json, document("translate", device, config, rows));
   }
   if (profiler) train::write_profile(o.common.profile, *profiler);

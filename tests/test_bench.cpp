@@ -149,8 +149,17 @@ TEST_CASE("bench train: steps of the copy-task model") {
     INFO(row.dump());
     CHECK(row["status"] == "ok");
     CHECK(row["n"] == 8);
-    for (const char* key : {"ms", "tokens_per_s", "peak_bytes", "loss", "ms_vs_full"}) CHECK(row[key].is_number());
+    for (const char* key : {"ms", "tokens_per_s", "peak_bytes", "loss", "ms_vs_full", "flops", "bound_ms", "x_bound"})
+      CHECK(row[key].is_number());
+    CHECK(row["x_bound"].get<double>() > 1);  // no step beats its matrix products alone
   }
+  CHECK(doc["config"]["matmul_gflops_per_second"].get<double>() > 0);
+  // The full row's FLOPs, 2·m·n·k per product: 16 tokens through 4 layers of q, k, v, o (192 × 192)
+  // and feed-forward (192 × 768 and back) plus the head (192 × 12) is 56,696,832 forward, twice that
+  // backward (dX and dW); fused attention adds its tile products (about 1.4 million here).
+  const double linear = 3.0 * 56696832;
+  CHECK(rows[0]["flops"].get<double>() >= linear);
+  CHECK(rows[0]["flops"].get<double>() <= linear + 2e6);
 }
 
 TEST_CASE("bench: bad arguments are refused before anything runs") {
@@ -193,7 +202,8 @@ TEST_CASE("bench translate: steps of the translation model at the smoke preset's
     CHECK(row["batch"] == 2);
     CHECK(row["source_length"] == 5);
     CHECK(row["target_length"] == 3);
-    for (const char* key : {"ms", "tokens_per_s", "peak_bytes", "loss", "ms_vs_full", "parameters"})
+    for (const char* key : {"ms", "tokens_per_s", "peak_bytes", "loss", "ms_vs_full", "parameters", "flops",
+                            "bound_ms", "x_bound"})
       CHECK(row[key].is_number());
     CHECK(std::isfinite(row["loss"].get<double>()));
   }
