@@ -153,12 +153,16 @@ std::vector<std::string> sample_lines(const ClassifiedDocuments& corpus, const s
 }
 
 EncodedDocuments encode_documents(const SentencePiece& sp, const ClassifiedDocuments& corpus, const Split& split,
-                                  int64_t max_length) {
+                                  int64_t max_length, const std::function<void(size_t done, size_t total)>& on_encoded) {
   TP_CHECK(max_length >= 1, "encode_documents", "max_length must be at least 1, got ", max_length);
   EncodedDocuments encoded;
   encoded.tokens.resize(corpus.documents.size());
+  const size_t total = split.train.size() + split.valid.size() + split.test.size();
+  size_t done = 0;
   const auto encode = [&](const std::vector<int64_t>& from, std::vector<int64_t>& to) {
     for (const int64_t i : from) {
+      if (on_encoded && done > 0) on_encoded(done, total);
+      ++done;
       TP_CHECK(i >= 0 && i < int64_t(corpus.documents.size()), "encode_documents", "document ", i,
                " is outside the corpus of ", corpus.documents.size());
       const Document& d = corpus.documents[size_t(i)];
@@ -175,6 +179,7 @@ EncodedDocuments encode_documents(const SentencePiece& sp, const ClassifiedDocum
   encode(split.train, encoded.split.train);
   encode(split.valid, encoded.split.valid);
   encode(split.test, encoded.split.test);
+  if (on_encoded && done > 0) on_encoded(done, total);
   return encoded;
 }
 

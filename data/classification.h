@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -69,8 +70,11 @@ struct EncodedDocuments {
   std::vector<std::string> empty;            ///< the paths of those, left out
 };
 
-/// Throws Error naming encode_documents for max_length < 1 or an index outside the corpus.
+/// Encodes the split's documents, train then valid then test, calling `on_encoded(done, total)`
+/// after each one when given (progress on a large corpus: total is the split's size). Throws Error
+/// naming encode_documents for max_length < 1 or an index outside the corpus.
 EncodedDocuments encode_documents(const SentencePiece& sp, const ClassifiedDocuments& corpus, const Split& split,
-                                  int64_t max_length);
+                                  int64_t max_length,
+                                  const std::function<void(size_t done, size_t total)>& on_encoded = {});
 
 }  // namespace tapestry::data

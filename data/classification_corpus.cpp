@@ -147,7 +147,15 @@ TokenizedCorpus tokenize_corpus(const ClassifiedDocuments& corpus, const Classif
   t.vocabulary = sp.vocab_size();
   t.vocabulary_fingerprint = sp.fingerprint();
 
-  EncodedDocuments encoded = encode_documents(sp, corpus, split, o.max_length);
+  // A count every few seconds while encoding (minutes on a large corpus), none on a small one.
+  auto last_count = std::chrono::steady_clock::now();
+  const auto count = [&](size_t done, size_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!o.on_progress || done == total || now - last_count < std::chrono::seconds(5)) return;
+    last_count = now;
+    o.on_progress(format("tokenized %zu of %zu documents...", done, total));
+  };
+  EncodedDocuments encoded = encode_documents(sp, corpus, split, o.max_length, count);
   t.tokens = std::move(encoded.tokens);
   t.split = std::move(encoded.split);
   for (const Document& d : corpus.documents) t.labels.push_back(d.label);

@@ -254,7 +254,10 @@ TEST_CASE("data: encode_documents cuts each document of a split and leaves out t
   const int64_t max_length = 4;
   REQUIRE(int64_t(sp.encode(corpus.documents[0].text).size()) > max_length);
 
-  const data::EncodedDocuments encoded = data::encode_documents(sp, corpus, split, max_length);
+  std::vector<std::pair<size_t, size_t>> counts;  // the progress calls: one per document of the split
+  const data::EncodedDocuments encoded = data::encode_documents(
+      sp, corpus, split, max_length, [&](size_t done, size_t total) { counts.emplace_back(done, total); });
+  CHECK(counts == std::vector<std::pair<size_t, size_t>>{{1, 3}, {2, 3}, {3, 3}});  // the empty one counts
   REQUIRE(encoded.tokens.size() == 4);
   std::vector<int64_t> first = sp.encode(corpus.documents[0].text);
   first.resize(size_t(max_length));
