@@ -1,5 +1,7 @@
 #include "ops/matmul.h"
 
+#include <algorithm>
+
 #include "core/profiler.h"
 
 #include "ops/blas.h"
@@ -32,6 +34,20 @@ Layout layout_of(const Tensor& t) {
   return {};
 }
 
+// Whether the batch dims merge into one for every operand (a dim's stride is the next one's stride
+// times the next one's size; dims of size 1 aside): cuBLAS then takes the batch in one call.
+bool batch_merges(const Shape& batch, std::initializer_list<const Strides*> strides) {
+  int64_t inner = -1;  // the previous dim of size > 1, from the innermost
+  for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+    if (batch[d] == 1) continue;
+    if (inner >= 0)
+      for (const Strides* s : strides)
+        if ((*s)[d] != (*s)[inner] * batch[inner]) return false;
+    inner = d;
+  }
+  return true;
+}
+
 // The batch part of an operand's strides, broadcast to `batch`.
 Strides batch_strides(const Tensor& t, const Shape& batch) {
   const Tensor head = make_view(t, Shape(t.shape().begin(), t.shape().end() - 2),
@@ -45,10 +61,22 @@ void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Te
                   const Tensor& out, double beta) {
   check_same_device("matmul", {&a_in, &b_in, &out});
   Layout la = layout_of(a_in), lb = layout_of(b_in);
-  const Tensor a = la.usable ? a_in : contiguous(a_in.detach());
-  const Tensor b = lb.usable ? b_in : contiguous(b_in.detach());
-  if (!la.usable) la = layout_of(a);
-  if (!lb.usable) lb = layout_of(b);
+  Tensor a = la.usable ? a_in : contiguous(a_in.detach());
+  Tensor b = lb.usable ? b_in : contiguous(b_in.detach());
+  if (out.device().is_cuda()) {
+    // cuBLAS takes a batch in one strided call only where its dims merge (batch_merges); else the
+    // launcher makes one call per outer index, a launch each: q, k and v split into heads from
+    // (B, N, H, E) are such operands, one call per sample. A copy in batch order is one kernel. An
+    // operand broadcast along a batch dim (stride 0) is left as it is: a copy would materialise it.
+    const Strides sa = batch_strides(a, batch), sb = batch_strides(b, batch), sc = batch_strides(out, batch);
+    const auto broadcast = [](const Strides& s) { return std::find(s.begin(), s.end(), 0) != s.end(); };
+    if (!batch_merges(batch, {&sa, &sb, &sc}) && batch_merges(batch, {&sc})) {  // an accumulating `out` stays looped
+      if (!batch_merges(batch, {&sa}) && !broadcast(sa)) a = contiguous(a.detach());
+      if (!batch_merges(batch, {&sb}) && !broadcast(sb)) b = contiguous(b.detach());
+    }
+  }
+  la = layout_of(a);
+  lb = layout_of(b);
   const Layout lc = layout_of(out);
   TP_CHECK(lc.usable && !lc.column_major, "matmul", "internal error: output is not row-major");
 

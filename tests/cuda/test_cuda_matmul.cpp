@@ -91,6 +91,14 @@ TEST_CASE("matmul of transposed, sliced and permuted operands") {
   // batch dims that cannot be merged: a permuted batch
   check_parity([](const std::vector<Tensor>& in) { return matmul(permute(in[0], {1, 0, 2, 3}), in[1]); },
                {input({3, 4, 5, 7}, 11), input({4, 3, 7, 6}, 12)}, matmul_tol(f32));
+  // heads split from a sequence, as attention's q and kᵀ: (B, N, H, E) viewed as (B, H, N, E), whose
+  // batch dims do not merge (copied in batch order first on the GPU, so that one cuBLAS call runs)
+  check_parity(
+      [](const std::vector<Tensor>& in) {
+        const Tensor q = permute(in[0], {0, 2, 1, 3}), k = permute(in[1], {0, 2, 1, 3});
+        return matmul(q, transpose(k, -1, -2));
+      },
+      {input({3, 9, 4, 8}, 15), input({3, 11, 4, 8}, 16)}, matmul_tol(f32));
   // an expanded batch on the left (stride 0)
   check_parity([](const std::vector<Tensor>& in) { return matmul(expand(in[0], {4, 5, 7}), in[1]); },
                {input({1, 5, 7}, 13), input({4, 7, 6}, 14)}, matmul_tol(f32));
