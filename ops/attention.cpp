@@ -40,20 +40,6 @@ struct Visibility {
   }
 };
 
-// OpenBLAS runs its own threads; called from the OpenMP threads of a kernel below, each call would
-// start its threads too and the two pools would contend for the cores (4× slower, measured). Each
-// kernel's tiles are the parallel work, so BLAS runs on one thread inside them.
-class SingleThreadedBlas {
- public:
-  SingleThreadedBlas() : threads_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-  ~SingleThreadedBlas() { openblas_set_num_threads(threads_); }
-  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
-
- private:
-  int threads_;
-};
-
 template <class T>
 T exp_nonpositive_of(T x) {
   if constexpr (std::is_same_v<T, float>) return exp_nonpositive(x);

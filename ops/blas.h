@@ -1,7 +1,7 @@
 /// @file
-/// A matrix product on raw buffers on the CPU through BLAS (OpenBLAS's cblas_?gemm), for the ops
+/// Matrix products on raw buffers on the CPU through BLAS (OpenBLAS's cblas_?gemm), for the ops
 /// that work on buffers rather than tensors: matmul's batches (ops/matmul.cpp) and fused attention's
-/// tiles (ops/attention.cpp).
+/// tiles (ops/attention.cpp), each running BLAS on one thread inside its own OpenMP threads.
 #pragma once
 
 #include <cblas.h>
@@ -24,5 +24,22 @@ void cpu_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alp
   else
     cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
+
+/// OpenBLAS on one thread while it lives (the previous count restored after). Tapestry's CPU kernels
+/// that call BLAS split the work among OpenMP's threads themselves and run BLAS on one thread in
+/// each: OpenBLAS's own threads beside OpenMP's would contend for the cores (OpenMP's idle workers
+/// spin for a while after each parallel region), which made fused attention about 4× and a
+/// copy-task training step 2.4× slower (docs/PERFORMANCE.md). Not for concurrent use from several
+/// threads of the caller's own: the count is global to OpenBLAS.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas() : threads_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+  ~SingleThreadedBlas() { openblas_set_num_threads(threads_); }
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+ private:
+  int threads_;
+};
 
 }  // namespace tapestry

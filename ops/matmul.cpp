@@ -1,6 +1,9 @@
 #include "ops/matmul.h"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <array>
 
 #include "core/profiler.h"
 
@@ -33,6 +36,10 @@ Layout layout_of(const Tensor& t) {
   if ((rows == 1 || sr == 1) && (cols == 1 || sc >= min_rows)) return {true, true, cols == 1 ? min_rows : sc};
   return {};
 }
+
+// Below this many FLOPs a product runs on the calling thread: starting OpenMP's threads would cost
+// more than they save.
+constexpr double kParallelFlops = 1 << 20;
 
 // Whether the batch dims merge into one for every operand (a dim's stride is the next one's stride
 // times the next one's size; dims of size 1 aside): cuBLAS then takes the batch in one call.
@@ -100,24 +107,59 @@ void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Te
       const T* pb = static_cast<const T*>(b.raw_data());
       T* pc = static_cast<T*>(out.raw_data());
       const int64_t count = numel(batch);
-      for (int64_t i = 0; i < count; ++i) {
-        int64_t oa = 0, ob = 0, oc = 0;
+      if (count == 0 || m == 0 || n == 0) return;
+      const auto offsets = [&](int64_t i) {  // of batch item i in a, b and out
+        std::array<int64_t, 3> o{0, 0, 0};
         for (int64_t d = static_cast<int64_t>(batch.size()) - 1, rest = i; d >= 0; --d) {
           const int64_t index = rest % batch[d];
           rest /= batch[d];
-          oa += index * sa[d], ob += index * sb[d], oc += index * sc[d];
+          o[0] += index * sa[d], o[1] += index * sb[d], o[2] += index * sc[d];
         }
-        if (m == 0 || n == 0) continue;
-        if (k == 0) {  // an empty sum: out = beta · out, and beta = 0 never reads out (as in BLAS)
-          for (int64_t r = 0; r < m; ++r)
+        return o;
+      };
+      if (k == 0) {  // an empty sum: out = beta · out, and beta = 0 never reads out (as in BLAS)
+        for (int64_t i = 0; i < count; ++i)
+          for (int64_t r = 0, oc = offsets(i)[2]; r < m; ++r)
             for (int64_t c = 0; c < n; ++c) {
               T& o = pc[oc + r * lc.ld + c];
               o = beta == 0 ? T(0) : o * static_cast<T>(beta);
             }
-          continue;
+        return;
+      }
+      // OpenMP's threads share the work, BLAS on one thread in each (ops/blas.h): the batch's items,
+      // or, with fewer items than threads, each product's rows of out (its columns where it has
+      // fewer rows than columns), in a static schedule, so a thread count gives the same bits every
+      // run (another count may round differently: BLAS's blocking follows the sizes it is given).
+      // An `out` shared by several items (a broadcast batch dim: the backward summing over it) is
+      // split by rows or columns alone, each thread adding the items in order.
+      const bool shared_out = std::find(sc.begin(), sc.end(), 0) != sc.end();
+      const int threads = omp_get_max_threads();
+      const bool by_item = !shared_out && count >= threads;
+      const bool by_rows = m >= n;
+      const int64_t extent = by_rows ? m : n;
+      const int64_t parts = by_item ? 1 : std::min<int64_t>(threads, extent);
+      // items [item_begin, item_end) of part `part`: out's rows (or columns) [first, last)
+      const auto product = [&](int64_t item_begin, int64_t item_end, int64_t part) {
+        const int64_t first = extent * part / parts, last = extent * (part + 1) / parts;
+        for (int64_t i = item_begin; i < item_end && first < last; ++i) {
+          const auto [oa, ob, oc] = offsets(i);
+          if (by_rows)
+            cpu_gemm<T>(trans_a, trans_b, last - first, n, k, T(1), pa + oa + (trans_a ? first : first * la.ld), la.ld,
+                        pb + ob, lb.ld, static_cast<T>(beta), pc + oc + first * lc.ld, lc.ld);
+          else
+            cpu_gemm<T>(trans_a, trans_b, m, last - first, k, T(1), pa + oa, la.ld,
+                        pb + ob + (trans_b ? first * lb.ld : first), lb.ld, static_cast<T>(beta), pc + oc + first,
+                        lc.ld);
         }
-        cpu_gemm<T>(trans_a, trans_b, m, n, k, T(1), pa + oa, la.ld, pb + ob, lb.ld, static_cast<T>(beta), pc + oc,
-                    lc.ld);
+      };
+      const SingleThreadedBlas one_thread;
+      const bool parallel = 2.0 * double(count) * double(m) * double(n) * double(k) >= kParallelFlops;
+      if (by_item) {
+#pragma omp parallel for schedule(static) if (parallel)
+        for (int64_t i = 0; i < count; ++i) product(i, i + 1, 0);
+      } else {
+#pragma omp parallel for schedule(static) if (parallel)
+        for (int64_t part = 0; part < parts; ++part) product(0, count, part);
       }
     });
   }

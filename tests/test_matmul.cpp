@@ -1,6 +1,8 @@
 // matmul and batched_gemm (ops/matmul.h) against naive loops written here, in float32 and float64:
 // transposed and otherwise strided operands, broadcast batch dims, 1-d operands, k = 0 and empty
 // sizes; gradients by gradcheck; bad input.
+#include <omp.h>
+
 #include <cmath>
 #include <limits>
 
@@ -287,4 +289,33 @@ TEST_CASE("matmul rejects operands on different devices") {
   const Tensor gpu = zeros({3, 4}, {DType::Float32, Device::cuda()});
   check_error([&] { matmul(cpu, gpu); }, {"matmul", "one device", "cpu", "cuda:0"});
   check_error([&] { matmul(to(cpu, Device::cuda()), to(gpu, Device::cpu())); }, {"matmul", "one device"});
+}
+
+TEST_CASE("matmul splits its work among OpenMP's threads: one thread's result, the same bits run to run") {
+  // ops/matmul.cpp: the batch's items, or each product's rows or columns, go to the threads; BLAS
+  // runs on one thread in each. Shapes: a batch of fewer items than threads (split by rows), an out
+  // shared by a broadcast batch dim (matmul's backward sums into it), a product wider than tall
+  // (split by columns) and a batch of many items.
+  // BLAS's blocking follows the sizes it is given, so a split can round differently from one thread
+  // (measured: it does, at these shapes), never from the same split again.
+  Generator gen(77);
+  const Tensor a = randn({2, 301, 67}, gen).set_requires_grad(true), b = randn({67, 129}, gen).set_requires_grad(true);
+  const Tensor skinny = randn({5, 40}, gen), wide = randn({40, 900}, gen);  // out 5 × 900: split by columns
+  const Tensor many = randn({40, 9, 30}, gen), right = randn({40, 30, 11}, gen);
+  auto run = [&](int threads) {
+    const int previous = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    a.zero_grad(), b.zero_grad();
+    const Tensor y = matmul(a, b);
+    sum(y * y).backward();  // b's gradient sums over the batch into one (67, 129) matrix
+    std::vector<Tensor> out{y, a.grad(), b.grad(), matmul(skinny, wide), matmul(many, right)};
+    omp_set_num_threads(previous);
+    return out;
+  };
+  const std::vector<Tensor> one = run(1), three = run(3), again = run(3);
+  for (size_t i = 0; i < one.size(); ++i) {
+    INFO("result " << i);
+    check_close(three[i], one[i], 1e-3, 1e-5);
+    CHECK(three[i].to_vector<float>() == again[i].to_vector<float>());
+  }
 }
