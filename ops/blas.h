@@ -28,9 +28,9 @@ void cpu_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alp
 /// OpenBLAS on one thread while it lives (the previous count restored after). Tapestry's CPU kernels
 /// that call BLAS split the work among OpenMP's threads themselves and run BLAS on one thread in
 /// each: OpenBLAS's own threads beside OpenMP's would contend for the cores (OpenMP's idle workers
-/// spin for a while after each parallel region), which made fused attention about 4× and a
-/// copy-task training step 2.4× slower (docs/PERFORMANCE.md). Not for concurrent use from several
-/// threads of the caller's own: the count is global to OpenBLAS.
+/// spin for a while after each parallel region), which made fused attention about 4× and the
+/// copy-task model's training step 2.5× slower (docs/PERFORMANCE.md). Not for concurrent use from
+/// several threads of the caller's own: the count is global to OpenBLAS.
 class SingleThreadedBlas {
  public:
   SingleThreadedBlas() : threads_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
