@@ -77,7 +77,8 @@ void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Te
     // operand broadcast along a batch dim (stride 0) is left as it is: a copy would materialise it.
     const Strides sa = batch_strides(a, batch), sb = batch_strides(b, batch), sc = batch_strides(out, batch);
     const auto broadcast = [](const Strides& s) { return std::find(s.begin(), s.end(), 0) != s.end(); };
-    if (!batch_merges(batch, {&sa, &sb, &sc}) && batch_merges(batch, {&sc})) {  // an accumulating `out` stays looped
+    // (An `out` that accumulates over a broadcast batch dim stays looped: no copy can merge it.)
+    if (!batch_merges(batch, {&sa, &sb, &sc}) && batch_merges(batch, {&sc})) {
       if (!batch_merges(batch, {&sa}) && !broadcast(sa)) a = contiguous(a.detach());
       if (!batch_merges(batch, {&sb}) && !broadcast(sb)) b = contiguous(b.detach());
     }
@@ -134,10 +135,11 @@ void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Te
       // split by rows or columns alone, each thread adding the items in order.
       const bool shared_out = std::find(sc.begin(), sc.end(), 0) != sc.end();
       const int threads = omp_get_max_threads();
+      const bool parallel = 2.0 * double(count) * double(m) * double(n) * double(k) >= kParallelFlops;
       const bool by_item = !shared_out && count >= threads;
       const bool by_rows = m >= n;
       const int64_t extent = by_rows ? m : n;
-      const int64_t parts = by_item ? 1 : std::min<int64_t>(threads, extent);
+      const int64_t parts = by_item || !parallel ? 1 : std::min<int64_t>(threads, extent);
       // items [item_begin, item_end) of part `part`: out's rows (or columns) [first, last)
       const auto product = [&](int64_t item_begin, int64_t item_end, int64_t part) {
         const int64_t first = extent * part / parts, last = extent * (part + 1) / parts;
@@ -153,7 +155,6 @@ void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Te
         }
       };
       const SingleThreadedBlas one_thread;
-      const bool parallel = 2.0 * double(count) * double(m) * double(n) * double(k) >= kParallelFlops;
       if (by_item) {
 #pragma omp parallel for schedule(static) if (parallel)
         for (int64_t i = 0; i < count; ++i) product(i, i + 1, 0);
