@@ -48,6 +48,7 @@
 #include "nn/multihead_attention.h"
 #include "nn/transformer.h"
 #include "ops/attention.h"
+#include "ops/autocast.h"
 #include "ops/bits.h"
 #include "ops/cluster.h"
 #include "ops/creation.h"

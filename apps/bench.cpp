@@ -58,6 +58,11 @@ void add_common_options(CLI::App& command, CommonOptions& options) {
   command.add_option("--json", options.json, "Also write the results as JSON to this file");
   command.add_flag("--tf32", options.tf32,
                    "float32 matmuls on the GPU in TensorFloat-32 (Ampere and later); off: IEEE float32");
+  command.add_option("--precision", options.precision,
+                     "float32, or bf16: the training steps' forward passes under autocast to bfloat16 "
+                     "(docs/MIXED-PRECISION.md; bench train and bench translate)")
+      ->check(CLI::IsMember({"float32", "bf16"}))
+      ->capture_default_str();
   command.add_option("--profile", options.profile.table,
                      "Profile the timed runs: a table of time, FLOPs and bytes per op to FILE ('-': standard error; "
                      "docs/PROFILING.md)");

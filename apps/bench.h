@@ -48,11 +48,14 @@ struct CommonOptions {
   uint64_t seed = 0;
   std::string json;  // where to write the JSON document; empty: none
   bool tf32 = false;  // --tf32: float32 matmuls on the GPU in TensorFloat-32 (train::Float32MatmulScope)
+  std::string precision = "float32";  // --precision bf16: the training steps' forward under autocast (ops/autocast.h)
   // --profile, --profile-json, --profile-trace: the timed runs profiled (train::make_profiler makes
   // the profiler, null without them; train::write_profile writes it at the end).
   train::ProfileOutputs profile;
 };
 void add_common_options(CLI::App& command, CommonOptions& options);
+// Whether the benchmark's forward passes run under autocast to bfloat16 (--precision bf16).
+inline bool bf16(const CommonOptions& options) { return options.precision == "bf16"; }
 
 // The subcommands (apps/bench_attention.cpp, bench_ops.cpp, bench_train.cpp, bench_translate.cpp).
 void add_attention(CommandLine& cli, CLI::App* bench);

@@ -55,8 +55,12 @@ nlohmann::json measure(const std::string& type, int64_t copy_length, const Train
     const Tensor input = to(batch.input, device), target = to(batch.target, device);
     return [=] {
       optimizer->zero_grad();
-      const auto out = model->forward(input, Tensor(), *gen);  // logits (B, N, V)
-      const Tensor loss = out.objective(cross_entropy(out.logits, target));
+      Tensor loss;
+      {
+        const AutocastScope autocast(bf16(o.common));
+        const auto out = model->forward(input, Tensor(), *gen);  // logits (B, N, V)
+        loss = out.objective(cross_entropy(out.logits, target));
+      }
       loss.backward();
       optimizer->step();
       return loss;
@@ -124,6 +128,7 @@ int run(const TrainOptions& o) {
                                    {"repeats", o.common.repeats},
                                    {"warmup", o.common.warmup},
                                    {"seed", o.common.seed},
+                                   {"precision", o.common.precision},
                                    {"matmul_gflops_per_second", rate * 1e-9}};
     write_json(o.common.json, document("train", device, config, rows));
   }

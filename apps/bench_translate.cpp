@@ -62,9 +62,14 @@ nlohmann::json measure(const std::string& type, const TranslateOptions& preset, 
     const double smoothing = preset.label_smoothing;
     return [=] {
       optimizer->zero_grad();
-      const auto out = model->forward(source, Tensor(), target_in, Tensor(), *gen);  // logits (B, T, V)
-      const Tensor loss = cross_entropy(out.logits, target_out, SentencePiece::kPadId, smoothing);
-      out.objective(loss).backward();
+      Tensor loss, objective;
+      {
+        const AutocastScope autocast(bf16(o.common));
+        const auto out = model->forward(source, Tensor(), target_in, Tensor(), *gen);  // logits (B, T, V)
+        loss = cross_entropy(out.logits, target_out, SentencePiece::kPadId, smoothing);
+        objective = out.objective(loss);
+      }
+      objective.backward();
       optimizer->step();
       return loss;
     };
@@ -144,6 +149,7 @@ int run(const TranslateBenchOptions& o) {
                                    {"repeats", o.common.repeats},
                                    {"warmup", o.common.warmup},
                                    {"seed", o.common.seed},
+                                   {"precision", o.common.precision},
                                    {"matmul_gflops_per_second", rate * 1e-9}};
     write_json(o.common.json, document("translate", device, config, rows));
   }

@@ -264,6 +264,11 @@ void add_train_options(OptionTable<Options>& t, train::TrainOptions Options::*g)
   t.add("--tf32", g, &T::tf32,
         "float32 matmuls on the GPU in TensorFloat-32 (Ampere and later: several times faster, relative error "
         "about 1e-3); off: IEEE float32, as on the CPU");
+  t.add("--precision", g, &T::precision,
+        "float32, or bf16: mixed precision, matmuls and attention's products in bfloat16 with float32 "
+        "accumulation, softmax, norms and losses in float32, weights and optimizer state float32 "
+        "(docs/MIXED-PRECISION.md)",
+        one_of({"float32", "bf16"}), Recorded::Training);
   t.add("--log", g, &T::log, "append JSON lines to FILE: each evaluation and the result");
   t.add("--save", g, &T::save, "write a checkpoint to FILE at the end");
   t.add("--save-every", g, &T::save_every, "also every N steps (0: never)");

@@ -82,7 +82,7 @@ std::string excerpt(const json& value) {
 }
 
 std::optional<DType> parse_dtype(const std::string& name) {
-  for (DType d : {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool})
+  for (DType d : {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool, DType::BFloat16})
     if (name == dtype_name(d)) return d;
   return std::nullopt;
 }

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/autograd.h"
+#include "ops/autocast.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
 
@@ -197,8 +198,10 @@ void Module::load_state_dict(const StateDict& state) {
 
 void check_input(const Module& layer, const char* what, const Tensor& x, const Tensor& like) {
   TP_CHECK(x.defined(), layer.name(), what, " is an undefined tensor");
-  TP_CHECK(x.dtype() == like.dtype(), layer.name(), what, " must be ", like.dtype(), " like the layer's parameters, got ",
-           x.dtype(), " of shape ", to_string(x.shape()));
+  // Under autocast (ops/autocast.h) a float32 layer takes bfloat16 activations: its ops convert them.
+  const bool autocast = autocast_enabled() && x.dtype() == DType::BFloat16 && like.dtype() == DType::Float32;
+  TP_CHECK(x.dtype() == like.dtype() || autocast, layer.name(), what, " must be ", like.dtype(),
+           " like the layer's parameters, got ", x.dtype(), " of shape ", to_string(x.shape()));
   TP_CHECK(x.device() == like.device(), layer.name(), what, " is on ", x.device(), " but the layer's parameters are on ",
            like.device());
 }

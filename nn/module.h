@@ -153,7 +153,8 @@ class ModuleList : public Module {
 // ---- checks for layer authors ----
 
 /// Throws Error "<layer>: <what> must be ..." unless x is a defined floating tensor with `like`'s
-/// dtype and device (like: one of the layer's parameters). `what` names the argument ("input").
+/// dtype and device (like: one of the layer's parameters), or bfloat16 for float32 parameters under
+/// autocast (ops/autocast.h). `what` names the argument ("input").
 void check_input(const Module& layer, const char* what, const Tensor& x, const Tensor& like);
 /// check_input, and x has at least `min_dims` dims of which the last is `features` long.
 void check_features(const Module& layer, const char* what, const Tensor& x, const Tensor& like, int64_t min_dims,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/profiler.h"
+#include "ops/autocast.h"
 #include "ops/blas.h"
 #include "ops/common.h"
 #include "ops/cuda/attention.h"
@@ -208,6 +209,7 @@ bool fused_attention_fits(const Tensor& q, const Tensor& v) {
 }
 
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_lengths, bool causal) {
+  if (autocast_widens({&q, &k, &v})) return fused_attention(autocast_float32(q), autocast_float32(k), autocast_float32(v), key_lengths, causal);  // ops/autocast.h
   const char* op = "fused_attention";
   check_same_device(op, {&q, &k, &v});
   check_floating(op, q);

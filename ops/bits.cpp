@@ -2,6 +2,7 @@
 
 #include "core/tape_graph.h"
 
+#include "ops/autocast.h"
 #include "ops/common.h"
 #include "ops/cuda/bits.h"
 #include "ops/dispatch.h"
@@ -49,6 +50,7 @@ Tensor hamming_kernel(const Tensor& a, const Tensor& b, const Shape& shape) {
 }  // namespace
 
 Tensor pack_sign_bits(const Tensor& x) {
+  if (autocast_widens({&x})) return pack_sign_bits(autocast_float32(x));  // ops/autocast.h
   const char* op = "pack_sign_bits";
   check_floating(op, x);
   TP_CHECK(x.dim() >= 1, op, "needs x of shape (..., R), got a 0-d tensor");

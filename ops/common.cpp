@@ -20,7 +20,7 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
 
 void check_floating(const char* op, const Tensor& x) {
   TP_CHECK(x.defined(), op, "got an undefined tensor");
-  TP_CHECK(is_floating(x.dtype()), op, "expected a floating tensor (float32 or float64), got ",
+  TP_CHECK(is_floating(x.dtype()), op, "expected a floating tensor (float32, float64 or bfloat16), got ",
            x.dtype(), " of shape ", to_string(x.shape()));
 }
 

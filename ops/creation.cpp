@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/autograd.h"
 #include "core/dispatch.h"
 #include "ops/cuda/creation.h"
 #include "ops/cuda/elementwise.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
+#include "ops/shape.h"
 
 namespace tapestry {
 
@@ -81,6 +84,11 @@ Tensor arange(double start, double end, double step, Options options) {
 }
 
 Tensor rand(const Shape& shape, Generator& gen, Options options) {
+  if (options.dtype == DType::BFloat16) {
+    NoGradGuard no_grad;
+    const Tensor draws = to(rand(shape, gen, {DType::Float32, options.device}), DType::BFloat16);
+    return minimum(draws, full({}, 1.0 - std::ldexp(1.0, -8), options));  // [0, 1) still
+  }
   visit_floating(options.dtype, "rand", [](auto) {});
   check_shape(shape, "rand", static_cast<int64_t>(element_size(options.dtype)));
   const uint64_t first = gen.reserve(static_cast<uint64_t>(numel(shape))), seed = gen.seed();
@@ -93,6 +101,10 @@ Tensor rand(const Shape& shape, Generator& gen, Options options) {
 }
 
 Tensor randn(const Shape& shape, Generator& gen, Options options) {
+  if (options.dtype == DType::BFloat16) {
+    NoGradGuard no_grad;
+    return to(randn(shape, gen, {DType::Float32, options.device}), DType::BFloat16);
+  }
   visit_floating(options.dtype, "randn", [](auto) {});
   check_shape(shape, "randn", static_cast<int64_t>(element_size(options.dtype)));
   const uint64_t first = gen.reserve(static_cast<uint64_t>(numel(shape))), seed = gen.seed();

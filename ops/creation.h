@@ -37,7 +37,8 @@ Tensor scalar(double value, Options options = {});
 
 ///@{
 /// Random tensors from an explicit generator (core/random.h): rand uniform [0, 1), randn standard
-/// normal, randint uniform in [low, high).
+/// normal, randint uniform in [low, high). In bfloat16, the float32 draws rounded (rand's draws that
+/// round to 1 become the largest bfloat16 below 1, 1 − 2^-8), from the same counters.
 Tensor rand(const Shape& shape, Generator& gen, Options options = {});
 Tensor randn(const Shape& shape, Generator& gen, Options options = {});
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen,

@@ -37,17 +37,18 @@ Tensor apply_mask(const Tensor& in, const DropMask& mask) {
   if (on_cuda("dropout", in, [&] { cuda::dropout_mask(src, out, mask.first, mask.seed, mask.cut, mask.scale); }))
     return out;
   const int64_t n = in.numel();
-  visit_floating(in.dtype(), "dropout", [&](auto tag) {
+  visit_floating_or_bfloat16(in.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
+    using C = compute_t<T>;  // bfloat16 is scaled in float32 and rounded once
     const T* a = src.data<T>();
     T* b = out.data<T>();
-    const T scale = static_cast<T>(mask.scale);
+    const C scale = static_cast<C>(mask.scale);
     const int64_t blocks = (n + 7) / 8;
 #pragma omp parallel for schedule(static) if (n > kParallelWork)
     for (int64_t q = 0; q < blocks; ++q) {
       const PhiloxBlock block = philox_block(mask.first + static_cast<uint64_t>(q), mask.seed);
       for (int64_t j = 0, i = 8 * q; j < 8 && i < n; ++j, ++i) {
-        b[i] = uniform_bits16(block, j) >= mask.cut ? a[i] * scale : T(0);
+        b[i] = uniform_bits16(block, j) >= mask.cut ? T(C(a[i]) * scale) : T(0);
       }
     }
   });

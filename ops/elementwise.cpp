@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/autocast.h"
 #include "ops/common.h"
 #include "ops/cuda/elementwise.h"
 #include "ops/dispatch.h"
@@ -22,9 +23,10 @@ template <class F>
 Tensor unary_forward(const char* op, const F& f, const Tensor& x) {
   Tensor y = empty(x.shape(), x.options());
   if (on_cuda(op, x, [&] { cuda::unary_forward(op, f, y, x); })) return y;
-  visit_numeric(x.dtype(), op, [&](auto tag) {
+  visit_numeric_or_bfloat16(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    cpu_map<T, T>(y, [f](T v) { return f.forward(v); }, x);
+    using C = compute_t<T>;
+    cpu_map<T, T>(y, [f](T v) { return T(f.forward(C(v))); }, x);
   });
   return y;
 }
@@ -33,9 +35,10 @@ template <class F>
 Tensor unary_backward(const char* op, const F& f, const Tensor& dy, const Tensor& x, const Tensor& y) {
   Tensor dx = empty(x.shape(), x.options());
   if (on_cuda(op, dy, [&] { cuda::unary_backward(op, f, dx, dy, x, y); })) return dx;
-  visit_floating(x.dtype(), op, [&](auto tag) {
+  visit_floating_or_bfloat16(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    cpu_map<T, T, T, T>(dx, [f](T d, T xv, T yv) { return f.backward(d, xv, yv); }, dy, x, y);
+    using C = compute_t<T>;
+    cpu_map<T, T, T, T>(dx, [f](T d, T xv, T yv) { return T(f.backward(C(d), C(xv), C(yv))); }, dy, x, y);
   });
   return dx;
 }
@@ -44,9 +47,10 @@ template <class F>
 Tensor binary_forward(const char* op, const F& f, const Tensor& a, const Tensor& b, const Shape& shape) {
   Tensor y = empty(shape, a.options());
   if (on_cuda(op, a, [&] { cuda::binary_forward(op, f, y, a, b); })) return y;
-  visit_numeric(a.dtype(), op, [&](auto tag) {
+  visit_numeric_or_bfloat16(a.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    cpu_map<T, T, T>(y, [f](T u, T v) { return f.forward(u, v); }, a, b);
+    using C = compute_t<T>;
+    cpu_map<T, T, T>(y, [f](T u, T v) { return T(f.forward(C(u), C(v))); }, a, b);
   });
   return y;
 }
@@ -71,12 +75,13 @@ Tensor binary_backward(const char* op, const F& f, Side side, const Tensor& dy, 
         cuda::binary_backward(op, f, side == Side::A ? cuda::Operand::A : cuda::Operand::B, grad, dy, a, b, y);
       }))
     return grad;
-  visit_floating(y.dtype(), op, [&](auto tag) {
+  visit_floating_or_bfloat16(y.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
+    using C = compute_t<T>;
     if (side == Side::A)
-      cpu_map<T, T, T, T, T>(grad, [f](T d, T u, T v, T w) { return f.grad_a(d, u, v, w); }, dy, a, b, y);
+      cpu_map<T, T, T, T, T>(grad, [f](T d, T u, T v, T w) { return T(f.grad_a(C(d), C(u), C(v), C(w))); }, dy, a, b, y);
     else
-      cpu_map<T, T, T, T, T>(grad, [f](T d, T u, T v, T w) { return f.grad_b(d, u, v, w); }, dy, a, b, y);
+      cpu_map<T, T, T, T, T>(grad, [f](T d, T u, T v, T w) { return T(f.grad_b(C(d), C(u), C(v), C(w))); }, dy, a, b, y);
   });
   return grad;
 }
@@ -103,7 +108,8 @@ Tensor unary(const char* op, const Tensor& x, F f = {}) {
 enum class Domain { Numeric, Floating };
 
 template <class F>
-Tensor binary(const char* op, const Tensor& a, const Tensor& b, Domain domain, F f = {}) {
+Tensor binary(const char* op, const Tensor& a_in, const Tensor& b_in, Domain domain, F f = {}) {
+  const auto [a, b] = autocast_promote(a_in, b_in);  // ops/autocast.h
   check_same_device(op, {&a, &b});
   check_same_dtype(op, a, b);
   if (domain == Domain::Floating) check_floating(op, a);
@@ -126,7 +132,8 @@ enum class Sign { Plus, Minus };
 // a + b and a − b: da = dy, db = ±dy (each summed down to its input's shape by accumulate). They
 // need neither their inputs nor their output, so they save none, and dy is passed on uncopied.
 template <class F>
-Tensor additive(const char* op, const Tensor& a, const Tensor& b, Sign sign_b) {
+Tensor additive(const char* op, const Tensor& a_in, const Tensor& b_in, Sign sign_b) {
+  const auto [a, b] = autocast_promote(a_in, b_in);  // ops/autocast.h
   check_same_device(op, {&a, &b});
   check_same_dtype(op, a, b);
   Tensor y = binary_forward(op, F{}, a, b, broadcast_shapes(a.shape(), b.shape(), op));
@@ -183,7 +190,8 @@ void check_broadcasts_to(const char* op, const Tensor& other, const Shape& shape
 Tensor add(const Tensor& a, const Tensor& b) { return additive<math::Add>("add", a, b, Sign::Plus); }
 Tensor sub(const Tensor& a, const Tensor& b) { return additive<math::Sub>("sub", a, b, Sign::Minus); }
 Tensor mul(const Tensor& a, const Tensor& b) { return binary<math::Mul>("mul", a, b, Domain::Numeric); }
-Tensor div(const Tensor& a, const Tensor& b) {
+Tensor div(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = autocast_promote(a_in, b_in);  // ops/autocast.h
   // An integer division by zero traps the CPU (SIGFPE): refuse it before the kernel runs.
   check_same_device("div", {&a, &b});
   check_same_dtype("div", a, b);
@@ -293,7 +301,8 @@ Tensor logical_not(const Tensor& x) {
   return eq(x, zeros({}, x.options()));
 }
 
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = autocast_promote(a_in, b_in);  // ops/autocast.h
   check_same_device("where", {&cond, &a, &b});
   TP_CHECK(cond.dtype() == DType::Bool, "where", "the condition must be bool, got ", cond.dtype(),
            " of shape ", to_string(cond.shape()));
@@ -324,9 +333,10 @@ void add_(const Tensor& self, const Tensor& other) {
   check_broadcasts_to("add_", other, self.shape());
   const Tensor from = unaliased(self, other);
   if (!on_cuda("add_", self, [&] { cuda::add_(self, from); })) {
-    visit_numeric(self.dtype(), "add_", [&](auto tag) {
+    visit_numeric_or_bfloat16(self.dtype(), "add_", [&](auto tag) {
       using T = decltype(tag);
-      cpu_map<T, T, T>(self, [](T u, T v) { return u + v; }, self, from);
+      using C = compute_t<T>;
+      cpu_map<T, T, T>(self, [](T u, T v) { return T(C(u) + C(v)); }, self, from);
     });
   }
   self.storage().bump_version();
@@ -335,9 +345,10 @@ void add_(const Tensor& self, const Tensor& other) {
 void mul_(const Tensor& self, double factor) {
   check_writable("mul_", self);
   if (!on_cuda("mul_", self, [&] { cuda::mul_(self, factor); })) {
-    visit_numeric(self.dtype(), "mul_", [&](auto tag) {
+    visit_numeric_or_bfloat16(self.dtype(), "mul_", [&](auto tag) {
       using T = decltype(tag);
-      cpu_map<T, T>(self, [f = static_cast<T>(factor)](T u) { return u * f; }, self);
+      using C = compute_t<T>;
+      cpu_map<T, T>(self, [f = static_cast<C>(factor)](T u) { return T(C(u) * f); }, self);
     });
   }
   self.storage().bump_version();

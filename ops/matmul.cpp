@@ -7,6 +7,7 @@
 
 #include "core/profiler.h"
 
+#include "ops/autocast.h"
 #include "ops/blas.h"
 #include "ops/common.h"
 #include "ops/cuda/matmul.h"
@@ -62,6 +63,17 @@ Strides batch_strides(const Tensor& t, const Shape& batch) {
   return broadcast_strides(head, batch);
 }
 
+// bfloat16 on the CPU: the operands converted to float32, the float32 product, rounded back into out
+// (the CPU has no bfloat16 BLAS; the result is what a GPU's bfloat16 GEMM with float32 accumulation
+// gives, up to the order of the sums).
+void gemm_in_float32(const Shape& batch, const Tensor& a, Transpose ta, const Tensor& b, Transpose tb,
+                     const Tensor& out, double beta) {
+  NoGradGuard no_grad;
+  const Tensor out32 = beta == 0.0 ? empty(out.shape(), {DType::Float32, out.device()}) : to(out, DType::Float32);
+  batched_gemm(batch, to(a, DType::Float32), ta, to(b, DType::Float32), tb, out32, beta);
+  copy_(out, out32);
+}
+
 }  // namespace
 
 void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Tensor& b_in, Transpose tb,
@@ -102,6 +114,7 @@ void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Te
     cuda::batched_gemm({batch, a, b, out, flag_a, flag_b, m, n, k, la.ld, lb.ld, lc.ld, sa, sb, sc, beta});
   };
   if (!on_cuda("matmul", out, on_gpu)) {
+    if (out.dtype() == DType::BFloat16) return gemm_in_float32(batch, a, ta, b, tb, out, beta);
     visit_floating(out.dtype(), "matmul", [&](auto tag) {
       using T = decltype(tag);
       const T* pa = static_cast<const T*>(a.raw_data());
@@ -167,7 +180,8 @@ void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Te
   out.storage().bump_version();
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = autocast_lower(a_in), b = autocast_lower(b_in);  // ops/autocast.h
   check_same_device("matmul", {&a, &b});
   check_same_dtype("matmul", a, b);
   check_floating("matmul", a);
@@ -207,8 +221,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return y;
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
   const char* op = "linear";
+  // ops/autocast.h: in bfloat16 under autocast, the float32 weights converted (gradients go back to them)
+  const Tensor x = autocast_lower(x_in), weight = autocast_lower(weight_in), bias = autocast_lower(bias_in);
   check_same_device(op, {&x, &weight});
   check_floating(op, x);
   check_same_dtype(op, x, weight);

@@ -7,13 +7,15 @@
 namespace tapestry {
 
 /// (..., n, k) @ (..., k, m) -> (..., n, m); batch dims broadcast. A 1-d operand is a row (left) or
-/// column (right) vector, removed from the result, as in numpy. float32 / float64.
+/// column (right) vector, removed from the result, as in numpy. float32 / float64 / bfloat16 (float32
+/// accumulation); under autocast (ops/autocast.h) float32 operands compute in bfloat16.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
 /// y = x · weightᵀ + bias over the last dim of x: (..., in) with weight (out, in) and bias (out) or
 /// undefined gives (..., out). One GEMM for all leading dims, the bias added by the GEMM itself
 /// (beta = 1 over the broadcast bias). Its backward computes d weight = dyᵀ · x directly in the
-/// weight's layout and d bias as column sums of dy, so no transposed copy is ever made.
+/// weight's layout and d bias as column sums of dy, so no transposed copy is ever made. Dtypes as
+/// matmul's, autocast included.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 /// Whether batched_gemm uses an operand as it is (No) or its transpose (Yes): op below.

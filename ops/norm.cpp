@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/autocast.h"
 #include "ops/common.h"
 #include "ops/cuda/norm.h"
 #include "ops/dispatch.h"
@@ -160,6 +161,7 @@ void check_parameter(const char* what, const Tensor& p, const Tensor& x, const S
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
+  if (autocast_widens({&x})) return layer_norm(autocast_float32(x), normalized_shape, weight, bias, eps);  // ops/autocast.h
   check_floating("layer_norm", x);
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   TP_CHECK(k >= 1 && k <= x.dim() && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
@@ -195,6 +197,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 }
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  if (autocast_widens({&x})) return layer_norm(autocast_float32(x), weight, bias, eps);  // ops/autocast.h
   check_floating("layer_norm", x);
   TP_CHECK(x.dim() >= 1, "layer_norm", "expected a tensor of at least 1 dim, got a 0-d tensor");
   return layer_norm(x, Shape{x.shape().back()}, weight, bias, eps);

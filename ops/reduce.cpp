@@ -7,6 +7,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "ops/autocast.h"
 #include "ops/common.h"
 #include "ops/cuda/reduce.h"
 #include "ops/cuda/reducers.h"
@@ -85,9 +86,9 @@ inline Tensor reduce_on_cuda(const char* op, cuda::Reduction kind, const Tensor&
   return out;
 }
 
-// Accumulates float32 in double, integers in int64 (wrapping on overflow, ops/elementwise.h).
+// Accumulates float32 and bfloat16 in double, integers in int64 (wrapping on overflow, ops/elementwise.h).
 template <class T>
-using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+using Acc = std::conditional_t<std::is_floating_point_v<compute_t<T>>, double, int64_t>;
 
 // dy of a reduction, shaped to broadcast against x.
 Tensor kept(const Tensor& dy, const Plan& p) { return reshape(dy, p.kept_shape); }
@@ -117,6 +118,7 @@ Tensor extreme_forward(const char* op, const Tensor& x, const Plan& p, Extreme w
 }
 
 Tensor extreme(const char* op, const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim, Extreme which) {
+  if (autocast_widens({&x})) return extreme(op, autocast_float32(x), dims, keepdim, which);  // ops/autocast.h
   const Plan p = make_plan(op, x, dims, keepdim);
   TP_CHECK(p.length > 0, op, "cannot reduce over an empty dim of shape ", to_string(x.shape()));
   Tensor y = extreme_forward(op, x, p, which);
@@ -131,6 +133,7 @@ Tensor extreme(const char* op, const Tensor& x, const std::vector<int64_t>& dims
 }
 
 Tensor arg_extreme(const char* op, const Tensor& x, int64_t dim, KeepDim keepdim, Extreme which) {
+  if (autocast_widens({&x})) return arg_extreme(op, autocast_float32(x), dim, keepdim, which);  // ops/autocast.h
   const Plan p = make_plan(op, x, {dim}, keepdim);
   TP_CHECK(p.length > 0, op, "cannot reduce over an empty dim of shape ", to_string(x.shape()));
   const cuda::Reduction kind = which == Extreme::Max ? cuda::Reduction::ArgMax : cuda::Reduction::ArgMin;
@@ -184,7 +187,7 @@ Tensor column_sums(const Tensor& x, const Plan& p) {
 Tensor sum_forward(const Tensor& x, const Plan& p) {
   Tensor out;
   if (on_cuda("sum", x, [&] { out = reduce_on_cuda("sum", cuda::Reduction::Sum, x, p, x.dtype()); })) return out;
-  return visit_numeric(x.dtype(), "sum", [&](auto tag) {
+  return visit_numeric_or_bfloat16(x.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
     if (sums_leading_dims(x, p)) return column_sums<T>(x, p);
     return reduce_rows<T, T>(x, p, x.dtype(), [](const T* row, int64_t n) {
@@ -279,6 +282,7 @@ Tensor min(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim) {
 Tensor min(const Tensor& x) { return min(x, all_dims(x)); }
 
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, KeepDim keepdim) {
+  if (autocast_widens({&x})) return logsumexp(autocast_float32(x), dims, keepdim);  // ops/autocast.h
   check_floating("logsumexp", x);
   const Plan p = make_plan("logsumexp", x, dims, keepdim);
   Tensor y = logsumexp_forward(x, p);
@@ -328,6 +332,7 @@ Tensor norm(const Tensor& x, double p, const std::vector<int64_t>& dims, KeepDim
 Tensor norm(const Tensor& x, double p) { return norm(x, p, all_dims(x)); }
 
 Tensor cumsum(const Tensor& x, int64_t dim) {
+  if (autocast_widens({&x})) return cumsum(autocast_float32(x), dim);  // ops/autocast.h
   TP_CHECK(x.defined(), "cumsum", "got an undefined tensor");
   TP_CHECK(x.dim() > 0, "cumsum", "needs a tensor of at least 1 dim, got a 0-d ", x.dtype());
   const int64_t d = normalize_dim(dim, x.dim(), "cumsum");

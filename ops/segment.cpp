@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/autocast.h"
 #include "ops/common.h"
 #include "ops/cuda/index.h"
 #include "ops/cuda/segment.h"
@@ -272,6 +273,7 @@ Tensor segment_offsets(const Tensor& ids, int64_t num_segments) {
 }
 
 Tensor segment_sum(const Tensor& x, const Tensor& offsets) {
+  if (autocast_widens({&x})) return segment_sum(autocast_float32(x), offsets);  // ops/autocast.h
   const char* op = "segment_sum";
   check_rows(op, x, "x");
   check_same_device(op, {&x, &offsets});
@@ -285,6 +287,7 @@ Tensor segment_sum(const Tensor& x, const Tensor& offsets) {
 }
 
 Tensor segment_mean(const Tensor& x, const Tensor& offsets) {
+  if (autocast_widens({&x})) return segment_mean(autocast_float32(x), offsets);  // ops/autocast.h
   const char* op = "segment_mean";
   check_rows(op, x, "x");
   check_floating(op, x);
@@ -300,6 +303,7 @@ Tensor segment_mean(const Tensor& x, const Tensor& offsets) {
 }
 
 Tensor segment_max(const Tensor& x, const Tensor& offsets) {
+  if (autocast_widens({&x})) return segment_max(autocast_float32(x), offsets);  // ops/autocast.h
   const char* op = "segment_max";
   check_rows(op, x, "x");
   check_same_device(op, {&x, &offsets});
@@ -312,6 +316,7 @@ Tensor segment_max(const Tensor& x, const Tensor& offsets) {
 }
 
 Tensor segment_broadcast(const Tensor& values, const Tensor& offsets) {
+  if (autocast_widens({&values})) return segment_broadcast(autocast_float32(values), offsets);  // ops/autocast.h
   const char* op = "segment_broadcast";
   check_rows(op, values, "values");
   check_same_device(op, {&values, &offsets});

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "ops/autocast.h"
 #include "ops/common.h"
 #include "ops/cuda/sort.h"
 #include "ops/dispatch.h"
@@ -97,6 +98,7 @@ Sorted sort_rows(const char* op, const Tensor& rows, int64_t k, Descending desce
 // not given).
 Sorted sorted_along(const char* op, const Tensor& x, int64_t dim, std::optional<int64_t> k_or_all,
                     Descending descending) {
+  if (autocast_widens({&x})) return sorted_along(op, autocast_float32(x), dim, k_or_all, descending);  // ops/autocast.h
   TP_CHECK(x.defined(), op, "got an undefined tensor");
   TP_CHECK(x.dim() > 0, op, "needs a tensor of at least 1 dim, got a 0-d tensor");
   const int64_t d = normalize_dim(dim, x.dim(), op);

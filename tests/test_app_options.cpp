@@ -98,6 +98,7 @@ TEST_CASE("option table: checks name the flag; settings are keyed by flag") {
                                                             {"schedule", "constant"},
                                                             {"clip", 0.0},
                                                             {"param-groups", ""},
+                                                            {"precision", "float32"},
                                                             {"seed", 0}});
 }
 

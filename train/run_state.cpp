@@ -1,5 +1,7 @@
 #include "train/run_state.h"
 
+#include <map>
+
 #include "core/error.h"
 #include "nn/attention/config.h"
 
@@ -11,15 +13,19 @@ std::string setting_text(const nlohmann::json& value) {
   return value.is_string() ? value.get<std::string>() : value.dump();
 }
 
+// Settings added after checkpoints were first written, with the value every run had before they
+// existed: a checkpoint that lacks one matches that value.
+const std::map<std::string, nlohmann::json> kSettingsBefore = {{"param-groups", ""}, {"precision", "float32"}};
+
 // Throws Error naming the first setting of `wanted` that `saved` lacks or holds with another value. A
-// setting that `saved` lacks matches the empty text: a flag added after the checkpoint was written
-// (--param-groups), whose empty value is what every run did before it existed.
+// setting that `saved` lacks matches the empty text or its value from before it existed (kSettingsBefore).
 void check_settings(const std::string& path, const nlohmann::json& saved, const nlohmann::json& wanted,
                     const char* what) {
   for (const auto& [key, value] : wanted.items()) {
     const auto it = saved.find(key);
     const std::string flag = "--" + key;
-    if (it == saved.end() && value == "") continue;
+    const auto before = kSettingsBefore.find(key);
+    if (it == saved.end() && (value == "" || (before != kSettingsBefore.end() && value == before->second))) continue;
     TP_CHECK(it != saved.end(), "--resume", "'", path, "' does not record ", flag);
     TP_CHECK(*it == value, "--resume", "'", path, "' holds a ", what, " with ", flag, " ", setting_text(*it),
              ", but this command line has ", flag, " ", setting_text(value),

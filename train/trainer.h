@@ -75,6 +75,9 @@ struct TrainOptions {
   std::string device = "auto";  ///< auto | cpu | cuda[:i]
   int threads = 0;            ///< CPU threads; 0: OpenMP's default
   bool tf32 = false;          ///< float32 matmuls of a GPU run in TensorFloat-32 (core/cuda.h); refused on the CPU
+  /// float32, or bf16: forward passes under autocast to bfloat16 (ops/autocast.h), weights and
+  /// optimizer state in float32
+  std::string precision = "float32";
   uint64_t seed = 0;  ///< the training generator's seed (see the top of this file)
   std::string log;            ///< append JSON lines: each evaluation and the result
   std::string save;           ///< checkpoint at the end (and every save_every steps)

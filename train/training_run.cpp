@@ -8,6 +8,7 @@
 #include "core/creation.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "ops/autocast.h"
 #include "optim/clip.h"
 #include "train/profiling.h"
 
@@ -237,6 +238,7 @@ Step TrainingRun::train_step() {
   Step s;
   {
     const ProfileScope scope("forward");
+    const AutocastScope autocast(options_.precision == "bf16");
     s = task_->step(gen_);
   }
   {
@@ -262,6 +264,7 @@ Evaluation TrainingRun::evaluate(double train_loss) {
   Evaluation e;
   if (world_.is_root()) {
     const EvaluationScope evaluating(*task_);
+    const AutocastScope autocast(options_.precision == "bf16");
     e = task_->evaluate();
   }
   e.metrics = broadcast(world_, e.metrics);

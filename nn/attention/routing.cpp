@@ -6,6 +6,7 @@
 
 #include "nn/attention/config.h"
 #include "nn/attention/full.h"
+#include "ops/autocast.h"
 #include "ops/common.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
@@ -49,6 +50,9 @@ Tensor initial_routing_centroids(int64_t heads, int64_t clusters, int64_t head_d
 
 Tensor routing_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& centroids,
                          const Padding& padding, Causal causal) {
+  // Under autocast (ops/autocast.h) routing runs in float32, its centroids' dtype.
+  if (autocast_widens({&q, &k, &v}))
+    return routing_attention(autocast_float32(q), autocast_float32(k), autocast_float32(v), centroids, padding, causal);
   const char* op = "routing_attention";
   const QkvShape s = check_qkv(op, q, k, v);
   check_centroids(op, centroids, s, q);
@@ -88,6 +92,8 @@ Tensor routing_attention(const Tensor& q, const Tensor& k, const Tensor& v, cons
 
 Tensor update_routing_centroids(const Tensor& q, const Tensor& k, const Tensor& centroids, const Padding& padding,
                                 double decay) {
+  if (autocast_widens({&q, &k}))  // in float32 under autocast, as routing_attention
+    return update_routing_centroids(autocast_float32(q), autocast_float32(k), centroids, padding, decay);
   const char* op = "update_routing_centroids";
   const QkvShape s = check_qkv(op, q, k, k);
   check_centroids(op, centroids, s, q);

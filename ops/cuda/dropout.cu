@@ -12,12 +12,13 @@ namespace tapestry::cuda {
 namespace {
 
 template <class T>
-__global__ void dropout_kernel(const T* in, T* out, int64_t n, uint64_t first, uint64_t seed, uint32_t cut, T scale) {
+__global__ void dropout_kernel(const T* in, T* out, int64_t n, uint64_t first, uint64_t seed, uint32_t cut,
+                               compute_t<T> scale) {
   const int64_t blocks = (n + 7) / 8;
   TP_GRID_STRIDE_LOOP(q, blocks) {
     const PhiloxBlock block = device_philox_block(first + static_cast<uint64_t>(q), seed);
     for (int64_t j = 0, i = 8 * q; j < 8 && i < n; ++j, ++i) {
-      out[i] = uniform_bits16(block, j) >= cut ? in[i] * scale : T(0);
+      out[i] = uniform_bits16(block, j) >= cut ? T(compute_t<T>(in[i]) * scale) : T(0);
     }
   }
 }
@@ -25,14 +26,14 @@ __global__ void dropout_kernel(const T* in, T* out, int64_t n, uint64_t first, u
 }  // namespace
 
 void dropout_mask(const Tensor& in, const Tensor& out, uint64_t first, uint64_t seed, uint32_t cut, double scale) {
-  visit_floating(in.dtype(), "dropout", [&](auto tag) {
+  visit_floating_or_bfloat16(in.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
     const int64_t n = in.numel();
     if (n == 0) return;
     CudaContext& ctx = active_context(in.device());
     dropout_kernel<T><<<blocks_for((n + 7) / 8), kThreads, 0, ctx.stream()>>>(
         static_cast<const T*>(in.raw_data()), static_cast<T*>(out.raw_data()), n, first, seed, cut,
-        static_cast<T>(scale));
+        static_cast<compute_t<T>>(scale));
     TP_CUDA_CHECK_LAUNCH();
   });
 }

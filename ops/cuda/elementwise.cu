@@ -1,7 +1,7 @@
 // CUDA kernels of the elementwise ops: the functors of ops/elementwise_math.h mapped over strided,
 // broadcast operands (ops/cuda/map.cuh). Instantiated per functor for the dtypes the CPU op accepts:
 // float32 / float64 for the math, int32 / int64 too where the CPU op allows integers (add, sub, mul,
-// div, maximum, minimum, and neg / abs forward).
+// div, maximum, minimum, and neg / abs forward); bfloat16 for all of them, computed in float32.
 #include "ops/cuda/elementwise.h"
 
 #include "core/dispatch.h"
@@ -25,31 +25,43 @@ template <> constexpr bool kNumeric<math::Minimum> = true;
 
 template <class F, class Run>
 void visit_domain(DType dtype, const char* op, Run&& run) {
-  if constexpr (kNumeric<F>) visit_numeric(dtype, op, run);
-  else visit_floating(dtype, op, run);
+  if constexpr (kNumeric<F>) visit_numeric_or_bfloat16(dtype, op, run);
+  else visit_floating_or_bfloat16(dtype, op, run);
 }
 
-// The kernels' view of a functor: a plain call operator per method.
+// The kernels' view of a functor: a plain call operator per method, computing in compute_t<T>
+// (float for bfloat16) and rounding the result back to T.
 template <class F>
 struct Forward {
   F f;
-  template <class T> __device__ T operator()(T x) const { return f.forward(x); }
-  template <class T> __device__ T operator()(T a, T b) const { return f.forward(a, b); }
+  template <class T> __device__ T operator()(T x) const { return T(f.forward(compute_t<T>(x))); }
+  template <class T> __device__ T operator()(T a, T b) const {
+    return T(f.forward(compute_t<T>(a), compute_t<T>(b)));
+  }
 };
 template <class F>
 struct Backward {
   F f;
-  template <class T> __device__ T operator()(T dy, T x, T y) const { return f.backward(dy, x, y); }
+  template <class T> __device__ T operator()(T dy, T x, T y) const {
+    using C = compute_t<T>;
+    return T(f.backward(C(dy), C(x), C(y)));
+  }
 };
 template <class F>
 struct GradA {
   F f;
-  template <class T> __device__ T operator()(T dy, T a, T b, T y) const { return f.grad_a(dy, a, b, y); }
+  template <class T> __device__ T operator()(T dy, T a, T b, T y) const {
+    using C = compute_t<T>;
+    return T(f.grad_a(C(dy), C(a), C(b), C(y)));
+  }
 };
 template <class F>
 struct GradB {
   F f;
-  template <class T> __device__ T operator()(T dy, T a, T b, T y) const { return f.grad_b(dy, a, b, y); }
+  template <class T> __device__ T operator()(T dy, T a, T b, T y) const {
+    using C = compute_t<T>;
+    return T(f.grad_b(C(dy), C(a), C(b), C(y)));
+  }
 };
 
 struct Select {
@@ -58,8 +70,8 @@ struct Select {
 
 template <class T>
 struct Scale {
-  T factor;
-  __device__ T operator()(T x) const { return x * factor; }
+  compute_t<T> factor;
+  __device__ T operator()(T x) const { return T(compute_t<T>(x) * factor); }
 };
 
 }  // namespace
@@ -75,7 +87,7 @@ void unary_forward(const char* op, const F& f, const Tensor& y, const Tensor& x)
 template <class F>
 void unary_backward(const char* op, const F& f, const Tensor& dx, const Tensor& dy, const Tensor& x,
                     const Tensor& y) {
-  visit_floating(x.dtype(), op, [&](auto tag) {
+  visit_floating_or_bfloat16(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     gpu_map<T, T, T, T>(op, dx, Backward<F>{f}, dy, x, y);
   });
@@ -92,7 +104,7 @@ void binary_forward(const char* op, const F& f, const Tensor& y, const Tensor& a
 template <class F>
 void binary_backward(const char* op, const F& f, Operand side, const Tensor& grad, const Tensor& dy,
                      const Tensor& a, const Tensor& b, const Tensor& y) {
-  visit_floating(y.dtype(), op, [&](auto tag) {
+  visit_floating_or_bfloat16(y.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     if (side == Operand::A) gpu_map<T, T, T, T, T>(op, grad, GradA<F>{f}, dy, a, b, y);
     else gpu_map<T, T, T, T, T>(op, grad, GradB<F>{f}, dy, a, b, y);
@@ -120,16 +132,16 @@ void where(const Tensor& y, const Tensor& cond, const Tensor& a, const Tensor& b
 }
 
 void add_(const Tensor& self, const Tensor& other) {
-  visit_numeric(self.dtype(), "add_", [&](auto tag) {
+  visit_numeric_or_bfloat16(self.dtype(), "add_", [&](auto tag) {
     using T = decltype(tag);
     gpu_map<T, T, T>("add_", self, Forward<math::Add>{}, self, other);
   });
 }
 
 void mul_(const Tensor& self, double factor) {
-  visit_numeric(self.dtype(), "mul_", [&](auto tag) {
+  visit_numeric_or_bfloat16(self.dtype(), "mul_", [&](auto tag) {
     using T = decltype(tag);
-    gpu_map<T, T>("mul_", self, Scale<T>{static_cast<T>(factor)}, self);
+    gpu_map<T, T>("mul_", self, Scale<T>{static_cast<compute_t<T>>(factor)}, self);
   });
 }
 

@@ -1,4 +1,5 @@
-// batched_gemm on the GPU through cuBLAS (cublasGemmStridedBatchedEx_64), on the context's stream.
+// batched_gemm on the GPU through cuBLAS (cublasGemmStridedBatchedEx_64), on the context's stream;
+// float32, float64, and bfloat16 with float32 accumulation.
 //
 // Row-major ↔ column-major. cuBLAS reads matrices column-major; Tapestry stores them row-major. A
 // row-major r × c matrix with row stride ld is, byte for byte, the column-major c × r matrix (its
@@ -62,14 +63,16 @@ void batched_gemm(const GemmBatch& g) {
     stride_c = ix.strides[ix.ndim - 1][2];
   }
 
-  visit_floating(g.out.dtype(), "matmul", [&](auto tag) {
+  visit_floating_or_bfloat16(g.out.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
-    constexpr bool single = std::is_same_v<T, float>;
-    const cudaDataType type = single ? CUDA_R_32F : CUDA_R_64F;
+    // bfloat16 operands and output, products accumulated in float32 (alpha and beta float32 too).
+    constexpr bool dbl = std::is_same_v<T, double>, half = std::is_same_v<T, bfloat16>;
+    using Scalar = std::conditional_t<dbl, double, float>;
+    const cudaDataType type = dbl ? CUDA_R_64F : half ? CUDA_R_16BF : CUDA_R_32F;
     const cublasComputeType_t compute =
-        !single ? CUBLAS_COMPUTE_64F
-                : ctx.float32_matmul() == Float32Matmul::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    const T alpha = 1, beta = static_cast<T>(g.beta);
+        dbl ? CUBLAS_COMPUTE_64F
+            : !half && ctx.float32_matmul() == Float32Matmul::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const Scalar alpha = 1, beta = static_cast<Scalar>(g.beta);
     const T* a = static_cast<const T*>(g.a.raw_data());
     const T* b = static_cast<const T*>(g.b.raw_data());
     T* c = static_cast<T*>(g.out.raw_data());

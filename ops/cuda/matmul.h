@@ -14,7 +14,7 @@ namespace tapestry::cuda {
 // with CblasRowMajor takes them): out is m × n with row stride ldc, op(a) m × k, op(b) k × n.
 struct GemmBatch {
   Shape batch;
-  Tensor a, b, out;  // a and b: float32 / float64 on out's device, out's dtype
+  Tensor a, b, out;  // a and b: float32 / float64 / bfloat16 on out's device, out's dtype
   Transpose trans_a = Transpose::No, trans_b = Transpose::No;
   int64_t m = 0, n = 0, k = 0;
   int64_t lda = 1, ldb = 1, ldc = 1;

@@ -153,6 +153,14 @@ void reduce_rows(const char* op, Reduction kind, const Tensor& x, int64_t rows, 
     });
     return;
   }
+  if (x.dtype() == DType::BFloat16) {  // sums only, accumulated in double as float32's
+    TP_CHECK(kind == Reduction::Sum, op, "has no bfloat16 kernel: convert the tensor with to(x, DType::Float32)");
+    if (rows == 0) return;
+    if (length == 0) return cuda::fill_(out, 0.0);
+    reduce_with<SumReducer<bfloat16>>(active_context(x.device()), static_cast<const bfloat16*>(x.raw_data()),
+                                      static_cast<bfloat16*>(out.raw_data()), rows, length);
+    return;
+  }
   visit_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     if (rows == 0) return;

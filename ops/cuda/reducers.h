@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/bfloat16.h"
 #include "core/macros.h"
 #include "ops/elementwise_math.h"
 
@@ -25,9 +26,9 @@ namespace tapestry::cuda {
 
 using math::is_nan;
 
-// The CPU's accumulator: float types sum in double, integers in int64.
+// The CPU's accumulator: floating types (bfloat16 too) sum in double, integers in int64.
 template <class T>
-using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+using SumAcc = std::conditional_t<std::is_floating_point_v<compute_t<T>>, double, int64_t>;
 
 template <class T>
 struct SumReducer {

@@ -1,0 +1,217 @@
+// bfloat16 (core/bfloat16.h) and autocast (ops/autocast.h): the conversion's rounding, exhaustively
+// where it can be; each bfloat16 op against the float32 op on the same values, rounded once (the CPU
+// computes bfloat16 in float32, so most agree to the bit); what autocast converts and what it leaves;
+// gradients reaching float32 weights; checkpoints; clear refusals.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+#include "ops/autocast.h"
+#include "tests/testing.h"
+
+using namespace tapestry;
+using namespace tapestry::testing;
+
+namespace {
+
+uint16_t bits_of(float value) { return bfloat16(value).bits; }
+
+float from_bits(uint32_t word) {
+  float value;
+  std::memcpy(&value, &word, sizeof value);
+  return value;
+}
+
+// float32 values of x rounded to bfloat16 (a bfloat16 tensor's values, exactly, as float32).
+Tensor rounded(const Tensor& x) { return to(to(to(x, DType::Float32), DType::BFloat16), DType::Float32); }
+
+// a and b hold the same float32 values bit for bit (NaN matching NaN).
+void check_same(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  const std::vector<float> x = to(a, DType::Float32).to_vector<float>(), y = to(b, DType::Float32).to_vector<float>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    INFO("element " << i << ": " << x[i] << " vs " << y[i]);
+    CHECK(std::memcmp(&x[i], &y[i], sizeof(float)) == 0);
+  }
+}
+
+// A bfloat16 tensor of `shape`, uniform in [lo, hi) before rounding.
+Tensor bf16_uniform(const Shape& shape, uint64_t seed, double lo = -2, double hi = 2) {
+  return to(uniform(shape, seed, lo, hi), DType::BFloat16);
+}
+
+}  // namespace
+
+TEST_CASE("bfloat16: rounds to nearest, ties to even; keeps infinities and NaN; widens exactly") {
+  CHECK(bits_of(1.0f) == 0x3f80);
+  CHECK(bits_of(-2.0f) == 0xc000);
+  CHECK(bits_of(-0.0f) == 0x8000);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: to the even one, 1. 1 + 3·2^-8: up to 1 + 2^-6.
+  CHECK(bits_of(1.0f + std::ldexp(1.0f, -8)) == 0x3f80);
+  CHECK(bits_of(1.0f + 3 * std::ldexp(1.0f, -8)) == 0x3f82);
+  CHECK(bits_of(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)) == 0x3f81);  // above halfway
+  CHECK(bits_of(1.0f + std::ldexp(1.0f, -8) - std::ldexp(1.0f, -20)) == 0x3f80);  // below
+  CHECK(bits_of(std::numeric_limits<float>::infinity()) == 0x7f80);
+  CHECK(bits_of(-std::numeric_limits<float>::infinity()) == 0xff80);
+  CHECK(bits_of(std::numeric_limits<float>::max()) == 0x7f80);  // past the largest finite bfloat16
+  CHECK(bits_of(from_bits(0x7f7f7fff)) == 0x7f7f);                // just below its rounding boundary
+  CHECK(bits_of(std::numeric_limits<float>::denorm_min()) == 0x0000);
+  CHECK(std::isnan(float(bfloat16(std::numeric_limits<float>::quiet_NaN()))));
+  CHECK(std::isnan(float(bfloat16(from_bits(0x7f800001)))));  // a signalling NaN whose payload rounding would lose
+  CHECK(std::isnan(float(bfloat16(from_bits(0xffffffff)))));  // and one that rounding would carry into the sign
+  CHECK(float(bfloat16(0.1)) == 0.10009765625f);  // from float64, through float32
+  CHECK(float(bfloat16(int64_t{257})) == 256.0f);  // 257 is a tie between 256 and 258: even
+  CHECK(float(bfloat16(int64_t{259})) == 260.0f);
+
+  // Every bfloat16 widens to a float32 that rounds back to itself (NaNs stay NaN).
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    const float wide = float(bfloat16::from_bits(static_cast<uint16_t>(b)));
+    if (std::isnan(wide)) {
+      CHECK(std::isnan(float(bfloat16(wide))));
+      continue;
+    }
+    INFO("bits " << b);
+    CHECK(bfloat16(wide).bits == b);
+  }
+  // Against round-to-nearest-even computed in float64 over a sweep of float32 bit patterns.
+  for (uint64_t w = 0; w < 0x100000000ull; w += 0x1003) {
+    const float f = from_bits(static_cast<uint32_t>(w));
+    if (!std::isfinite(f) || std::fabs(f) > 3.3e38f) continue;
+    const uint32_t low = static_cast<uint32_t>(w) & 0xffff0000u;
+    const double down = from_bits(low), up = from_bits(low + 0x10000u);
+    const double d_down = std::fabs(f - down), d_up = std::fabs(up - f);
+    const uint16_t even = (low >> 16) & 1 ? static_cast<uint16_t>((low >> 16) + 1) : static_cast<uint16_t>(low >> 16);
+    const uint16_t expected =
+        d_down < d_up ? static_cast<uint16_t>(low >> 16) : d_up < d_down ? static_cast<uint16_t>((low >> 16) + 1) : even;
+    INFO("float bits " << w);
+    CHECK(bits_of(f) == expected);
+  }
+}
+
+TEST_CASE("bfloat16 tensors: conversion both ways, printing, element size, checkpoints") {
+  const Tensor x = uniform({3, 5}, 1, -100, 100);
+  const Tensor b = to(x, DType::BFloat16);
+  CHECK(b.dtype() == DType::BFloat16);
+  CHECK(element_size(DType::BFloat16) == 2);
+  CHECK(is_floating(DType::BFloat16));
+  const std::vector<float> wide = to(x, DType::Float32).to_vector<float>(), narrow = b.to_vector<float>();
+  for (size_t i = 0; i < wide.size(); ++i) CHECK(narrow[i] == float(bfloat16(wide[i])));
+  check_same(to(to(b, DType::Float32), DType::BFloat16), b);  // float32 holds every bfloat16
+  CHECK(to(b, DType::Int64).to_vector<int64_t>()[0] == static_cast<int64_t>(narrow[0]));  // truncates, as float32
+  std::ostringstream printed;
+  printed << full({2}, 1.5, {DType::BFloat16});
+  CHECK(printed.str().find("bfloat16") != std::string::npos);
+  CHECK(printed.str().find("1.5") != std::string::npos);
+
+  TempDir dir;
+  Checkpoint ckpt;
+  ckpt.tensors["b"] = b;
+  save_checkpoint(dir.file("b.ckpt"), ckpt);
+  const Checkpoint loaded = load_checkpoint(dir.file("b.ckpt"));
+  REQUIRE(loaded.tensors.at("b").dtype() == DType::BFloat16);
+  check_same(loaded.tensors.at("b"), b);
+}
+
+TEST_CASE("bfloat16 ops compute in float32 and round once: the float32 op's result, rounded") {
+  const Tensor x = bf16_uniform({4, 7}, 2), y = bf16_uniform({7}, 3, 0.5, 3);
+  const Tensor x32 = to(x, DType::Float32), y32 = to(y, DType::Float32);
+  // Forward: exactly the float32 op on the same values, rounded.
+  check_same(exp(x), rounded(exp(x32)));
+  check_same(tanh(x), rounded(tanh(x32)));
+  check_same(gelu(x), rounded(gelu(x32)));
+  check_same(relu(x), rounded(relu(x32)));
+  check_same(log(y), rounded(log(y32)));
+  check_same(add(x, y), rounded(add(x32, y32)));  // broadcasting
+  check_same(mul(x, y), rounded(mul(x32, y32)));
+  check_same(div(x, y), rounded(div(x32, y32)));
+  check_same(maximum(x, y), rounded(maximum(x32, y32)));
+  check_same(x * 3.0, rounded(x32 * 3.0));
+  check_same(where(gt(x, zeros({}, x.options())), x, y), rounded(where(gt(x32, zeros({}, x32.options())), x32, y32)));
+  // sum accumulates in float64 as float32's does; one rounding at the end.
+  check_same(sum(x, {1}), rounded(sum(x32, {1})));
+  check_same(sum(x), rounded(sum(x32)));
+  // matmul: the float32 product of the same values, rounded (the CPU's bfloat16 GEMM).
+  const Tensor a = bf16_uniform({2, 5, 9}, 4), m = bf16_uniform({9, 6}, 5);
+  check_same(matmul(a, m), rounded(matmul(to(a, DType::Float32), to(m, DType::Float32))));
+  check_same(matmul(transpose(a, 1, 2), bf16_uniform({5, 3}, 6)),
+             rounded(matmul(transpose(to(a, DType::Float32), 1, 2), to(bf16_uniform({5, 3}, 6), DType::Float32))));
+  // dropout: the float32 mask, the scaling in float32, one rounding.
+  Generator g1(7), g2(7);
+  check_same(dropout(x, 0.3, g1, Mode::Train), rounded(dropout(x32, 0.3, g2, Mode::Train)));
+}
+
+TEST_CASE("bfloat16 gradients: within a few roundings of the float32 gradient at the same values") {
+  // Each bfloat16 op rounds its result (at most 2^-9 relative), and the tape adds the gradients of
+  // the branches in bfloat16, so a gradient whose terms cancel keeps the error of its largest term:
+  // the bound is relative to the gradient's largest magnitude, 2^-6 · max |g32| (four roundings of
+  // its largest terms), per tensor.
+  const auto check_gradient = [](const Tensor& g16, const Tensor& g32) {
+    CHECK(g16.dtype() == DType::BFloat16);
+    const double scale = max(abs(g32)).item<double>();
+    check_close(to(g16, DType::Float32), g32, std::ldexp(scale, -6), 0);
+  };
+  const Tensor x = bf16_uniform({3, 6}, 8), w = bf16_uniform({6, 4}, 9);
+  for (const auto& f : std::vector<std::function<Tensor(const Tensor&, const Tensor&)>>{
+           [](const Tensor& p, const Tensor& q) { return sum(mul(exp(p), p)) + sum(matmul(p, q)); },
+           [](const Tensor& p, const Tensor& q) { return sum(tanh(matmul(p, q))); },
+           [](const Tensor& p, const Tensor& q) { return sum(gelu(p) / (relu(p) + 1.0)) + sum(q * q); }}) {
+    Tensor p16 = x.detach(), q16 = w.detach();
+    Tensor p32 = to(x, DType::Float32).detach(), q32 = to(w, DType::Float32).detach();
+    for (Tensor* t : {&p16, &q16, &p32, &q32}) t->set_requires_grad(true);
+    f(p16, q16).backward();
+    f(p32, q32).backward();
+    check_gradient(p16.grad(), p32.grad());
+    check_gradient(q16.grad(), q32.grad());
+  }
+}
+
+TEST_CASE("autocast: matmul and linear in bfloat16, softmax, norms and losses in float32, mixed operands widen") {
+  const Tensor x = uniform({3, 4, 6}, 10).detach();
+  Tensor w = to(uniform({5, 6}, 11), DType::Float32).detach(), bias = to(uniform({5}, 12), DType::Float32).detach();
+  w.set_requires_grad(true);
+  bias.set_requires_grad(true);
+  const Tensor x32 = to(x, DType::Float32);
+  Tensor y;
+  {
+    const AutocastScope autocast;
+    CHECK(autocast_enabled());
+    y = linear(x32, w, bias);
+    CHECK(y.dtype() == DType::BFloat16);
+    // The same as linear on the operands rounded, outside autocast.
+    check_same(y, linear(to(x32, DType::BFloat16), to(w, DType::BFloat16), to(bias, DType::BFloat16)));
+    CHECK(softmax(y).dtype() == DType::Float32);
+    CHECK(layer_norm(y).dtype() == DType::Float32);
+    CHECK(log_softmax(y).dtype() == DType::Float32);
+    CHECK(add(y, slice(x32, 2, 0, 5)).dtype() == DType::Float32);  // float32 + bfloat16: float32
+    CHECK(add(y, y).dtype() == DType::BFloat16);
+    CHECK(matmul(x32, transpose(w, 0, 1)).dtype() == DType::BFloat16);
+    CHECK(to(x, DType::Float64).dtype() == DType::Float64);
+    CHECK(matmul(x, transpose(to(w, DType::Float64), 0, 1)).dtype() == DType::Float64);  // float64 stays
+    const Tensor targets = from_vector<int64_t>({0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1}, {12});
+    const Tensor loss = cross_entropy(reshape(y, {12, 5}), targets);
+    CHECK(loss.dtype() == DType::Float32);
+    loss.backward();
+  }
+  CHECK_FALSE(autocast_enabled());
+  // The gradients reach the float32 weights as float32, close to the float32 run's.
+  REQUIRE(w.grad().defined());
+  CHECK(w.grad().dtype() == DType::Float32);
+  CHECK(bias.grad().dtype() == DType::Float32);
+  const Tensor g16 = w.grad(), b16 = bias.grad();
+  w.zero_grad();
+  bias.zero_grad();
+  const Tensor targets = from_vector<int64_t>({0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1}, {12});
+  cross_entropy(reshape(linear(x32, w, bias), {12, 5}), targets).backward();
+  check_close(g16, w.grad(), 0.02, 0.02);  // inputs rounded to 8 bits: errors of ~2^-8 per product
+  check_close(b16, bias.grad(), 0.02, 0.02);
+}
+
+TEST_CASE("bfloat16: ops without a bfloat16 kernel, and mixed dtypes outside autocast, are refused clearly") {
+  const Tensor b = bf16_uniform({2, 3}, 13);
+  check_error([&] { softmax(b); }, {"softmax", "no bfloat16 kernel", "to(x, DType::Float32)"});
+  check_error([&] { layer_norm(b); }, {"layer_norm", "no bfloat16 kernel"});
+  check_error([&] { max(b); }, {"max", "no bfloat16 kernel"});
+  check_error([&] { add(b, to(b, DType::Float32)); }, {"add", "bfloat16", "float32"});
+  check_error([&] { matmul(b, transpose(to(b, DType::Float32), 0, 1)); }, {"matmul", "bfloat16", "float32"});
+}
