@@ -79,6 +79,8 @@ void gemm_in_float32(const Shape& batch, const Tensor& a, Transpose ta, const Te
 void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Tensor& b_in, Transpose tb,
                   const Tensor& out, double beta) {
   check_same_device("matmul", {&a_in, &b_in, &out});
+  if (out.dtype() == DType::BFloat16 && out.device().is_cpu())  // (the float32 product counts the FLOPs)
+    return gemm_in_float32(batch, a_in, ta, b_in, tb, out, beta);
   Layout la = layout_of(a_in), lb = layout_of(b_in);
   Tensor a = la.usable ? a_in : contiguous(a_in.detach());
   Tensor b = lb.usable ? b_in : contiguous(b_in.detach());
@@ -114,7 +116,6 @@ void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Te
     cuda::batched_gemm({batch, a, b, out, flag_a, flag_b, m, n, k, la.ld, lb.ld, lc.ld, sa, sb, sc, beta});
   };
   if (!on_cuda("matmul", out, on_gpu)) {
-    if (out.dtype() == DType::BFloat16) return gemm_in_float32(batch, a, ta, b, tb, out, beta);
     visit_floating(out.dtype(), "matmul", [&](auto tag) {
       using T = decltype(tag);
       const T* pa = static_cast<const T*>(a.raw_data());
