@@ -234,6 +234,8 @@ TEST_CASE("translate: every kind with a causal form trains as the decoder; a clu
     CHECK(r.steps == 4);
     CHECK(std::isfinite(r.metric("loss")));
     CHECK(std::isfinite(r.metric("bleu")));
+    o.train.precision = "bf16";  // and in mixed precision (docs/MIXED-PRECISION.md)
+    CHECK(std::isfinite(app::run_translate(o).metric("loss")));
   }
   // Through the command line: a local and a causal improved-clustered decoder train and decode.
   for (const std::string decoder : {"local:window=4", "improved-clustered:clusters=2,topk=3"}) {

@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "ops/autocast.h"
 #include "ops/common.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"
@@ -166,6 +167,11 @@ ClusteringLosses losses_from_name(const std::string& name, const std::string& op
 
 NeuralClustering neural_clustering(const Tensor& x, const Tensor& centroids, const Tensor& w_c,
                                    const Tensor& lengths, ClusteringLosses losses) {
+  if (autocast_enabled()) {  // in float32 under autocast, products included (docs/MIXED-PRECISION.md)
+    const Tensor x32 = autocast_float32(x), centroids32 = autocast_float32(centroids);
+    const AutocastScope off(false);
+    return neural_clustering(x32, centroids32, w_c, lengths, losses);
+  }
   check_clustering_inputs(kClusterOp, x, centroids);
   if (w_c.defined()) check_matrix(kClusterOp, "w_c", w_c, x.size(2), x.size(2), x);
   const Tensor keep = valid_positions(lengths, x.size(0), x.size(1), x.device(), kClusterOp);  // (B, N) bool
@@ -175,6 +181,11 @@ NeuralClustering neural_clustering(const Tensor& x, const Tensor& centroids, con
 NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Tensor& centroids,
                                                    const NeuralClusteringWeights& w, int64_t heads,
                                                    const Tensor& lengths, Causal causal, ClusteringLosses losses) {
+  if (autocast_enabled()) {  // in float32 under autocast, products included (docs/MIXED-PRECISION.md)
+    const Tensor x32 = autocast_float32(x_in), centroids32 = autocast_float32(centroids);
+    const AutocastScope off(false);
+    return neural_clustering_attention(x32, centroids32, w, heads, lengths, causal, losses);
+  }
   check_inputs(x_in, centroids, w, heads);
   const int64_t B = x_in.size(0), N = x_in.size(1), D = x_in.size(2), C = centroids.size(-2);
   const int64_t E = w.w_q.size(1) / heads, M = w.w_v.size(1) / heads;
