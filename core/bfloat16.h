@@ -18,18 +18,23 @@
 
 namespace tapestry {
 
+/// A bfloat16 value: its 16 bits, converted from and to float32 as above.
 struct bfloat16 {
-  uint16_t bits = 0;
+  uint16_t bits = 0;  ///< sign, exponent, mantissa: the float32's top half
 
   bfloat16() = default;
+  /// `value` rounded to nearest, ties to even.
   TP_HOST_DEVICE explicit bfloat16(float value) : bits(round(value)) {}
+  /// `value` through float32 (two roundings).
   TP_HOST_DEVICE explicit bfloat16(double value) : bfloat16(static_cast<float>(value)) {}
+  /// `value` through float32.
   template <class I, std::enable_if_t<std::is_integral_v<I>, int> = 0>
   TP_HOST_DEVICE explicit bfloat16(I value) : bfloat16(static_cast<float>(value)) {}
 
   /// The float32 with the same value (exact).
   TP_HOST_DEVICE operator float() const { return bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
 
+  /// The bfloat16 whose bits are `bits`.
   TP_HOST_DEVICE static bfloat16 from_bits(uint16_t bits) {
     bfloat16 b;
     b.bits = bits;
@@ -59,8 +64,14 @@ struct bfloat16 {
 static_assert(sizeof(bfloat16) == 2, "bfloat16 is stored in two bytes");
 
 /// The type a kernel computes in for elements of type T: T itself, float for bfloat16.
-template <class T> struct compute_type { using type = T; };
-template <> struct compute_type<bfloat16> { using type = float; };
+template <class T> struct compute_type {
+  using type = T;  ///< T
+};
+/// bfloat16 computes in float32.
+template <> struct compute_type<bfloat16> {
+  using type = float;  ///< float32
+};
+/// compute_type<T>::type.
 template <class T> using compute_t = typename compute_type<T>::type;
 
 }  // namespace tapestry

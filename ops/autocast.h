@@ -33,8 +33,9 @@ bool autocast_enabled();
 /// restores the previous setting after.
 class AutocastScope {
  public:
+  /// Autocast on (or off, with `enabled` false) until the scope ends.
   explicit AutocastScope(bool enabled = true);
-  ~AutocastScope();
+  ~AutocastScope();  ///< restores the previous setting
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
 

@@ -14,14 +14,22 @@ def settings(args, sizes):
     """The run's settings: the flags, or, with --like, those of a Tapestry benchmark JSON file.
     `sizes` names the list of sizes ("lengths" or "copy_lengths")."""
     config = {"device": args.device, sizes: getattr(args, sizes), "batch": args.batch,
-              "repeats": args.repeats, "warmup": args.warmup, "threads": args.threads}
+              "repeats": args.repeats, "warmup": args.warmup, "threads": args.threads,
+              "precision": getattr(args, "precision", "float32")}
     if args.like:
         with open(args.like) as f:
             doc = json.load(f)
         config.update(device=doc["device"], threads=doc["threads"], batch=doc["config"]["batch"],
-                      repeats=doc["config"]["repeats"], warmup=doc["config"]["warmup"])
+                      repeats=doc["config"]["repeats"], warmup=doc["config"]["warmup"],
+                      precision=doc["config"].get("precision", "float32"))
         config[sizes] = doc["config"][sizes]
     return config
+
+
+def autocast(device, precision):
+    """The forward pass's precision: torch.autocast to bfloat16 for "bf16" (as `--precision bf16` puts
+    Tapestry's forward under its autocast), nothing for "float32"."""
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
 def synchronize(device):

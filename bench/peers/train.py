@@ -17,7 +17,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from common import failure_status, independent_layers, settings, sinusoids, time_runs
+from common import autocast, failure_status, independent_layers, settings, sinusoids, time_runs
 
 VOCABULARY, SEPARATOR, MASK, SYMBOLS = 12, 0, 11, 10
 D_MODEL, HEADS, D_FF, LAYERS, DROPOUT, LR = 192, 6, 768, 4, 0.1, 1e-3
@@ -65,7 +65,8 @@ def measure(length, config, device):
     def step():
         nonlocal loss
         optimizer.zero_grad(set_to_none=True)
-        loss = model.loss(source, target)
+        with autocast(device, config["precision"]):
+            loss = model.loss(source, target)
         loss.backward()
         optimizer.step()
 
@@ -84,6 +85,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
+    parser.add_argument("--precision", choices=["float32", "bf16"], default="float32",
+                        help="bf16: the forward pass under torch.autocast to bfloat16")
     parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args()
     config = settings(args, "copy_lengths")
@@ -103,7 +106,7 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"benchmark": "train", "framework": "pytorch", "version": torch.__version__,
                        "device": config["device"], "threads": torch.get_num_threads(),
-                       "config": {k: config[k] for k in ("copy_lengths", "batch", "repeats", "warmup")}
+                       "config": {k: config[k] for k in ("copy_lengths", "batch", "repeats", "warmup", "precision")}
                        | {"vocabulary": VOCABULARY, "d_model": D_MODEL, "heads": HEADS, "d_ff": D_FF,
                           "layers": LAYERS, "dropout": DROPOUT, "optimizer": "RAdam", "lr": LR},
                        "rows": rows}, f, indent=2)

@@ -25,7 +25,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from common import failure_status, independent_layers, sinusoids, time_runs
+from common import autocast, failure_status, independent_layers, sinusoids, time_runs
 
 FIRST_PIECE = 4  # ids 0-3: padding, unknown, bos, eos
 
@@ -92,9 +92,10 @@ def measure(c, device):
     def step():
         nonlocal loss
         optimizer.zero_grad(set_to_none=True)
-        logits = model(source, target_in)
-        loss = F.cross_entropy(logits.reshape(-1, v), target_out.reshape(-1), ignore_index=0,
-                               label_smoothing=c["label_smoothing"])
+        with autocast(device, c.get("precision", "float32")):
+            logits = model(source, target_in)
+            loss = F.cross_entropy(logits.reshape(-1, v), target_out.reshape(-1), ignore_index=0,
+                                   label_smoothing=c["label_smoothing"])
         loss.backward()
         optimizer.step()
 
