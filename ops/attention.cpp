@@ -17,6 +17,7 @@
 #include "ops/common.h"
 #include "ops/cuda/attention.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
 #include "ops/fast_exp.h"
 #include "ops/shape.h"
 
@@ -202,6 +203,39 @@ Tensor checked_lengths(const char* op, const Tensor& lengths, const Shape4& s, D
   return contiguous(to(to(lengths, device), DType::Int64));
 }
 
+// The kernels on their device: out and lse from q, k, v (all one floating dtype, contiguous).
+void forward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lengths,
+             const Tensor& out, const Tensor& lse) {
+  if (numel(out.shape()) + numel(lse.shape()) == 0) return;
+  const auto launch = [&] { cuda::fused_attention_forward(s, q, k, v, lengths, out, lse); };
+  if (on_cuda("fused_attention", q, launch)) return;
+  visit_floating(q.dtype(), "fused_attention", [&](auto tag) {
+    using T = decltype(tag);
+    forward_cpu<T>(s, q.data<T>(), k.data<T>(), v.data<T>(), lengths.defined() ? lengths.data<int64_t>() : nullptr,
+                   out.data<T>(), lse.data<T>());
+  });
+}
+
+// dq, dk, dv from the forward's tensors and dout (one floating dtype, contiguous).
+void backward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lengths,
+              const Tensor& out, const Tensor& lse, const Tensor& dout, const Tensor& dq, const Tensor& dk,
+              const Tensor& dv) {
+  const auto launch = [&] { cuda::fused_attention_backward(s, q, k, v, lengths, out, lse, dout, dq, dk, dv); };
+  if (on_cuda("fused_attention", q, launch)) return;
+  visit_floating(q.dtype(), "fused_attention", [&](auto tag) {
+    using T = decltype(tag);
+    backward_cpu<T>(s, q.data<T>(), k.data<T>(), v.data<T>(), lengths.defined() ? lengths.data<int64_t>() : nullptr,
+                    out.data<T>(), lse.data<T>(), dout.data<T>(), dq.data<T>(), dk.data<T>(), dv.data<T>());
+  });
+}
+
+// A bfloat16 tensor as float32 (a copy, off the tape), any other as it is: bfloat16 attention runs the
+// float32 kernels on copies made for the one call, while what the tape keeps stays bfloat16.
+Tensor wide(const Tensor& t) {
+  NoGradGuard no_grad;
+  return t.dtype() == DType::BFloat16 ? to(t, DType::Float32) : t;
+}
+
 }  // namespace
 
 bool fused_attention_fits(const Tensor& q, const Tensor& v) {
@@ -209,7 +243,9 @@ bool fused_attention_fits(const Tensor& q, const Tensor& v) {
 }
 
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_lengths, bool causal) {
-  if (autocast_widens({&q, &k, &v})) return fused_attention(autocast_float32(q), autocast_float32(k), autocast_float32(v), key_lengths, causal);  // ops/autocast.h
+  // Under autocast (ops/autocast.h), bfloat16 beside float32 computes in float32; all bfloat16 stays so.
+  if ((q.dtype() != k.dtype() || q.dtype() != v.dtype()) && autocast_widens({&q, &k, &v}))
+    return fused_attention(autocast_float32(q), autocast_float32(k), autocast_float32(v), key_lengths, causal);
   const char* op = "fused_attention";
   check_same_device(op, {&q, &k, &v});
   check_floating(op, q);
@@ -230,39 +266,31 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   s.scale = 1.0 / std::sqrt(static_cast<double>(s.E));
   const Tensor lengths = checked_lengths(op, key_lengths, s, q.device());
   const Tensor qc = contiguous(q.detach()), kc = contiguous(k.detach()), vc = contiguous(v.detach());
+  // bfloat16: out rounded from the float32 kernel's (wide), lse kept in float32.
+  const DType compute = q.dtype() == DType::BFloat16 ? DType::Float32 : q.dtype();
   Tensor out = empty({s.B, s.H, s.N, s.M}, q.options());
-  Tensor lse = empty({s.B, s.H, s.N}, q.options());
-  const auto launch = [&] { cuda::fused_attention_forward(s, qc, kc, vc, lengths, out, lse); };
-  if (numel(out.shape()) + numel(lse.shape()) > 0 && !on_cuda(op, q, launch))
-    visit_floating(q.dtype(), op, [&](auto tag) {
-      using T = decltype(tag);
-      forward_cpu<T>(s, qc.data<T>(), kc.data<T>(), vc.data<T>(), lengths.defined() ? lengths.data<int64_t>() : nullptr,
-                     out.data<T>(), lse.data<T>());
-    });
+  const Tensor out_wide = compute == q.dtype() ? out : empty(out.shape(), {compute, q.device()});
+  const Tensor lse = empty({s.B, s.H, s.N}, {compute, q.device()});
+  forward(s, wide(qc), wide(kc), wide(vc), lengths, out_wide, lse);
+  if (out_wide.dtype() != out.dtype()) copy_(out, out_wide);
 
   // FLOPs of the products: Q Kᵀ and P V forward; backward recomputes Q Kᵀ and forms dV, dP, dK, dQ.
   // A causal mask skips about half of each.
   const double pairs = double(s.B) * double(s.H) * double(s.N) * double(s.S) * (causal ? 0.5 : 1.0);
   profile_flops(2 * pairs * double(s.E + s.M));
   record(op, {q, k, v}, {out},
-         [op, s, pairs, lengths, qs = Saved(qc), ks = Saved(kc), vs = Saved(vc), os = Saved(out), lse](
+         [s, pairs, lengths, qs = Saved(qc), ks = Saved(kc), vs = Saved(vc), os = Saved(out), lse](
              const std::vector<Tensor>& dy, Gradients& g) {
            profile_flops(2 * pairs * double(3 * s.E + 2 * s.M));
-           const Tensor &q = qs.get(), &k = ks.get(), &v = vs.get(), &out = os.get();
-           const Tensor dout = contiguous(dy[0]);
+           const Tensor q = wide(qs.get()), k = wide(ks.get()), v = wide(vs.get()), out = wide(os.get());
+           const Tensor dout = wide(contiguous(dy[0]));
            Tensor dq = empty(q.shape(), q.options()), dk = empty(k.shape(), k.options()),
                   dv = empty(v.shape(), v.options());
-           const auto launch = [&] { cuda::fused_attention_backward(s, q, k, v, lengths, out, lse, dout, dq, dk, dv); };
-           if (!on_cuda(op, q, launch))
-             visit_floating(q.dtype(), op, [&](auto tag) {
-               using T = decltype(tag);
-               backward_cpu<T>(s, q.data<T>(), k.data<T>(), v.data<T>(),
-                               lengths.defined() ? lengths.data<int64_t>() : nullptr, out.data<T>(), lse.data<T>(),
-                               dout.data<T>(), dq.data<T>(), dk.data<T>(), dv.data<T>());
-             });
-           if (g.needs(0)) g.accumulate(0, std::move(dq));
-           if (g.needs(1)) g.accumulate(1, std::move(dk));
-           if (g.needs(2)) g.accumulate(2, std::move(dv));
+           backward(s, q, k, v, lengths, out, lse, dout, dq, dk, dv);
+           const DType dtype = qs.get().dtype();  // bfloat16 gradients rounded from the float32 kernel's
+           if (g.needs(0)) g.accumulate(0, to(dq, dtype));
+           if (g.needs(1)) g.accumulate(1, to(dk, dtype));
+           if (g.needs(2)) g.accumulate(2, to(dv, dtype));
          });
   return out;
 }

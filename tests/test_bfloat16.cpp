@@ -166,6 +166,32 @@ TEST_CASE("bfloat16 gradients: within a few roundings of the float32 gradient at
   }
 }
 
+TEST_CASE("bfloat16 fused attention: the float32 kernel's output rounded; gradients close; bfloat16 under autocast") {
+  const Tensor q = bf16_uniform({2, 3, 37, 8}, 20), k = bf16_uniform({2, 3, 41, 8}, 21), v = bf16_uniform({2, 3, 41, 5}, 22);
+  const Tensor lengths = from_vector<int64_t>({41, 17}, {2});
+  const auto f32 = [](const Tensor& t) { return to(t, DType::Float32); };
+  check_same(fused_attention(q, k, v, lengths), rounded(fused_attention(f32(q), f32(k), f32(v), lengths)));
+  const Tensor qc = bf16_uniform({1, 2, 33, 8}, 23);
+  check_same(fused_attention(qc, qc, qc, {}, true), rounded(fused_attention(f32(qc), f32(qc), f32(qc), {}, true)));
+
+  std::vector<Tensor> half{q.detach(), k.detach(), v.detach()}, wide{f32(q).detach(), f32(k).detach(), f32(v).detach()};
+  for (Tensor& t : half) t.set_requires_grad(true);
+  for (Tensor& t : wide) t.set_requires_grad(true);
+  const Tensor dy = uniform({2, 3, 37, 5}, 24);
+  fused_attention(half[0], half[1], half[2], lengths).backward(to(dy, DType::BFloat16));
+  fused_attention(wide[0], wide[1], wide[2], lengths).backward(f32(to(dy, DType::BFloat16)));
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    REQUIRE(half[i].grad().dtype() == DType::BFloat16);
+    // The backward reads the rounded output (2^-9 relative) and rounds its result once.
+    const double scale = max(abs(wide[i].grad())).item<double>();
+    check_close(f32(half[i].grad()), wide[i].grad(), std::ldexp(scale, -6), 0);
+  }
+  const AutocastScope autocast;
+  CHECK(fused_attention(q, k, v).dtype() == DType::BFloat16);
+  CHECK(fused_attention(q, f32(k), v).dtype() == DType::Float32);  // mixed: float32
+}
+
 TEST_CASE("autocast: matmul and linear in bfloat16, softmax, norms and losses in float32, mixed operands widen") {
   const Tensor x = uniform({3, 4, 6}, 10).detach();
   Tensor w = to(uniform({5, 6}, 11), DType::Float32).detach(), bias = to(uniform({5}, 12), DType::Float32).detach();

@@ -1,6 +1,6 @@
 // bfloat16 on the GPU against the CPU: the conversions bit for bit, the elementwise ops, sums,
-// matmul through cuBLAS's bfloat16 GEMM, dropout, and a linear layer under autocast (ops/autocast.h),
-// values and gradients.
+// matmul through cuBLAS's bfloat16 GEMM, dropout, fused attention, and a linear layer under
+// autocast (ops/autocast.h), values and gradients.
 #include <cmath>
 #include <cstdint>
 
@@ -60,6 +60,21 @@ TEST_CASE("bfloat16: elementwise ops, sums, dropout and matmul agree with the CP
     const Tensor x = bf16_input({s[0], s[1], s[2]}, ++seed), w = bf16_input({s[2], s[1]}, ++seed);
     check_parity([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); }, {x, w}, kBackward);
     check_parity([](const std::vector<Tensor>& in) { return matmul(transpose(in[0], 1, 2), in[0]); }, {x}, kBackward);
+  }
+}
+
+TEST_CASE("bfloat16: fused attention (the float32 kernels on widened copies) agrees with the CPU") {
+  uint64_t seed = 200;
+  for (bool causal : {false, true}) {
+    INFO("causal " << causal);
+    const Tensor q = bf16_input({2, 3, 70, 32}, ++seed), k = bf16_input({2, 3, 70, 32}, ++seed),
+                 v = bf16_input({2, 3, 70, 16}, ++seed);
+    const Tensor lengths = from_vector<int64_t>({70, 33}, {2});
+    check_parity(
+        [&](const std::vector<Tensor>& in) {
+          return fused_attention(in[0], in[1], in[2], causal ? Tensor() : to(lengths, in[0].device()), causal);
+        },
+        {q, k, v}, kBackward);
   }
 }
 
