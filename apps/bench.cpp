@@ -60,7 +60,7 @@ void add_common_options(CLI::App& command, CommonOptions& options) {
                    "float32 matmuls on the GPU in TensorFloat-32 (Ampere and later); off: IEEE float32");
   command.add_option("--precision", options.precision,
                      "float32, or bf16: the training steps' forward passes under autocast to bfloat16 "
-                     "(docs/MIXED-PRECISION.md; bench train and bench translate)")
+                     "(docs/MIXED-PRECISION.md; bench attention, train and translate)")
       ->check(CLI::IsMember({"float32", "bf16"}))
       ->capture_default_str();
   command.add_option("--profile", options.profile.table,

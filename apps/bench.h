@@ -48,7 +48,7 @@ struct CommonOptions {
   uint64_t seed = 0;
   std::string json;  // where to write the JSON document; empty: none
   bool tf32 = false;  // --tf32: float32 matmuls on the GPU in TensorFloat-32 (train::Float32MatmulScope)
-  std::string precision = "float32";  // --precision bf16: the training steps' forward under autocast (ops/autocast.h)
+  std::string precision = "float32";  // --precision bf16: forward passes under autocast (ops/autocast.h)
   // --profile, --profile-json, --profile-trace: the timed runs profiled (train::make_profiler makes
   // the profiler, null without them; train::write_profile writes it at the end).
   train::ProfileOutputs profile;

@@ -83,8 +83,10 @@ class AttentionLayer {
     for (const Tensor& p : parameters_) p.zero_grad();
   }
 
-  void forward_backward() {
+  // The forward under autocast to bfloat16 with `in_bf16` (--precision bf16, ops/autocast.h).
+  void forward_backward(bool in_bf16) {
     Tensor loss;
+    const AutocastScope autocast(in_bf16);
     if (clusterformer_) {
       const nn::ClusterFormerOutput out = clusterformer_->forward(x_, centroids_, Tensor(), attention::Causal::No, gen_);
       // Appendix C, eq. 17: the clustering and sorting losses train W_C and the centroids.
@@ -92,6 +94,7 @@ class AttentionLayer {
     } else {
       loss = sum(transformer_->forward(x_, Tensor(), gen_) * projection_);
     }
+    const AutocastScope off(false);  // (the backward needs no scope: the casts are on the tape)
     loss.backward();
   }
 
@@ -130,7 +133,7 @@ nlohmann::json measure(const std::string& type, int64_t n, const AttentionOption
     const Timing timing = time_runs(
         device, o.common.warmup, o.common.repeats,
         [&] {
-          layer.forward_backward();
+          layer.forward_backward(bf16(o.common));
           peak = std::max(peak, allocator.stats().peak);
         },
         [&] {
@@ -218,6 +221,7 @@ int run(const AttentionOptions& options) {
                                    {"repeats", options.common.repeats},
                                    {"warmup", options.common.warmup},
                                    {"seed", options.common.seed},
+                                   {"precision", options.common.precision},
                                    {"loss", "sum(output * P), P fixed N(0, 1); eval mode (no dropout), gradients on"},
                                    {"memory", "allocator peak during one forward + backward, parameters and input included"}};
     write_json(options.common.json, document("attention", device, config, rows));
