@@ -7,6 +7,7 @@
 #include "ops/cuda/embedding.h"
 #include "ops/cuda/index_scan.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -47,7 +48,7 @@ Tensor embedding_forward(const Tensor& table, const Tensor& indices) {
   shape.push_back(D);
   Tensor out = empty(shape, table.options());
   if (on_cuda("embedding", table, [&] { cuda::embedding_forward(tab, idx, out); })) return out;
-  visit_floating(table.dtype(), "embedding", [&](auto tag) {
+  visit_floating_or_bfloat16(table.dtype(), "embedding", [&](auto tag) {  // rows copied bit for bit
     using T = decltype(tag);
     visit_index(idx.dtype(), "embedding", [&](auto index_tag) {
       using I = decltype(index_tag);
@@ -64,6 +65,13 @@ Tensor embedding_forward(const Tensor& table, const Tensor& indices) {
 // dtable[indices[n]] += dy[n] for n with indices[n] ≠ padding_idx, into `dtable` in place. Tasks own
 // column blocks, so repeated indices need no atomics and every sum runs in index order.
 void embedding_backward(const Tensor& dy_in, const Tensor& indices, int64_t padding_idx, const Tensor& dtable) {
+  if (dtable.dtype() == DType::BFloat16) {  // added in float32 on both devices, rounded once
+    NoGradGuard no_grad;
+    const Tensor dtable32 = to(dtable, DType::Float32);
+    embedding_backward(to(dy_in, DType::Float32), indices, padding_idx, dtable32);
+    copy_(dtable, dtable32);
+    return;
+  }
   const Tensor dy = contiguous(dy_in);
   TP_CHECK(dtable.is_contiguous(), "embedding", "internal error: the gradient buffer is not contiguous");
   if (!on_cuda("embedding", dy_in, [&] { cuda::embedding_backward(dy, indices, padding_idx, dtable); })) {

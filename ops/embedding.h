@@ -11,7 +11,8 @@ namespace tapestry {
 /// all before it computes or writes anything. padding_idx ∈ [0, V) names a row whose lookups return
 /// it as usual but which never receives a gradient; −1 means none.
 /// Gradient: dtable[v] += Σ over positions i with indices[i] = v (v ≠ padding_idx) of dy[i]
-/// (an index-add; repeated indices sum).
+/// (an index-add; repeated indices sum). A bfloat16 table's rows are copied bit for bit and its
+/// gradient is added in float32 and rounded once.
 Tensor embedding(const Tensor& table, const Tensor& indices, int64_t padding_idx = -1);
 
 }  // namespace tapestry

@@ -136,6 +136,18 @@ TEST_CASE("bfloat16 ops compute in float32 and round once: the float32 op's resu
   check_same(matmul(a, m), rounded(matmul(to(a, DType::Float32), to(m, DType::Float32))));
   check_same(matmul(transpose(a, 1, 2), bf16_uniform({5, 3}, 6)),
              rounded(matmul(transpose(to(a, DType::Float32), 1, 2), to(bf16_uniform({5, 3}, 6), DType::Float32))));
+  // embedding: rows copied; the gradient added in float32 and rounded once (repeated indices).
+  const Tensor table = bf16_uniform({6, 5}, 30), ids = from_vector<int64_t>({3, 0, 3, 5, 3}, {5});
+  Tensor t16 = table.detach(), t32 = to(table, DType::Float32).detach();
+  t16.set_requires_grad(true);
+  t32.set_requires_grad(true);
+  const Tensor seed = bf16_uniform({5, 5}, 31);
+  const Tensor e16 = embedding(t16, ids), e32 = embedding(t32, ids);
+  check_same(e16, rounded(e32));
+  e16.backward(seed);
+  e32.backward(to(seed, DType::Float32));
+  CHECK(t16.grad().dtype() == DType::BFloat16);
+  check_same(t16.grad(), rounded(t32.grad()));
   // dropout: the float32 mask, the scaling in float32, one rounding.
   Generator g1(7), g2(7);
   check_same(dropout(x, 0.3, g1, Mode::Train), rounded(dropout(x32, 0.3, g2, Mode::Train)));

@@ -63,7 +63,7 @@ int key_bits(int64_t V) {
 }  // namespace
 
 void embedding_forward(const Tensor& table, const Tensor& indices, const Tensor& out) {
-  visit_floating(table.dtype(), "embedding", [&](auto tag) {
+  visit_floating_or_bfloat16(table.dtype(), "embedding", [&](auto tag) {
     using T = decltype(tag);
     visit_index(indices.dtype(), "embedding", [&](auto index_tag) {
       using I = decltype(index_tag);

@@ -1,6 +1,6 @@
 // bfloat16 on the GPU against the CPU: the conversions bit for bit, the elementwise ops, sums,
-// matmul through cuBLAS's bfloat16 GEMM, dropout, fused attention, and a linear layer under
-// autocast (ops/autocast.h), values and gradients.
+// embedding, matmul through cuBLAS's bfloat16 GEMM, dropout, fused attention, and a linear layer
+// under autocast (ops/autocast.h), values and gradients.
 #include <cmath>
 #include <cstdint>
 
@@ -38,7 +38,7 @@ TEST_CASE("bfloat16: conversions from and to float32 and float64 are the CPU's b
   expect_bitwise(to(to(specials, dut()), DType::BFloat16), to(specials, DType::BFloat16));
 }
 
-TEST_CASE("bfloat16: elementwise ops, sums, dropout and matmul agree with the CPU's bfloat16") {
+TEST_CASE("bfloat16: elementwise ops, sums, dropout, embedding and matmul agree with the CPU's bfloat16") {
   uint64_t seed = 100;
   for (int64_t n : parity_sizes()) {
     INFO("size " << n);
@@ -55,6 +55,11 @@ TEST_CASE("bfloat16: elementwise ops, sums, dropout and matmul agree with the CP
         },
         {a}, kExact);
   }
+  check_parity(
+      [](const std::vector<Tensor>& in) {
+        return embedding(in[0], to(from_vector<int64_t>({3, 0, 3, 5, 3, 1}, {2, 3}), in[0].device()));
+      },
+      {bf16_input({6, 40}, ++seed)}, kForward);
   for (const Shape& s : {Shape{5, 7, 9}, Shape{2, 33, 64}, Shape{1, 130, 257}}) {
     INFO("matmul " << to_string(s));
     const Tensor x = bf16_input({s[0], s[1], s[2]}, ++seed), w = bf16_input({s[2], s[1]}, ++seed);
