@@ -4,17 +4,19 @@
 ///   - matmul and linear compute in bfloat16 with float32 accumulation: their float32 operands are
 ///     converted first (by `to`, so gradients flow back to the float32 tensors, the master weights);
 ///   - the ops that need float32's precision — softmax, log_softmax, logsumexp, layer norm, the
-///     losses, fused attention and the clustering ops — convert bfloat16 inputs to float32 and give
-///     float32 results;
-///   - an elementwise op on a float32 and a bfloat16 operand computes in float32 (the wider type);
-///   - every other op keeps its input's dtype (shape ops, dropout, activations, embedding).
+///     losses, max / min, sorting and the clustering ops — convert bfloat16 inputs to float32 and
+///     give float32 results;
+///   - an elementwise op (or fused attention) on float32 and bfloat16 operands computes in float32
+///     (the wider type);
+///   - every other op keeps its input's dtype (shape ops, dropout, activations, embedding, fused
+///     attention of bfloat16 q, k and v).
 /// Parameters and optimizer state stay float32, and nothing else changes outside a scope: there an op
 /// given bfloat16 operands of mixed dtypes refuses them, as for any two dtypes.
 ///
 /// No loss scaling: bfloat16 has float32's exponent range, so gradients that float32 represents do
 /// not underflow in bfloat16 (float16's 5-bit exponent is why float16 needs scaling).
 ///
-///   AutocastScope autocast;           // or AutocastScope autocast(options.bf16);
+///   AutocastScope autocast;           // or AutocastScope autocast(precision == "bf16");
 ///   Tensor loss = model.forward(batch);
 ///   loss.backward();                  // (backward outside the scope is the same: casts are on the tape)
 #pragma once
