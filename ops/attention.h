@@ -16,8 +16,8 @@ namespace tapestry {
 
 /// q (B, H, N, E), k (B, H, S, E), v (B, H, S, M) -> (B, H, N, M); float32, float64 or bfloat16
 /// (the float32 kernels on float32 copies made for the call, the output and gradients rounded; the
-/// tensors kept for the backward stay bfloat16), one dtype and one device. The same function as the composition matmul(softmax(q Kᵀ / √E, keep), v) of
-/// nn/attention/full.h, where `keep` hides:
+/// tensors kept for the backward stay bfloat16), one dtype and one device. The same function as the
+/// composition matmul(softmax(q Kᵀ / √E, keep), v) of nn/attention/full.h, where `keep` hides:
 ///   - with key_lengths ((B,) int64 or int32, or undefined: none), the keys j ≥ key_lengths[b];
 ///   - with causal (which needs N = S), the keys j > i of query i.
 /// A query that sees no key gives zeros and passes no gradient (as softmax's fully masked row).

@@ -1,5 +1,7 @@
 #include "ops/autocast.h"
 
+#include "core/autograd.h"
+#include "ops/elementwise.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -34,6 +36,16 @@ std::pair<Tensor, Tensor> autocast_promote(const Tensor& a, const Tensor& b) {
   if (mixed(a.dtype(), b.dtype())) return {to(a, DType::Float32), b};
   if (mixed(b.dtype(), a.dtype())) return {a, to(b, DType::Float32)};
   return {a, b};
+}
+
+bool add_in_float32(const Tensor& y, const Tensor& src,
+                    const std::function<void(const Tensor& y32, const Tensor& src32)>& add) {
+  if (y.dtype() != DType::BFloat16) return false;
+  NoGradGuard no_grad;
+  const Tensor y32 = to(y, DType::Float32);
+  add(y32, to(src, DType::Float32));
+  copy_(y, y32);
+  return true;
 }
 
 }  // namespace tapestry

@@ -21,6 +21,7 @@
 ///   loss.backward();                  // (backward outside the scope is the same: casts are on the tape)
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <utility>
 
@@ -57,5 +58,12 @@ bool autocast_widens(std::initializer_list<const Tensor*> inputs);
 /// For binary elementwise ops: under autocast, a float32 and a bfloat16 operand both as float32;
 /// the operands themselves otherwise.
 std::pair<Tensor, Tensor> autocast_promote(const Tensor& a, const Tensor& b);
+
+/// For a kernel with no bfloat16 form that adds `src` into `y` (index_add, scatter_add, embedding's
+/// backward): with y bfloat16, runs `add(y32, src32)` on float32 copies of y and src and rounds the
+/// sums back into y once, rather than at every term. Returns whether it did (false, doing nothing,
+/// for any other dtype of y).
+bool add_in_float32(const Tensor& y, const Tensor& src,
+                    const std::function<void(const Tensor& y32, const Tensor& src32)>& add);
 
 }  // namespace tapestry

@@ -149,7 +149,8 @@ HammingClusters hamming_kmeans(const Tensor& codes, const Tensor& valid, int64_t
 }
 
 Tensor clustered_sparse_dot(const Tensor& q_in, const Tensor& key_in, const Tensor& topk_in, const Tensor& ids_in) {
-  if (autocast_widens({&q_in, &key_in})) return clustered_sparse_dot(autocast_float32(q_in), autocast_float32(key_in), topk_in, ids_in);  // ops/autocast.h
+  if (autocast_widens({&q_in, &key_in}))  // ops/autocast.h
+    return clustered_sparse_dot(autocast_float32(q_in), autocast_float32(key_in), topk_in, ids_in);
   const char* op = "clustered_sparse_dot";
   check_same_device(op, {&q_in, &key_in, &topk_in, &ids_in});
   check_floating(op, q_in);
@@ -239,7 +240,8 @@ Tensor clustered_sparse_dot(const Tensor& q_in, const Tensor& key_in, const Tens
 }
 
 Tensor clustered_sparse_weighted_sum(const Tensor& w_in, const Tensor& value_in, const Tensor& topk_in, const Tensor& ids_in) {
-  if (autocast_widens({&w_in, &value_in})) return clustered_sparse_weighted_sum(autocast_float32(w_in), autocast_float32(value_in), topk_in, ids_in);  // ops/autocast.h
+  if (autocast_widens({&w_in, &value_in}))  // ops/autocast.h
+    return clustered_sparse_weighted_sum(autocast_float32(w_in), autocast_float32(value_in), topk_in, ids_in);
   const char* op = "clustered_sparse_weighted_sum";
   check_same_device(op, {&w_in, &value_in, &topk_in, &ids_in});
   check_floating(op, w_in);

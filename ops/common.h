@@ -17,7 +17,7 @@ namespace tapestry {
 void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors);
 /// a and b have one dtype.
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
-/// x is defined and floating (float32 or float64).
+/// x is defined and floating (float32, float64 or bfloat16).
 void check_floating(const char* op, const Tensor& x);
 /// Ops whose CUDA kernels the build does not have yet refuse GPU tensors with this error, rather
 /// than read device memory from the host.

@@ -137,7 +137,8 @@ std::vector<int64_t> read_lengths(const char* op, const char* name, const Tensor
 
 Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
                 const Tensor& target_lengths, int64_t blank, CtcReduction reduction, CtcInfinity infinity) {
-  if (autocast_widens({&log_probs})) return ctc_loss(autocast_float32(log_probs), targets, input_lengths, target_lengths, blank, reduction, infinity);  // ops/autocast.h
+  if (autocast_widens({&log_probs}))  // ops/autocast.h
+    return ctc_loss(autocast_float32(log_probs), targets, input_lengths, target_lengths, blank, reduction, infinity);
   const char* op = "ctc_loss";
   TP_CHECK(log_probs.defined() && targets.defined() && input_lengths.defined() && target_lengths.defined(), op,
            "got an undefined tensor among log_probs, targets, input_lengths, target_lengths");

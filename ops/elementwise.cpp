@@ -79,9 +79,11 @@ Tensor binary_backward(const char* op, const F& f, Side side, const Tensor& dy, 
     using T = decltype(tag);
     using C = compute_t<T>;
     if (side == Side::A)
-      cpu_map<T, T, T, T, T>(grad, [f](T d, T u, T v, T w) { return T(f.grad_a(C(d), C(u), C(v), C(w))); }, dy, a, b, y);
+      cpu_map<T, T, T, T, T>(
+          grad, [f](T d, T u, T v, T w) { return T(f.grad_a(C(d), C(u), C(v), C(w))); }, dy, a, b, y);
     else
-      cpu_map<T, T, T, T, T>(grad, [f](T d, T u, T v, T w) { return T(f.grad_b(C(d), C(u), C(v), C(w))); }, dy, a, b, y);
+      cpu_map<T, T, T, T, T>(
+          grad, [f](T d, T u, T v, T w) { return T(f.grad_b(C(d), C(u), C(v), C(w))); }, dy, a, b, y);
   });
   return grad;
 }

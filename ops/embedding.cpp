@@ -3,11 +3,11 @@
 
 #include <algorithm>
 
+#include "ops/autocast.h"
 #include "ops/common.h"
 #include "ops/cuda/embedding.h"
 #include "ops/cuda/index_scan.h"
 #include "ops/dispatch.h"
-#include "ops/elementwise.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -65,13 +65,10 @@ Tensor embedding_forward(const Tensor& table, const Tensor& indices) {
 // dtable[indices[n]] += dy[n] for n with indices[n] ≠ padding_idx, into `dtable` in place. Tasks own
 // column blocks, so repeated indices need no atomics and every sum runs in index order.
 void embedding_backward(const Tensor& dy_in, const Tensor& indices, int64_t padding_idx, const Tensor& dtable) {
-  if (dtable.dtype() == DType::BFloat16) {  // added in float32 on both devices, rounded once
-    NoGradGuard no_grad;
-    const Tensor dtable32 = to(dtable, DType::Float32);
-    embedding_backward(to(dy_in, DType::Float32), indices, padding_idx, dtable32);
-    copy_(dtable, dtable32);
-    return;
-  }
+  const auto in_float32 = [&](const Tensor& dtable32, const Tensor& dy32) {
+    embedding_backward(dy32, indices, padding_idx, dtable32);
+  };
+  if (add_in_float32(dtable, dy_in, in_float32)) return;  // a bfloat16 table (ops/autocast.h)
   const Tensor dy = contiguous(dy_in);
   TP_CHECK(dtable.is_contiguous(), "embedding", "internal error: the gradient buffer is not contiguous");
   if (!on_cuda("embedding", dy_in, [&] { cuda::embedding_backward(dy, indices, padding_idx, dtable); })) {

@@ -9,7 +9,6 @@
 #include "ops/common.h"
 #include "ops/cuda/index.h"
 #include "ops/dispatch.h"
-#include "ops/elementwise.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -128,25 +127,12 @@ Tensor gather_kernel(const char* op, const Tensor& x, int64_t d, const Tensor& i
   return y;
 }
 
-// A bfloat16 `y` adds in float32 and rounds once at the end (each += in bfloat16 would round at
-// every term): `add` runs on float32 copies of y and src, and the sums are copied back. Returns
-// whether y was bfloat16.
-template <class Add>
-bool add_in_float32(const Tensor& y, const Tensor& src, Add&& add) {
-  if (y.dtype() != DType::BFloat16) return false;
-  NoGradGuard no_grad;
-  const Tensor y32 = to(y, DType::Float32);
-  add(y32, to(src, DType::Float32));
-  copy_(y, y32);
-  return true;
-}
-
 // y[o, index[o, j, i], i] += src[o, j, i] over index's (outer, n, inner); y is contiguous and owned.
 // One task owns an (o, block of i) pair, which no other task's elements reach, and adds over j in
 // order: deterministic.
 void scatter_add_kernel(const char* op, const Tensor& y, int64_t d, const Tensor& index, const Tensor& src_in) {
-  if (add_in_float32(y, src_in, [&](const Tensor& y32, const Tensor& src32) { scatter_add_kernel(op, y32, d, index, src32); }))
-    return;
+  const auto in_float32 = [&](const Tensor& y32, const Tensor& src32) { scatter_add_kernel(op, y32, d, index, src32); };
+  if (add_in_float32(y, src_in, in_float32)) return;  // a bfloat16 y (ops/autocast.h)
   const Tensor src = contiguous(src_in.detach());
   if (on_cuda(op, y, [&] { cuda::scatter_add(op, y, d, index, src); })) return;
   const Fibers f = fibers_of(index.shape(), d);
@@ -204,8 +190,8 @@ Tensor index_select_kernel(const char* op, const Tensor& x_in, int64_t d, const 
 // y[o, index[j], :] += src[o, j, :]; y is contiguous and owned. Tasks own (o, block of columns)
 // pairs and add over j in order: deterministic.
 void index_add_kernel(const char* op, const Tensor& y, int64_t d, const Tensor& index, const Tensor& src_in) {
-  if (add_in_float32(y, src_in, [&](const Tensor& y32, const Tensor& src32) { index_add_kernel(op, y32, d, index, src32); }))
-    return;
+  const auto in_float32 = [&](const Tensor& y32, const Tensor& src32) { index_add_kernel(op, y32, d, index, src32); };
+  if (add_in_float32(y, src_in, in_float32)) return;  // a bfloat16 y (ops/autocast.h)
   const Tensor src = contiguous(src_in.detach());
   if (on_cuda(op, y, [&] { cuda::index_add(op, y, d, index, src); })) return;
   const Fibers f = fibers_of(y.shape(), d);
@@ -281,7 +267,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  if (autocast_widens({&x, &src})) return scatter_add(autocast_float32(x), dim, index, autocast_float32(src));  // ops/autocast.h
+  if (autocast_widens({&x, &src}))  // ops/autocast.h
+    return scatter_add(autocast_float32(x), dim, index, autocast_float32(src));
   const char* op = "scatter_add";
   check_same_device(op, {&x, &index, &src});
   check_index_dtype(op, index);
@@ -321,7 +308,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  if (autocast_widens({&x, &src})) return index_add(autocast_float32(x), dim, index, autocast_float32(src));  // ops/autocast.h
+  if (autocast_widens({&x, &src}))  // ops/autocast.h
+    return index_add(autocast_float32(x), dim, index, autocast_float32(src));
   const char* op = "index_add";
   check_same_device(op, {&x, &index, &src});
   check_index_dtype(op, index);

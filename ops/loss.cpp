@@ -253,7 +253,8 @@ void check_pair(const char* op, const Tensor& input, const char* input_name, con
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing) {
-  if (autocast_widens({&logits})) return cross_entropy(autocast_float32(logits), targets, ignore_index, label_smoothing);  // ops/autocast.h
+  if (autocast_widens({&logits}))  // ops/autocast.h
+    return cross_entropy(autocast_float32(logits), targets, ignore_index, label_smoothing);
   const char* op = "cross_entropy";
   const int64_t valid = check_class_targets(op, logits, "logits", targets, ignore_index);
   TP_CHECK(label_smoothing >= 0 && label_smoothing < 1, op, "label_smoothing must lie in [0, 1), got ",
@@ -271,7 +272,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets) {
-  if (autocast_widens({&logits, &targets})) return binary_cross_entropy_with_logits(autocast_float32(logits), autocast_float32(targets));  // ops/autocast.h
+  if (autocast_widens({&logits, &targets}))  // ops/autocast.h
+    return binary_cross_entropy_with_logits(autocast_float32(logits), autocast_float32(targets));
   const char* op = "binary_cross_entropy_with_logits";
   check_floating(op, logits);
   TP_CHECK(targets.defined(), op, "got undefined targets");
@@ -292,7 +294,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
 // The losses below are compositions of differentiable ops, so each gradient comes from theirs.
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index) {
-  if (autocast_widens({&log_probs})) return nll_loss(autocast_float32(log_probs), targets, ignore_index);  // ops/autocast.h
+  if (autocast_widens({&log_probs}))  // ops/autocast.h
+    return nll_loss(autocast_float32(log_probs), targets, ignore_index);
   const int64_t valid = check_class_targets("nll_loss", log_probs, "log_probs", targets, ignore_index);
   // −(1 / |valid|) Σ_{i valid} log_probs[i, t_i]; ignored rows pick class 0 and are then dropped
   // by where (not multiplied by 0, which would turn a −inf there into NaN).
@@ -304,7 +307,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_i
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
-  if (autocast_widens({&input, &target})) return mse_loss(autocast_float32(input), autocast_float32(target));  // ops/autocast.h
+  if (autocast_widens({&input, &target}))  // ops/autocast.h
+    return mse_loss(autocast_float32(input), autocast_float32(target));
   check_pair("mse_loss", input, "input", target);
   // (1 / N) Σ (x − t)²;  dx = 2 (x − t) / N, dt = −dx
   const Tensor diff = input - target;

@@ -161,7 +161,8 @@ void check_parameter(const char* what, const Tensor& p, const Tensor& x, const S
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
-  if (autocast_widens({&x})) return layer_norm(autocast_float32(x), normalized_shape, weight, bias, eps);  // ops/autocast.h
+  if (autocast_widens({&x}))  // ops/autocast.h
+    return layer_norm(autocast_float32(x), normalized_shape, weight, bias, eps);
   check_floating("layer_norm", x);
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   TP_CHECK(k >= 1 && k <= x.dim() && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,

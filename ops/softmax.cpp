@@ -154,7 +154,8 @@ Tensor softmax_backward(const char* op, Kind kind, const Tensor& dy_in, const Te
 // ---- the op ----
 
 Tensor softmax_op(const char* op, Kind kind, const Tensor& x, const Tensor& mask) {
-  if (autocast_widens({&x, &mask})) return softmax_op(op, kind, autocast_float32(x), autocast_float32(mask));  // ops/autocast.h
+  if (autocast_widens({&x, &mask}))  // ops/autocast.h
+    return softmax_op(op, kind, autocast_float32(x), autocast_float32(mask));
   check_floating(op, x);
   TP_CHECK(x.dim() >= 1, op, "expected a tensor of at least 1 dim (classes along the last), got a 0-d tensor");
   if (mask.defined()) {

@@ -82,8 +82,8 @@ TEST_CASE("bfloat16: rounds to nearest, ties to even; keeps infinities and NaN; 
     const double down = from_bits(low), up = from_bits(low + 0x10000u);
     const double d_down = std::fabs(f - down), d_up = std::fabs(up - f);
     const uint16_t even = (low >> 16) & 1 ? static_cast<uint16_t>((low >> 16) + 1) : static_cast<uint16_t>(low >> 16);
-    const uint16_t expected =
-        d_down < d_up ? static_cast<uint16_t>(low >> 16) : d_up < d_down ? static_cast<uint16_t>((low >> 16) + 1) : even;
+    const uint16_t kept = static_cast<uint16_t>(low >> 16), next = static_cast<uint16_t>(kept + 1);
+    const uint16_t expected = d_down < d_up ? kept : d_up < d_down ? next : even;
     INFO("float bits " << w);
     CHECK(bits_of(f) == expected);
   }
@@ -179,7 +179,8 @@ TEST_CASE("bfloat16 gradients: within a few roundings of the float32 gradient at
 }
 
 TEST_CASE("bfloat16 fused attention: the float32 kernel's output rounded; gradients close; bfloat16 under autocast") {
-  const Tensor q = bf16_uniform({2, 3, 37, 8}, 20), k = bf16_uniform({2, 3, 41, 8}, 21), v = bf16_uniform({2, 3, 41, 5}, 22);
+  const Tensor q = bf16_uniform({2, 3, 37, 8}, 20), k = bf16_uniform({2, 3, 41, 8}, 21),
+               v = bf16_uniform({2, 3, 41, 5}, 22);
   const Tensor lengths = from_vector<int64_t>({41, 17}, {2});
   const auto f32 = [](const Tensor& t) { return to(t, DType::Float32); };
   check_same(fused_attention(q, k, v, lengths), rounded(fused_attention(f32(q), f32(k), f32(v), lengths)));

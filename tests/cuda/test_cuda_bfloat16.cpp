@@ -30,11 +30,14 @@ TEST_CASE("bfloat16: conversions from and to float32 and float64 are the CPU's b
     INFO("size " << n);
     // Values across many binades, and the specials.
     Tensor x = input({n}, ++seed, DType::Float32, -1, 1) * 1e5;
-    check_values([](const std::vector<Tensor>& in) { return to(in[0], DType::BFloat16); }, {x}, kExact);
-    check_values([](const std::vector<Tensor>& in) { return to(in[0], DType::Float32); }, {to(x, DType::BFloat16)}, kExact);
-    check_values([](const std::vector<Tensor>& in) { return to(in[0], DType::BFloat16); }, {to(x, DType::Float64)}, kExact);
+    const auto to_bf16 = [](const std::vector<Tensor>& in) { return to(in[0], DType::BFloat16); };
+    const auto to_f32 = [](const std::vector<Tensor>& in) { return to(in[0], DType::Float32); };
+    check_values(to_bf16, {x}, kExact);
+    check_values(to_f32, {to(x, DType::BFloat16)}, kExact);
+    check_values(to_bf16, {to(x, DType::Float64)}, kExact);
   }
-  const Tensor specials = from_vector<float>({INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 3.4e38f, 1e-40f, 1.00390625f}, {8});
+  const Tensor specials =
+      from_vector<float>({INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 3.4e38f, 1e-40f, 1.00390625f}, {8});
   expect_bitwise(to(to(specials, dut()), DType::BFloat16), to(specials, DType::BFloat16));
 }
 
