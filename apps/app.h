@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/error.h"
 
 namespace tapestry::app {
 
@@ -96,13 +98,70 @@ CLI::Validator value_check(const std::vector<T>*) {
   return value_check<T>();
 }
 
-// Registers `flag` on `cmd` with the check its type needs (value_check): a switch for a bool, an
-// option taking a value otherwise. Every flag of every app is registered through here or an option
-// table (apps/options.h), which does the same.
+// A config type: read from its text by T::parse (which throws Error) and written back by
+// to_string() (attention::AttentionConfig, optim::OptimizerConfig, ScheduleConfig, ParamGroupsConfig).
+// A flag of such a type is parsed once, as the command line is read (a text that fails is a bad
+// command line, exit 2), and the options carry it typed from there; checkpoints record its
+// to_string(). A std::optional of one is a flag whose absence means another setting's value
+// (--eval-attention: the training attention); its empty text is "none".
+template <class T, class = void>
+struct IsConfig : std::false_type {};
+template <class T>
+struct IsConfig<T, std::void_t<decltype(T::parse(std::string())), decltype(std::declval<const T&>().to_string())>>
+    : std::true_type {};
+
+template <class T>
+struct IsOptionalConfig : std::false_type {};
+template <class T>
+struct IsOptionalConfig<std::optional<T>> : IsConfig<T> {};
+// Whether a flag of type T is a config or an optional config, read by its parser rather than CLI11.
+template <class T>
+constexpr bool kReadByParser = IsConfig<T>::value || IsOptionalConfig<T>::value;
+
+// A flag's value as --help shows it and checkpoints record it.
+template <class T>
+std::string flag_text(const T& value) {
+  if constexpr (IsConfig<T>::value) {
+    return value.to_string();
+  } else if constexpr (IsOptionalConfig<T>::value) {
+    return value ? value->to_string() : "";
+  } else {
+    std::ostringstream out;
+    out << std::boolalpha << value;
+    return out.str();
+  }
+}
+
+// A config flag's value from its text; throws Error as its parser does.
+template <class T>
+T parse_flag_text(const std::string& text) {
+  if constexpr (IsOptionalConfig<T>::value) return text.empty() ? T() : T(T::value_type::parse(text));
+  else return T::parse(text);
+}
+
+// Registers `flag` on `cmd` with the check its type needs (value_check): a switch for a bool, a
+// config read by its parser (kReadByParser), an option taking a value otherwise. Every flag of every
+// app is registered through here or an option table (apps/options.h), which does the same.
 template <class T>
 CLI::Option* add_value(CLI::App& cmd, const std::string& flag, T& variable, const std::string& help) {
-  if constexpr (std::is_same_v<T, bool>) return cmd.add_flag(flag, variable, help)->check(value_check<bool>());
-  else return cmd.add_option(flag, variable, help)->check(value_check(&variable));
+  if constexpr (kReadByParser<T>) {  // parsed here, once; a text that fails is a bad command line
+    return cmd
+        .add_option_function<std::string>(
+            flag,
+            [flag, &variable](const std::string& text) {
+              try {
+                variable = parse_flag_text<T>(text);
+              } catch (const Error& e) {
+                throw CLI::ValidationError(flag, e.what());
+              }
+            },
+            help)
+        ->type_name("TEXT");
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return cmd.add_flag(flag, variable, help)->check(value_check<bool>());
+  } else {
+    return cmd.add_option(flag, variable, help)->check(value_check(&variable));
+  }
 }
 
 // A comma-separated list flag ("5,10,20"): each item must pass `item` (by default its type's

@@ -157,8 +157,8 @@ train::RunIdentity identity(const AsrOptions& o, const std::vector<std::string>&
 }  // namespace
 
 AsrOptions::AsrOptions() {
-  train.optimizer = "adam:lr=2e-3";
-  train.schedule = "inverse-sqrt:warmup=200";
+  train.optimizer = optim::OptimizerConfig::parse("adam:lr=2e-3");
+  train.schedule = optim::ScheduleConfig::parse("inverse-sqrt:warmup=200");
   train.clip = 1.0;
   train.steps = 1500;
   train.eval_every = 250;
@@ -172,8 +172,8 @@ AsrOptions asr_preset(AsrPreset preset) {
     o.head_dim = 16;
     o.ff = 128;
     o.dropout = 0.0;
-    o.train.optimizer = "adam:lr=3e-3";
-    o.train.schedule = "constant";
+    o.train.optimizer = optim::OptimizerConfig::parse("adam:lr=3e-3");
+    o.train.schedule = optim::ScheduleConfig::parse("constant");
     o.train.steps = 300;
     o.train.eval_every = 100;
     o.train.threads = 1;

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,8 +58,8 @@ struct AsrOptions {
   int64_t head_dim = 16;
   int64_t ff = 256;
   double dropout = 0.1;
-  std::string attention = "full";
-  std::string eval_attention;
+  attention::AttentionConfig attention = attention::AttentionConfig::parse("full");
+  std::optional<attention::AttentionConfig> eval_attention;
   double mu = 1e-3;  // neural-clustering only: the weights of L1 and L2 (ClusterFormer eq. 17)
   double nu = 1e-3;
   int64_t beam = 0;  // 0: greedy decoding; N: prefix beam search keeping N prefixes

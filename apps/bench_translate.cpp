@@ -48,14 +48,14 @@ nlohmann::json measure(const std::string& type, const TranslateOptions& preset, 
   nlohmann::json row = {{"type", type}, {"batch", B}, {"source_length", S}, {"target_length", T}};
   measure_step(row, device, o.common, [&]() -> TrainingStep {
     TranslateOptions options = preset;
-    options.encoder_attention = type;
+    options.encoder_attention = attention::AttentionConfig::parse(type);
     auto gen = std::make_shared<Generator>(o.common.seed);
     auto model = std::make_shared<models::Translator>(translator_options(options), *gen);
     model->to(device);
     row["attention"] = model->options().encoder_attention.to_string();
     row["parameters"] = model->parameter_count();
     std::shared_ptr<optim::Optimizer> optimizer =
-        optim::make_optimizer(optim::OptimizerConfig::parse(preset.train.optimizer), model->parameters());
+        optim::make_optimizer(preset.train.optimizer, model->parameters());
     const Tensor source = to(randint(kFirstPiece, V, {B, S}, *gen), device);
     const Tensor target_in = to(randint(kFirstPiece, V, {B, T}, *gen), device);
     const Tensor target_out = to(randint(kFirstPiece, V, {B, T}, *gen), device);
@@ -89,7 +89,7 @@ int run(const TranslateBenchOptions& o) {
   std::cout << "bench translate on " << device << " (" << device_name(device) << "): translation model, preset "
             << o.preset << " (" << preset.encoder_layers << " + " << preset.decoder_layers << " layers, "
             << preset.heads << " heads × " << preset.head_dim << ", feed-forward " << preset.ff << ", vocabulary "
-            << preset.vocab_size << "), " << preset.train.optimizer << "; median of " << o.common.repeats
+            << preset.vocab_size << "), " << preset.train.optimizer.to_string() << "; median of " << o.common.repeats
             << " steps after " << o.common.warmup << " warm-up\n";
   const double rate = matmul_rate(device, o.common);
   std::cout << "bound: a step's matmul and attention FLOPs at " << format("%.1f", rate * 1e-9)
@@ -124,7 +124,7 @@ int run(const TranslateBenchOptions& o) {
   table.print(std::cout);
   if (!o.common.json.empty()) {
     const models::TranslatorOptions model = translator_options(preset);
-    const optim::OptimizerConfig optimizer = optim::OptimizerConfig::parse(preset.train.optimizer);
+    const optim::OptimizerConfig& optimizer = preset.train.optimizer;
     const nlohmann::json config = {{"preset", o.preset},
                                    {"vocabulary", model.vocabulary},
                                    {"d_model", model.heads * model.head_dim},

@@ -173,7 +173,7 @@ ClassifyOptions classify_preset(ClassifyPreset preset) {
   if (preset == ClassifyPreset::Smoke) {
     o.vocab_size = 2000, o.max_length = 256, o.batch_tokens = 4096;
     o.layers = 1, o.heads = 2, o.head_dim = 16, o.ff = 64, o.dropout = 0.0;
-    o.train.optimizer = "adam:lr=3e-3";
+    o.train.optimizer = optim::OptimizerConfig::parse("adam:lr=3e-3");
     o.train.steps = 150;
     o.train.eval_every = 50;
     o.train.threads = 1;

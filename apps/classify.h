@@ -41,6 +41,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,8 +70,8 @@ struct ClassifyOptions {
   int64_t head_dim = 32;
   int64_t ff = 256;
   double dropout = 0.1;
-  std::string attention = "full";
-  std::string eval_attention;
+  attention::AttentionConfig attention = attention::AttentionConfig::parse("full");
+  std::optional<attention::AttentionConfig> eval_attention;
   // neural-clustering only: the weights µ of L1 and ν of L2 (ClusterFormer eq. 17).
   double mu = 1e-3;
   double nu = 1e-3;
@@ -78,7 +79,7 @@ struct ClassifyOptions {
   train::TrainOptions train;
 
   ClassifyOptions() {  // the harness's settings that differ for classification
-    train.optimizer = "adam:lr=1e-3";
+    train.optimizer = optim::OptimizerConfig::parse("adam:lr=1e-3");
     train.clip = 1.0;
     train.steps = 2000;
     train.eval_every = 200;

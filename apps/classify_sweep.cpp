@@ -25,7 +25,7 @@ using bench::format;
 // One run of the grid: the options that differ from the classify flags.
 struct GridRun {
   std::string grid;  // table4 | table5
-  std::string attention;
+  attention::AttentionConfig attention;
   double mu = 0;
   double nu = 0;
   uint64_t seed = 0;
@@ -33,17 +33,17 @@ struct GridRun {
 
 std::vector<GridRun> grid_runs(const ClassifyOptions& base, const SweepOptions& s) {
   std::vector<GridRun> runs;
+  const attention::AttentionConfig neural = attention::AttentionConfig::parse("neural-clustering");
   if (s.grid != "table5") {
-    runs.push_back({"table4", "full", base.mu, base.nu, base.train.seed});
+    runs.push_back({"table4", attention::AttentionConfig(), base.mu, base.nu, base.train.seed});
     for (const int64_t k : s.clusters)
-      runs.push_back({"table4", "neural-clustering:clusters=" + std::to_string(k), base.mu, base.nu, base.train.seed});
+      runs.push_back({"table4", neural.with("clusters", k), base.mu, base.nu, base.train.seed});
   }
   if (s.grid != "table4")
     for (const double mu : {0.0, base.mu})
       for (const double nu : {0.0, base.nu})
         for (int64_t i = 0; i < s.seeds; ++i)
-          runs.push_back({"table5", "neural-clustering:clusters=" + std::to_string(s.ablation_clusters), mu, nu,
-                          base.train.seed + uint64_t(i)});
+          runs.push_back({"table5", neural.with("clusters", s.ablation_clusters), mu, nu, base.train.seed + uint64_t(i)});
   return runs;
 }
 
@@ -172,7 +172,7 @@ nlohmann::json run_classify_sweep(const ClassifyOptions& base, const SweepOption
   for (const GridRun& g : grid) {
     ClassifyOptions o = base;
     o.attention = g.attention;
-    o.eval_attention.clear();
+    o.eval_attention.reset();
     o.mu = g.mu;
     o.nu = g.nu;
     o.train.seed = g.seed;

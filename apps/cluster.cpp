@@ -208,8 +208,8 @@ train::Report run_hard_clustering(const ClusterOptions& o, const Points& p,
 }  // namespace
 
 ClusterOptions::ClusterOptions() {
-  train.optimizer = "adam:lr=0.1";
-  train.schedule = "cosine:total=1000,min_lr=0.001";
+  train.optimizer = optim::OptimizerConfig::parse("adam:lr=0.1");
+  train.schedule = optim::ScheduleConfig::parse("cosine:total=1000,min_lr=0.001");
   train.steps = 1000;
   train.eval_every = 250;
 }
@@ -220,7 +220,7 @@ ClusterOptions cluster_preset(ClusterPreset preset) {
     o.max_points = 2000;
     o.batch = 500;
     o.train.steps = 100;
-    o.train.schedule = "cosine:total=100,min_lr=0.001";
+    o.train.schedule = optim::ScheduleConfig::parse("cosine:total=100,min_lr=0.001");
     o.train.eval_every = 0;
     o.train.threads = 1;
   }

@@ -148,7 +148,7 @@ class CopyTaskRun : public InspectableTask {
 }  // namespace
 
 CopyTaskOptions::CopyTaskOptions() {
-  train.optimizer = "radam:lr=2e-4";
+  train.optimizer = optim::OptimizerConfig::parse("radam:lr=2e-4");
   train.steps = 5000;
   train.eval_every = 500;
 }
@@ -163,7 +163,7 @@ CopyTaskOptions copy_task_preset(Preset preset) {
     o.heads = 4;
     o.head_dim = 16;
     o.ff = 128;
-    o.train.optimizer = "adam:lr=4e-3";
+    o.train.optimizer = optim::OptimizerConfig::parse("adam:lr=4e-3");
     o.train.clip = 1.0;
     o.train.steps = 600;
     o.train.eval_every = 100;

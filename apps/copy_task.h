@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,8 +45,8 @@ struct CopyTaskOptions {
   int64_t head_dim = 32;  // E; the model width is D = H·E
   int64_t ff = 768;       // feed-forward width
   double dropout = 0.0;
-  std::string attention = "improved-clustered:clusters=15,topk=32";  // nn/attention/config.h
-  std::string eval_attention;  // empty: the training attention
+  attention::AttentionConfig attention = attention::AttentionConfig::parse("improved-clustered:clusters=15,topk=32");  // nn/attention/config.h
+  std::optional<attention::AttentionConfig> eval_attention;  // empty: the training attention
   int64_t batch = 32;
   int64_t eval_batches = 10;  // held-out batches of `batch` sequences
   // neural-clustering only: the weights µ of L1 and ν of L2 in the loss (ClusterFormer eq. 17, λ = 1).

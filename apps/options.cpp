@@ -41,27 +41,6 @@ Check<int> thread_count() {
   return {[range](const int& v) { return range.problem(v); }, range.allowed};
 }
 
-Check<std::string> parsed_by(const std::function<void(const std::string&)>& parse, std::string allowed) {
-  return {[parse](const std::string& text) {
-            try {
-              parse(text);
-              return std::string();
-            } catch (const Error& e) {
-              return std::string(e.what());
-            }
-          },
-          std::move(allowed)};
-}
-
-Check<std::string> attention_config_check() {
-  return parsed_by([](const std::string& text) { attention::AttentionConfig::parse(text); }, "an attention config");
-}
-
-Check<std::string> optional(const Check<std::string>& check) {
-  return {[check](const std::string& text) { return text.empty() ? std::string() : check.problem(text); },
-          check.allowed};
-}
-
 Check<std::string> one_of(std::vector<std::string> values) {
   std::string allowed;
   for (const auto& v : values) allowed += (allowed.empty() ? "" : " | ") + v;
@@ -115,18 +94,8 @@ std::vector<std::string> vocabulary_paths(const train::TrainOptions& train) {
   return paths;
 }
 
-Attentions attentions(const std::string& train, const std::string& eval) {
-  using attention::AttentionConfig;
-  const auto parse = [](const char* flag, const std::string& text) {
-    try {
-      return AttentionConfig::parse(text);
-    } catch (const Error& e) {
-      fail(flag, e.what());
-    }
-  };
-  Attentions a;
-  a.train = parse("--attention", train);
-  a.eval = eval.empty() ? a.train : parse("--eval-attention", eval);
+Attentions attentions(const attention::AttentionConfig& train, const std::optional<attention::AttentionConfig>& eval) {
+  const Attentions a{train, eval.value_or(train)};
   // A kind of Form::HiddenStates makes a ClusterFormer, whose weights a Transformer lacks.
   const bool clusterformer_train = a.train.kind().form() == attention::Form::HiddenStates;
   const bool clusterformer_eval = a.eval.kind().form() == attention::Form::HiddenStates;

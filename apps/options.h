@@ -18,8 +18,10 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -60,12 +62,6 @@ enum class Bounds { Closed, LowOpen, HighOpen };
 Check<double> in_range(double low, double high, Bounds bounds = Bounds::Closed);
 // An integer in [low, high].
 Check<int64_t> between(int64_t low, int64_t high);
-// A text that `parse` accepts (a config string); the problem is the parser's message.
-Check<std::string> parsed_by(const std::function<void(const std::string&)>& parse, std::string allowed);
-// An attention config, KIND or KIND:KEY=VALUE,... (attention::AttentionConfig::parse).
-Check<std::string> attention_config_check();
-// `check`, or nothing at all: an empty text passes (a setting whose default is another's).
-Check<std::string> optional(const Check<std::string>& check);
 // A --threads value: in [0, train::kMaxThreads] (0: OpenMP's default).
 Check<int> thread_count();
 // One of `values` ("mean | cls").
@@ -175,22 +171,20 @@ class OptionTable {
   };
 
   template <class T>
-  static std::string text(const T& value) {
-    std::ostringstream out;
-    out << std::boolalpha << value;
-    return out.str();
-  }
-
-  template <class T>
   void add_entry(const std::string& flag, std::function<T&(Options&)> field, const std::string& help, Check<T> check,
                  Recorded recorded) {
     const auto get = [field](const Options& o) -> const T& { return field(const_cast<Options&>(o)); };
-    // " [paper: 4, smoke: 2]" when the presets differ, " [default: 4]" when they agree.
+    // " [paper: 4, smoke: 2]" when the presets differ, " [default: 4]" when they agree; presets apart
+    // by "; " when a value has commas (a config).
+    bool commas = false;
+    for (const auto& [name, options] : presets_) commas = commas || flag_text(get(options)).find(',') != std::string::npos;
     std::string defaults;
-    for (const auto& [name, options] : presets_) defaults += (defaults.empty() ? "" : ", ") + name + ": " + text(get(options));
+    for (const auto& [name, options] : presets_)
+      defaults += (defaults.empty() ? "" : commas ? "; " : ", ") + name + ": " + flag_text(get(options));
     bool same = true;
-    for (const auto& [name, options] : presets_) same = same && text(get(options)) == text(get(presets_[0].second));
-    if (same) defaults = text(get(presets_[0].second)).empty() ? "" : "default: " + text(get(presets_[0].second));
+    for (const auto& [name, options] : presets_) same = same && flag_text(get(options)) == flag_text(get(presets_[0].second));
+    const std::string first = flag_text(get(presets_[0].second));
+    if (same) defaults = first.empty() ? "" : "default: " + first;
     const std::string full_help =
         help + (check.allowed.empty() ? "" : " (" + check.allowed + ")") + (defaults.empty() ? "" : " [" + defaults + "]");
 
@@ -208,9 +202,12 @@ class OptionTable {
     };
     e.assign = [=](Options& o, const nlohmann::json& value) {
       try {
-        field(o) = value.get<T>();
+        if constexpr (kReadByParser<T>) field(o) = parse_flag_text<T>(value.get<std::string>());
+        else field(o) = value.get<T>();
       } catch (const nlohmann::json::exception&) {
         fail(flag, "the recorded value ", value.dump(), " is not of this flag's type");
+      } catch (const Error& e) {
+        fail(flag, "the recorded value ", value.dump(), ": ", e.what());
       }
     };
     e.check = [=](const Options& o) {
@@ -218,7 +215,10 @@ class OptionTable {
       const std::string problem = check.problem(get(o));
       TP_CHECK(problem.empty(), flag, problem);
     };
-    e.value = [=](const Options& o) { return nlohmann::json(get(o)); };
+    e.value = [=](const Options& o) {
+      if constexpr (kReadByParser<T>) return nlohmann::json(flag_text(get(o)));
+      else return nlohmann::json(get(o));
+    };
     entries_.push_back(std::move(e));
   }
 
@@ -310,24 +310,23 @@ struct Attentions {
   attention::AttentionConfig train, eval;
 };
 
-// --attention and --eval-attention (empty: the training attention) parsed; throws Error naming the flag
-// for a malformed config and for the pairs that cannot work: a ClusterFormer (neural-clustering) has
-// weights a Transformer lacks, so it is evaluated only with its own attention, and only it.
-Attentions attentions(const std::string& train, const std::string& eval);
+// The pair of --attention and --eval-attention (none: the training attention); throws Error naming
+// --eval-attention for the pairs that cannot work: a ClusterFormer (neural-clustering) has weights a
+// Transformer lacks, so it is evaluated only with its own attention, and only it.
+Attentions attentions(const attention::AttentionConfig& train, const std::optional<attention::AttentionConfig>& eval);
 
 // --attention and --eval-attention, for the apps whose model is chosen by an attention config;
 // --attention is a model setting of checkpoints.
 template <class Options>
-void add_attention_options(OptionTable<Options>& t, std::string Options::*train, std::string Options::*eval) {
-  const Check<std::string> config = attention_config_check();
+void add_attention_options(OptionTable<Options>& t, attention::AttentionConfig Options::*train,
+                           std::optional<attention::AttentionConfig> Options::*eval) {
   t.add("--attention", train,
         "attention to train with, KIND or KIND:KEY=VALUE,...; the kinds with their defaults: " +
             attention::kinds_help() +
             " (neural-clustering's losses=cosine is a bounded departure from the paper: losses=printed is eq. 6 "
             "as printed)",
-        config, Recorded::Model);
-  t.add("--eval-attention", eval, "attention to evaluate with (default: the training attention)",
-        optional(config));
+        {}, Recorded::Model);
+  t.add("--eval-attention", eval, "attention to evaluate with (default: the training attention)");
 }
 
 // --mu and --nu: the weights of neural clustering's losses L1 and L2 (ClusterFormer eq. 17), settings

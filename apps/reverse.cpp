@@ -126,7 +126,7 @@ class ReverseRun : public InspectableTask {
 }  // namespace
 
 ReverseOptions::ReverseOptions() {
-  train.optimizer = "adam:lr=0.003";
+  train.optimizer = optim::OptimizerConfig::parse("adam:lr=0.003");
   train.clip = 1.0;
   train.steps = 300;
   train.eval_every = 100;

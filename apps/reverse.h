@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "apps/app.h"
@@ -24,8 +25,8 @@ struct ReverseOptions {
   int64_t heads = 4;
   int64_t head_dim = 16;
   int64_t ff = 128;
-  std::string attention = "full";
-  std::string eval_attention;
+  attention::AttentionConfig attention = attention::AttentionConfig::parse("full");
+  std::optional<attention::AttentionConfig> eval_attention;
   int64_t batch = 32;
   int64_t eval_batches = 4;
   train::TrainOptions train;

@@ -42,18 +42,16 @@ OptionTable<TranslateOptions> make_table() {
   t.add("--dropout", &O::dropout, "dropout probability", in_range(0, 1, Bounds::HighOpen), Recorded::Training);
   t.add("--tie-output", &O::tie_output, "the output projection is the embedding table (--tie-output=false: its own)",
         {}, Recorded::Model);
-  const Check<std::string> config = attention_config_check();
   t.add("--encoder-attention", &O::encoder_attention,
         "the encoder's self-attention, KIND or KIND:KEY=VALUE,... (the kinds: --attention of tapestry copy-task)",
-        config, Recorded::Model);
+        {}, Recorded::Model);
   t.add("--decoder-attention", &O::decoder_attention,
         "the decoder's causal self-attention: " +
             attention::kind_names([](const attention::Kind& k) { return k.has_causal_form(); }) +
             " (" + attention::kind_names([](const attention::Kind& k) { return k.decodes_incrementally(); }) +
             " decode with the key/value cache, the others re-run the prefix)",
-        config, Recorded::Model);
-  t.add("--eval-attention", &O::eval_attention, "the encoder's attention at evaluation (default: --encoder-attention)",
-        optional(config));
+        {}, Recorded::Model);
+  t.add("--eval-attention", &O::eval_attention, "the encoder's attention at evaluation (default: --encoder-attention)");
   add_clustering_weights(t, &O::mu, &O::nu);
   t.add("--label-smoothing", &O::label_smoothing, "ε of the label-smoothed cross-entropy",
         in_range(0, 1, Bounds::HighOpen), Recorded::Training);
@@ -179,13 +177,12 @@ models::TranslationSearch translation_search(const TranslateOptions& o) {
 
 models::TranslatorOptions translator_options(const TranslateOptions& o) {
   return {o.vocab_size, o.encoder_layers, o.decoder_layers, o.heads, o.head_dim, o.ff, o.dropout, o.tie_output,
-          attention::AttentionConfig::parse(o.encoder_attention), attention::AttentionConfig::parse(o.decoder_attention),
-          {o.mu, o.nu}};
+          o.encoder_attention, o.decoder_attention, {o.mu, o.nu}};
 }
 
 TranslateOptions::TranslateOptions() {
-  train.optimizer = "adam:lr=5e-4,beta2=0.98";
-  train.schedule = "inverse-sqrt:warmup=4000";
+  train.optimizer = optim::OptimizerConfig::parse("adam:lr=5e-4,beta2=0.98");
+  train.schedule = optim::ScheduleConfig::parse("inverse-sqrt:warmup=4000");
   train.steps = 20000;
   train.eval_every = 1000;
 }
@@ -199,8 +196,8 @@ TranslateOptions translate_preset(TranslatePreset preset) {
     o.ff = 256;
     o.vocab_size = 2000;
     o.max_tokens = 2048;
-    o.train.optimizer = "adam:lr=2e-3,beta2=0.98";
-    o.train.schedule = "inverse-sqrt:warmup=200";
+    o.train.optimizer = optim::OptimizerConfig::parse("adam:lr=2e-3,beta2=0.98");
+    o.train.schedule = optim::ScheduleConfig::parse("inverse-sqrt:warmup=200");
     o.train.steps = 1500;
     o.train.eval_every = 500;
     o.eval_sentences = 200;
@@ -213,12 +210,11 @@ Attentions check_translate_options(const TranslateOptions& o) {
   train::check_options(o.train);
   TP_CHECK(o.source_lang != o.target_lang, "--target-lang", "source and target files need different suffixes, both are '",
            o.source_lang, "'");
-  const attention::AttentionConfig decoder = attention::AttentionConfig::parse(o.decoder_attention);
-  TP_CHECK(decoder.kind().has_causal_form(), "--decoder-attention", "the decoder's self-attention must have a causal ",
-           "form (", attention::kind_names([](const attention::Kind& k) { return k.has_causal_form(); }), "), got '",
-           o.decoder_attention, "'");
+  TP_CHECK(o.decoder_attention.kind().has_causal_form(), "--decoder-attention", "the decoder's self-attention must have ",
+           "a causal form (", attention::kind_names([](const attention::Kind& k) { return k.has_causal_form(); }),
+           "), got '", o.decoder_attention.to_string(), "'");
   const Attentions encoder = attentions(o.encoder_attention, o.eval_attention);  // refuses pairs that cannot work
-  check_clustering_weights(o.mu, o.nu, {encoder.train, decoder});
+  check_clustering_weights(o.mu, o.nu, {encoder.train, o.decoder_attention});
   return encoder;
 }
 

@@ -39,6 +39,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,9 +68,9 @@ struct TranslateOptions {
   int64_t ff = 1024;
   double dropout = 0.1;
   bool tie_output = true;       // the output projection is the embedding table
-  std::string encoder_attention = "full";
-  std::string decoder_attention = "full";  // full | neural-clustering:clusters=C
-  std::string eval_attention;   // the encoder's at evaluation (default: encoder_attention)
+  attention::AttentionConfig encoder_attention;  // full by default
+  attention::AttentionConfig decoder_attention;  // any kind with a causal form; full by default
+  std::optional<attention::AttentionConfig> eval_attention;  // the encoder's at evaluation (none: encoder_attention)
   // neural-clustering only: the weights µ of L1 and ν of L2 (ClusterFormer eq. 17).
   double mu = 1e-3;
   double nu = 1e-3;

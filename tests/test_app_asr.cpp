@@ -125,7 +125,7 @@ TEST_CASE("asr: every attention kind trains a few steps") {
   for (const attention::Kind* kind : attention::kinds()) {
     CAPTURE(kind->name());
     app::AsrOptions o = tiny(dir.file("c"));
-    o.attention = kind->name();
+    o.attention = attention::AttentionConfig::parse(kind->name());
     const train::Report r = app::run_asr(o);
     CHECK(r.steps == 4);
     CHECK(std::isfinite(r.metric("loss")));
@@ -331,7 +331,7 @@ TEST_CASE("asr: --inspect-every logs the clustering; tapestry inspect reads the 
   TempDir dir;
   write_corpus(dir.file("corpus"));
   app::AsrOptions o = tiny(dir.file("corpus"));
-  o.attention = "neural-clustering:clusters=2";
+  o.attention = attention::AttentionConfig::parse("neural-clustering:clusters=2");
   o.train.save = dir.file("a.ckpt");
   o.train.log = dir.file("a.jsonl");
   o.train.inspect_every = 2;

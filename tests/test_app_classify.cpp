@@ -107,7 +107,7 @@ TEST_CASE("classify: every attention kind trains a few steps") {
   for (const attention::Kind* kind : attention::kinds()) {
     CAPTURE(kind->name());
     app::ClassifyOptions o = tiny(dir.file("corpus"));
-    o.attention = kind->name();
+    o.attention = attention::AttentionConfig::parse(kind->name());
     const train::Report r = app::run_classify(o);
     CHECK(r.steps == 6);
     CHECK(std::isfinite(r.metric("loss")));
@@ -365,7 +365,7 @@ TEST_CASE("classify sweep: the Table 4 and Table 5 grids on one prepared corpus,
   // A row is the run it names: the full and the k = 2 rows equal those runs made alone.
   o.train.progress = false;
   CHECK(rows[0]["accuracy"].get<double>() == app::run_classify(o).metric("accuracy"));
-  o.attention = "neural-clustering:clusters=2";
+  o.attention = attention::AttentionConfig::parse("neural-clustering:clusters=2");
   CHECK(rows[1]["accuracy"].get<double>() == app::run_classify(o).metric("accuracy"));
 
   s.grid = "table6";
@@ -397,7 +397,7 @@ TEST_CASE("classify: --inspect-every logs the clustering; tapestry inspect reads
   write_corpus(dir.file("corpus"), {"rivers", "trade", "space"});
   app::ClassifyOptions o = tiny(dir.file("corpus"));
   o.layers = 2;
-  o.attention = "neural-clustering:clusters=3";
+  o.attention = attention::AttentionConfig::parse("neural-clustering:clusters=3");
   o.train.save = dir.file("nc.ckpt");
   o.train.log = dir.file("nc.jsonl");
   o.train.inspect_every = 3;
@@ -417,7 +417,7 @@ TEST_CASE("classify: --inspect-every logs the clustering; tapestry inspect reads
   CHECK(words < nc.inspection.sequences * nc.inspection.length + 1);
 
   // Improved-clustered: per head, and Proposition 2 on the real queries of padded documents.
-  o.attention = "improved-clustered:clusters=2,topk=4";
+  o.attention = attention::AttentionConfig::parse("improved-clustered:clusters=2,topk=4");
   o.train.save = dir.file("ic.ckpt");
   o.train.log = "";
   o.train.inspect_every = 0;
@@ -428,7 +428,7 @@ TEST_CASE("classify: --inspect-every logs the clustering; tapestry inspect reads
   CHECK(ic.inspection.maps.size() == 2);
 
   // Full attention has nothing to inspect: the flag is refused before training.
-  o.attention = "full";
+  o.attention = attention::AttentionConfig::parse("full");
   o.train.log = dir.file("full.jsonl");
   o.train.inspect_every = 2;
   check_error([&] { app::run_classify(o); }, {"--inspect-every", "nothing to inspect", "full attention"});

@@ -34,7 +34,7 @@ CopyTaskOptions tiny() {
   o.train.steps = 3;
   o.train.eval_every = 0;
   o.eval_batches = 1;
-  o.attention = "improved-clustered:clusters=3,topk=4";
+  o.attention = attention::AttentionConfig::parse("improved-clustered:clusters=3,topk=4");
   o.train.progress = false;
   return o;
 }
@@ -94,7 +94,7 @@ TEST_CASE("copy-task: learns far above chance (masked accuracy 0.1) with every c
     o.length = 8;
     o.train.steps = 400;  // masked accuracy ~0.98 (full ~0.99) at step 400, ~0.6-0.9 at 250-300
     o.train.eval_every = 0;
-    o.attention = attention;
+    o.attention = attention::AttentionConfig::parse(attention);
     o.train.progress = false;
     const Report r = app::run_copy_task(o);
     CHECK(r.steps == 400);
@@ -108,7 +108,7 @@ TEST_CASE("copy-task: every attention kind trains a few steps, from the library 
   for (const attention::Kind* kind : attention::kinds()) {
     CAPTURE(kind->name());
     CopyTaskOptions o = tiny();
-    o.attention = kind->name();
+    o.attention = attention::AttentionConfig::parse(kind->name());
     const Report r = app::run_copy_task(o);
     CHECK(r.steps == 3);
     CHECK(std::isfinite(r.metric("loss")));
@@ -165,7 +165,7 @@ TEST_CASE("copy-task: a resumed run continues exactly (model, optimizer, schedul
 
   // The training settings are part of the run: another optimizer setting is refused.
   CopyTaskOptions other = second;
-  other.train.optimizer = "adam:lr=0.5";
+  other.train.optimizer = optim::OptimizerConfig::parse("adam:lr=0.5");
   check_error([&] { app::run_copy_task(other); }, {"--resume", "first.ckpt", "--optimizer"});
 }
 
@@ -176,7 +176,7 @@ TEST_CASE("copy-task: learns in bfloat16 (--precision bf16), resumes exactly in 
   o.length = 8;
   o.train.steps = 400;
   o.train.eval_every = 0;
-  o.attention = "full";
+  o.attention = attention::AttentionConfig::parse("full");
   o.train.progress = false;
   o.train.precision = "bf16";
   const Report r = app::run_copy_task(o);
@@ -219,7 +219,7 @@ TEST_CASE("copy-task: learns in bfloat16 (--precision bf16), resumes exactly in 
   for (const attention::Kind* kind : attention::kinds()) {
     CAPTURE(kind->name());
     CopyTaskOptions k = tiny();
-    k.attention = kind->name();
+    k.attention = attention::AttentionConfig::parse(kind->name());
     k.train.precision = "bf16";
     CHECK(std::isfinite(app::run_copy_task(k).metric("loss")));
   }
@@ -228,16 +228,16 @@ TEST_CASE("copy-task: learns in bfloat16 (--precision bf16), resumes exactly in 
 TEST_CASE("copy-task: train with full attention, evaluate with clustered and improved-clustered") {
   TempDir dir;
   CopyTaskOptions o = tiny();
-  o.attention = "full";
+  o.attention = attention::AttentionConfig::parse("full");
   o.train.steps = 5;
   o.train.save = dir.file("full.ckpt");
-  o.eval_attention = "clustered:clusters=15";  // evaluated with another attention while training
+  o.eval_attention = attention::AttentionConfig::parse("clustered:clusters=15");  // evaluated with another attention while training
   const Report trained = app::run_copy_task(o);
   CHECK(trained.fields["attention"] == "full");
   CHECK(trained.fields["eval_attention"] == "clustered:clusters=15,bits=63,iterations=10");
 
   CopyTaskOptions eval = tiny();
-  eval.attention = "full";
+  eval.attention = attention::AttentionConfig::parse("full");
   eval.train.resume = dir.file("full.ckpt");
   eval.train.eval_only = true;
   eval.eval_batches = 4;
@@ -248,7 +248,7 @@ TEST_CASE("copy-task: train with full attention, evaluate with clustered and imp
 
   for (const std::string config : {"improved-clustered:clusters=15", "clustered:clusters=15"}) {
     CAPTURE(config);
-    eval.eval_attention = config;
+    eval.eval_attention = attention::AttentionConfig::parse(config);
     const Report r = app::run_copy_task(eval);
     CHECK(r.fields["attention"] == "full");
     CHECK(r.fields["eval_attention"].get<std::string>().rfind(config, 0) == 0);
@@ -262,7 +262,7 @@ TEST_CASE("copy-task: train with full attention, evaluate with clustered and imp
   // A second evaluation of the same checkpoint gives the same numbers: the held-out data and the
   // evaluation's hashing are fixed by the seed.
   const Report again = app::run_copy_task(eval);
-  eval.eval_attention = "clustered:clusters=15";
+  eval.eval_attention = attention::AttentionConfig::parse("clustered:clusters=15");
   CHECK(app::run_copy_task(eval).metric("loss") == again.metric("loss"));
 }
 
@@ -274,14 +274,11 @@ TEST_CASE("copy-task: the model settings and a neural-clustering model's evaluat
   o.train.steps = 0;
   check_error([&] { app::run_copy_task(o); }, {"--steps", "at least 1"});
   o = tiny();
-  o.attention = "clustered:clusters=x";
-  check_error([&] { app::run_copy_task(o); }, {"--attention", "clusters"});
-  o = tiny();
-  o.attention = "neural-clustering:clusters=2";
-  o.eval_attention = "full";
+  o.attention = attention::AttentionConfig::parse("neural-clustering:clusters=2");
+  o.eval_attention = attention::AttentionConfig::parse("full");
   check_error([&] { app::run_copy_task(o); }, {"--eval-attention", "neural-clustering"});
   o = tiny();
-  o.eval_attention = "neural-clustering:clusters=2";
+  o.eval_attention = attention::AttentionConfig::parse("neural-clustering:clusters=2");
   check_error([&] { app::run_copy_task(o); }, {"--eval-attention", "neural-clustering"});
   o = tiny();
   o.train.eval_only = true;
@@ -290,20 +287,20 @@ TEST_CASE("copy-task: the model settings and a neural-clustering model's evaluat
   o = tiny();
   o.mu = 0;
   check_error([&] { app::run_copy_task(o); }, {"--mu", "the attention has none", "neural-clustering"});
-  o.attention = "neural-clustering:clusters=2";
+  o.attention = attention::AttentionConfig::parse("neural-clustering:clusters=2");
   CHECK(app::run_copy_task(o).steps == 3);
 }
 
 TEST_CASE("copy-task: a neural-clustering checkpoint from before the loss forms resumes with the projected form") {
   TempDir dir;
   CopyTaskOptions o = tiny();
-  o.attention = "neural-clustering:clusters=2,losses=projected";
+  o.attention = attention::AttentionConfig::parse("neural-clustering:clusters=2,losses=projected");
   o.train.save = dir.file("now.ckpt");
   app::run_copy_task(o);
   // The same checkpoint as it was written before the key `losses` existed: no settings version, and
   // the attention text without the key, which then meant the projected form.
   Checkpoint before = load_checkpoint(dir.file("now.ckpt"));
-  REQUIRE(before.metadata.at("settings_version") == 2);
+  REQUIRE(before.metadata.at("settings_version") == 3);
   before.metadata.erase("settings_version");
   before.metadata["model"]["attention"] = "neural-clustering:clusters=2";
   save_checkpoint(dir.file("before.ckpt"), before);
@@ -319,9 +316,34 @@ TEST_CASE("copy-task: a neural-clustering checkpoint from before the loss forms 
   const Report before_run = app::run_copy_task(eval);
   CHECK(before_run.metric("loss") == now.metric("loss"));
   // Today the text without the key means the default form, which that model was not trained with.
-  eval.attention = "neural-clustering:clusters=2";
+  eval.attention = attention::AttentionConfig::parse("neural-clustering:clusters=2");
   check_error([&] { app::run_copy_task(eval); },
               {"--resume", "--attention neural-clustering:clusters=2,losses=projected"});
+}
+
+TEST_CASE("copy-task: a checkpoint whose config texts are spelled as typed (settings version 2) resumes") {
+  TempDir dir;
+  CopyTaskOptions o = tiny();
+  o.train.save = dir.file("now.ckpt");
+  app::run_copy_task(o);
+  // Version 2 recorded the config texts as the command line spelled them; version 3 records
+  // to_string(), every key spelled out.
+  Checkpoint typed = load_checkpoint(o.train.save);
+  CHECK(typed.metadata["model"]["attention"] == o.attention.to_string());
+  CHECK(typed.metadata["training"]["optimizer"] == o.train.optimizer.to_string());
+  typed.metadata["settings_version"] = 2;
+  typed.metadata["model"]["attention"] = "improved-clustered:topk=4,clusters=3";
+  typed.metadata["training"]["optimizer"] = "adam:lr=4e-3";
+  save_checkpoint(dir.file("typed.ckpt"), typed);
+  CHECK(train::read_identity(dir.file("typed.ckpt")).model.at("attention") == o.attention.to_string());
+
+  CopyTaskOptions resumed = o;
+  resumed.train.save.clear();
+  resumed.train.resume = dir.file("typed.ckpt");
+  resumed.train.steps = 5;
+  CHECK(app::run_copy_task(resumed).steps == 5);
+  resumed.train.optimizer = optim::OptimizerConfig::parse("adam:lr=5e-3");
+  check_error([&] { app::run_copy_task(resumed); }, {"--resume", "--optimizer adam:lr=0.004,"});
 }
 
 TEST_CASE("copy-task command line: --help, --json, --log, exit codes") {

@@ -30,7 +30,7 @@ void train_copy_task(const std::string& path, const std::string& attention, int6
   o.ff = 16;
   o.batch = 4;
   o.eval_batches = 2;
-  o.attention = attention;
+  o.attention = attention::AttentionConfig::parse(attention);
   o.train.steps = steps;
   o.train.eval_every = 0;
   o.train.progress = false;
@@ -171,7 +171,7 @@ TEST_CASE("tapestry inspect: bad input gets a clear message and the usual exit c
   {  // reverse, the smallest app, is inspected as copy-task is; its --batches are its held-out batches
     app::ReverseOptions r;
     r.length = 4, r.layers = 1, r.heads = 1, r.head_dim = 4, r.ff = 8, r.batch = 2, r.eval_batches = 1;
-    r.attention = "clustered:clusters=2";
+    r.attention = attention::AttentionConfig::parse("clustered:clusters=2");
     r.train.steps = 1, r.train.eval_every = 0, r.train.progress = false, r.train.save = dir.file("reverse.ckpt");
     app::run_reverse(r);
     const auto [code, out, err] = inspect(dir, "--checkpoint " + dir.file("reverse.ckpt") + " --batches 3");

@@ -1,6 +1,7 @@
 // The option table (apps/options.h): one table gives the command line, the checks and the settings
 // a checkpoint records.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,8 @@ namespace {
 struct Toy {
   int64_t layers = 2;
   double dropout = 0.1;
-  std::string attention = "full";
-  std::string eval_attention;
+  attention::AttentionConfig attention;
+  std::optional<attention::AttentionConfig> eval_attention;
   train::TrainOptions train;
 };
 
@@ -54,7 +55,7 @@ TEST_CASE("option table: presets, flags that override them, the last of a repeat
   CHECK(o.layers == 4);
   CHECK(o.dropout == 0.5);
   CHECK(o.train.seed == 7);
-  CHECK(o.train.optimizer == "radam:lr=2e-4");
+  CHECK(o.train.optimizer == optim::OptimizerConfig::parse("radam:lr=2e-4"));
   CHECK(o.train.eval_only);
   t = toy_table();
   CHECK_THROWS_AS(parse(t, {"--preset", "huge"}), CLI::ValidationError);
@@ -86,15 +87,10 @@ TEST_CASE("option table: checks name the flag; settings are keyed by flag") {
   o.dropout = 1;
   check_error([&] { t.check(o); }, {"--dropout", "must lie in [0, 1)", "got 1"});
   o = Toy();
-  o.attention = "clustred";
-  check_error([&] { t.check(o); }, {"--attention", "unknown attention type"});
-  o = Toy();
-  o.eval_attention = "clustered:clusters=x";
-  check_error([&] { t.check(o); }, {"--eval-attention", "clusters"});
-  o = Toy();
   CHECK(t.settings(o, Recorded::Model) == nlohmann::json{{"layers", 2}, {"attention", "full"}});
   CHECK(t.settings(o, Recorded::Training) == nlohmann::json{{"dropout", 0.1},
-                                                            {"optimizer", o.train.optimizer},
+                                                            {"optimizer", "adam:lr=0.001,beta1=0.9,beta2=0.999,"
+                                                                          "eps=1e-08,weight_decay=0,amsgrad=0"},
                                                             {"schedule", "constant"},
                                                             {"clip", 0.0},
                                                             {"param-groups", ""},
@@ -102,14 +98,61 @@ TEST_CASE("option table: checks name the flag; settings are keyed by flag") {
                                                             {"seed", 0}});
 }
 
+TEST_CASE("option table: configs are parsed once, as the command line is read, and carried typed") {
+  OptionTable<Toy> t = toy_table();
+  const Toy o = parse(t, {"--attention", "clustered:clusters=4", "--eval-attention", "full", "--optimizer",
+                          "radam:lr=2e-4", "--schedule", "inverse-sqrt:warmup=10", "--param-groups", "*.bias:lr=0.1"});
+  CHECK(o.attention.name() == "clustered");
+  CHECK(o.attention.get("clusters") == 4);
+  REQUIRE(o.eval_attention.has_value());
+  CHECK(o.eval_attention->name() == "full");
+  CHECK(o.train.optimizer.type == "radam");
+  CHECK(o.train.optimizer.get("lr") == 2e-4);
+  CHECK(o.train.schedule.get("warmup") == 10);
+  REQUIRE(o.train.param_groups.groups.size() == 1);
+  // Checkpoints record every config as its to_string(), every key spelled out.
+  CHECK(t.settings(o, Recorded::Model).at("attention") == "clustered:clusters=4,bits=63,iterations=10");
+  CHECK(t.settings(o, Recorded::Training).at("optimizer") == o.train.optimizer.to_string());
+  // A recorded text reads back into the typed field.
+  Toy recorded;
+  t.apply(recorded, {{"attention", "improved-clustered:topk=8"}, {"optimizer", "sgd"}});
+  CHECK(recorded.attention.get("topk") == 8);
+  CHECK(recorded.train.optimizer.type == "sgd");
+  check_error([&] { t.apply(recorded, {{"attention", "clustred"}}); }, {"--attention", "unknown attention type"});
+  // --eval-attention '' is no evaluation attention: the training one.
+  t = toy_table();
+  CHECK_FALSE(parse(t, {"--eval-attention", ""}).eval_attention.has_value());
+
+  // A text its parser refuses is a bad command line naming the flag and the parser's reason.
+  const auto refused = [](std::vector<std::string> args, std::vector<std::string> parts) {
+    OptionTable<Toy> table = toy_table();
+    try {
+      parse(table, args);
+      FAIL("accepted " << args[0] << " " << args[1]);
+    } catch (const CLI::ValidationError& e) {
+      for (const std::string& part : parts) CHECK_MESSAGE(std::string(e.what()).find(part) != std::string::npos, e.what());
+    }
+  };
+  refused({"--attention", "clustred"}, {"--attention", "unknown attention type 'clustred'"});
+  refused({"--eval-attention", "clustered:clusters=x"}, {"--eval-attention", "clusters"});
+  refused({"--optimizer", "adamm"}, {"--optimizer", "unknown optimizer 'adamm'"});
+  refused({"--optimizer", "adam:lr=x"}, {"--optimizer", "lr", "'x'"});
+  refused({"--optimizer", "adam:beta1=1"}, {"--optimizer", "beta1"});
+  refused({"--schedule", "inverse-sqrt:warmup=1.5"}, {"--schedule", "warmup"});
+  refused({"--param-groups", "*.bias:lr=x"}, {"--param-groups", "lr"});
+}
+
 TEST_CASE("attentions: --eval-attention defaults to the training one; a ClusterFormer only with its own") {
-  const Attentions same = attentions("clustered:clusters=4", "");
+  using attention::AttentionConfig;
+  const AttentionConfig neural = AttentionConfig::parse("neural-clustering:clusters=2");
+  const Attentions same = attentions(AttentionConfig::parse("clustered:clusters=4"), std::nullopt);
   CHECK(same.eval == same.train);
   CHECK(same.train.to_string() == "clustered:clusters=4,bits=63,iterations=10");
-  CHECK(attentions("full", "improved-clustered:clusters=3").eval.to_string().rfind("improved-clustered", 0) == 0);
-  check_error([] { attentions("neural-clustering:clusters=2", "full"); }, {"--eval-attention", "ClusterFormer"});
-  check_error([] { attentions("full", "neural-clustering:clusters=2"); }, {"--eval-attention", "neural-clustering"});
-  check_error([] { attentions("ful", ""); }, {"--attention", "unknown attention type 'ful'"});
+  CHECK(attentions(AttentionConfig(), AttentionConfig::parse("improved-clustered:clusters=3")).eval.name() ==
+        "improved-clustered");
+  CHECK(attentions(neural, neural).eval == neural);
+  check_error([&] { attentions(neural, AttentionConfig()); }, {"--eval-attention", "ClusterFormer"});
+  check_error([&] { attentions(AttentionConfig(), neural); }, {"--eval-attention", "neural-clustering"});
 }
 
 TEST_CASE("option table: numbers, switches and lists are read whole; '' is no number") {

@@ -32,7 +32,7 @@ TEST_CASE("reverse: every attention kind trains a few steps") {
     o.train.steps = 2;
     o.train.threads = 1;
     o.train.progress = false;
-    o.attention = kind->name();
+    o.attention = attention::AttentionConfig::parse(kind->name());
     const train::Report r = app::run_reverse(o);
     CHECK(r.steps == 2);
     CHECK(std::isfinite(r.metric("loss")));

@@ -203,8 +203,8 @@ TEST_CASE("translate: a neural-clustering decoder trains, and its checkpoint eva
   TempDir dir;
   write_corpus(dir.file("corpus"));
   app::TranslateOptions o = tiny(dir.file("corpus"));
-  o.encoder_attention = "neural-clustering:clusters=2";
-  o.decoder_attention = "neural-clustering:clusters=2";
+  o.encoder_attention = attention::AttentionConfig::parse("neural-clustering:clusters=2");
+  o.decoder_attention = attention::AttentionConfig::parse("neural-clustering:clusters=2");
   o.train.save = dir.file("nc.ckpt");
   const train::Report trained = app::run_translate(o);
   CHECK(std::isfinite(trained.metric("loss")));
@@ -224,7 +224,8 @@ TEST_CASE("translate: every kind with a causal form trains as the decoder; a clu
   for (const attention::Kind* kind : attention::kinds()) {
     CAPTURE(kind->name());
     app::TranslateOptions o = tiny(dir.file("corpus"));
-    o.decoder_attention = kind->name() + std::string(kind->form() == attention::Form::HiddenStates ? ":clusters=2" : "");
+    o.decoder_attention = attention::AttentionConfig::parse(
+        kind->name() + std::string(kind->form() == attention::Form::HiddenStates ? ":clusters=2" : ""));
     if (kind->form() == attention::Form::HiddenStates) o.encoder_attention = o.decoder_attention;
     if (!kind->has_causal_form()) {
       check_error([&] { app::run_translate(o); }, {"--decoder-attention", "must have a causal form", "local"});
@@ -392,8 +393,8 @@ TEST_CASE("translate: --inspect-every and tapestry inspect see the encoder's and
   TempDir dir;
   write_corpus(dir.file("corpus"));
   app::TranslateOptions o = tiny(dir.file("corpus"));
-  o.encoder_attention = "improved-clustered:clusters=2,topk=3";
-  o.decoder_attention = "neural-clustering:clusters=2";
+  o.encoder_attention = attention::AttentionConfig::parse("improved-clustered:clusters=2,topk=3");
+  o.decoder_attention = attention::AttentionConfig::parse("neural-clustering:clusters=2");
   o.train.save = dir.file("t.ckpt");
   o.train.log = dir.file("t.jsonl");
   o.train.inspect_every = 2;
@@ -419,7 +420,7 @@ TEST_CASE("translate: --inspect-every and tapestry inspect see the encoder's and
   CHECK(d.at("maps").size() == 1);
 
   // Full attention on both sides: nothing to inspect, said before training.
-  o.encoder_attention = "full";
-  o.decoder_attention = "full";
+  o.encoder_attention = attention::AttentionConfig::parse("full");
+  o.decoder_attention = attention::AttentionConfig::parse("full");
   check_error([&] { app::run_translate(o); }, {"--inspect-every", "encoder:", "decoder:"});
 }

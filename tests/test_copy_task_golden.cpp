@@ -106,7 +106,7 @@ CopyTaskOptions small() {
 TEST_CASE("copy-task golden: improved-clustered, Adam, clipping, dropout") {
   TempDir dir;
   CopyTaskOptions o = small();
-  o.attention = "improved-clustered:clusters=3,topk=4";
+  o.attention = attention::AttentionConfig::parse("improved-clustered:clusters=3,topk=4");
   o.dropout = 0.1;
   check(run(o, dir), Golden{{0x1.3ff0f4p+1, 0x1.61bd59p+1, 0x0p+0, 0x1p-3, 0x1.2af10fp+1, 0x1.4a63fdp+1, 0x0p+0,
                              0x1.5555555555555p-3, 0x1.1c277cp+1, 0x1.387239p+1, 0x0p+0, 0x1.5555555555555p-3},
@@ -118,8 +118,8 @@ TEST_CASE("copy-task golden: neural-clustering, RAdam, no clipping") {
   TempDir dir;
   CopyTaskOptions o = small();
   // The losses of the recording, when projected was the only form (the default is now cosine).
-  o.attention = "neural-clustering:clusters=3,losses=projected";
-  o.train.optimizer = "radam:lr=1e-3";
+  o.attention = attention::AttentionConfig::parse("neural-clustering:clusters=3,losses=projected");
+  o.train.optimizer = optim::OptimizerConfig::parse("radam:lr=1e-3");
   o.train.clip = 0;
   check(run(o, dir), Golden{{0x1.6cc256p+1, 0x1.677223p+1, 0x0p+0, 0x0p+0, 0x1.6c7ce4p+1, 0x1.68ed6fp+1, 0x0p+0,
                              0x0p+0, 0x1.6c5d67p+1, 0x1.67f44bp+1, 0x0p+0, 0x0p+0},

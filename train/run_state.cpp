@@ -4,6 +4,8 @@
 
 #include "core/error.h"
 #include "nn/attention/config.h"
+#include "optim/config.h"
+#include "optim/param_groups.h"
 
 namespace tapestry::train {
 
@@ -36,20 +38,47 @@ void check_settings(const std::string& path, const nlohmann::json& saved, const 
 // The version of the recorded settings that save_run writes. Version 1 (no "settings_version"):
 // checkpoints written before neural-clustering configs had the key `losses` and a default number of
 // clusters of their own, whose attention texts meant other defaults (attention::with_legacy_defaults).
-constexpr int64_t kSettingsVersion = 2;
+// Version 2: config texts (attention, optimizer, schedule, parameter groups) recorded as the command
+// line spelled them; from version 3 as their to_string(), every key spelled out, since the options
+// carry configs parsed.
+constexpr int64_t kSettingsVersion = 3;
 
-// The settings of a version-1 checkpoint as they read today: each attention text (a key ending in
-// "attention": attention, encoder-attention, ...) that names neural-clustering gets what its missing
-// keys meant then spelled out (attention::with_legacy_defaults).
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A recorded config text as version 3 records it (parsed and printed), or unchanged when it does not
+// parse: the comparison with the command line's settings then names it.
+template <class Config>
+void respell(nlohmann::json& value) {
+  try {
+    value = Config::parse(value.get<std::string>()).to_string();
+  } catch (const Error&) {
+  }
+}
+
+// The settings of an older checkpoint as they read today: each attention text (a key ending in
+// "attention": attention, encoder-attention, ...) of a version-1 checkpoint that names
+// neural-clustering gets what its missing keys meant then spelled out (attention::with_legacy_defaults);
+// then every config text of a version-1 or -2 checkpoint is respelled as to_string() writes it.
 void upgrade_settings(nlohmann::json& metadata) {
-  if (metadata.contains("settings_version")) return;
+  const auto recorded = metadata.find("settings_version");
+  if (recorded != metadata.end() && !(recorded->is_number_integer() && *recorded < kSettingsVersion)) return;
+  const int64_t version = recorded == metadata.end() ? 1 : recorded->get<int64_t>();
   for (const char* part : {"model", "training"}) {
     if (!metadata.contains(part) || !metadata[part].is_object()) continue;
     for (auto& [key, value] : metadata[part].items()) {
-      const std::string suffix = "attention";
-      const bool attention_key =
-          key.size() >= suffix.size() && key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0;
-      if (attention_key && value.is_string()) value = attention::with_legacy_defaults(value.get<std::string>());
+      if (!value.is_string()) continue;
+      if (ends_with(key, "attention")) {
+        if (version < 2) value = attention::with_legacy_defaults(value.get<std::string>());
+        respell<attention::AttentionConfig>(value);
+      } else if (key == "optimizer") {
+        respell<optim::OptimizerConfig>(value);
+      } else if (key == "schedule") {
+        respell<optim::ScheduleConfig>(value);
+      } else if (key == "param-groups") {
+        respell<optim::ParamGroupsConfig>(value);
+      }
     }
   }
 }

@@ -14,30 +14,17 @@ namespace tapestry::train {
 
 namespace {
 
-// A config flag's text parsed, with the parser's message under the flag's name.
-template <class Config>
-Config parse_flag(const char* flag, const std::string& text) {
-  try {
-    return Config::parse(text);
-  } catch (const Error& e) {
-    fail(flag, e.what());
-  }
-}
-
 // Whether step `step` is one of every `n`-th (n = 0: none).
 bool due(int64_t step, int64_t n) { return n > 0 && step % n == 0; }
 
 }  // namespace
 
-TrainConfigs check_options(const TrainOptions& o) {
-  TrainConfigs c{parse_flag<optim::OptimizerConfig>("--optimizer", o.optimizer),
-                 parse_flag<optim::ScheduleConfig>("--schedule", o.schedule),
-                 parse_flag<optim::ParamGroupsConfig>("--param-groups", o.param_groups)};
+void check_options(const TrainOptions& o) {
   // A schedule that decays to min_lr needs a learning rate at least that large; the schedule itself
   // would find out only once training starts.
-  const double lr = c.optimizer.get("lr");
-  for (const auto& [key, value] : c.schedule.values)
-    TP_CHECK(key != "min_lr" || value <= lr, "--schedule", "'", o.schedule, "' decays to min_lr = ", value,
+  const double lr = o.optimizer.get("lr");
+  for (const auto& [key, value] : o.schedule.values)
+    TP_CHECK(key != "min_lr" || value <= lr, "--schedule", "'", o.schedule.to_string(), "' decays to min_lr = ", value,
              ", above --optimizer's lr = ", lr, ": give a lower min_lr or a higher lr");
   TP_CHECK(std::isfinite(o.clip) && o.clip >= 0, "--clip", "must be >= 0 (0: no clipping), got ", o.clip);
   TP_CHECK(o.steps >= 1, "--steps", "must be at least 1, got ", o.steps);
@@ -60,7 +47,6 @@ TrainConfigs check_options(const TrainOptions& o) {
   } catch (const Error& e) {
     fail("--device", e.what());
   }
-  return c;
 }
 
 double metric(const Metrics& metrics, const std::string& name) {
@@ -145,10 +131,10 @@ EvaluationScope::~EvaluationScope() {
 Trainer::Trainer(RunSpec spec, TrainOptions options) : spec_(std::move(spec)), options_(std::move(options)) {}
 
 Report Trainer::run(const TaskFactory& make_task) {
-  const TrainConfigs configs = check_options(options_);
+  check_options(options_);
   world_ = options_.distributed ? dist::World::join() : dist::World();
   try {
-    Report report = train(make_task, configs);
+    Report report = train(make_task);
     world_ = dist::World();
     return report;
   } catch (const std::exception& e) {
@@ -160,10 +146,10 @@ Report Trainer::run(const TaskFactory& make_task) {
 }
 
 // The recipe of a run; the run's pieces are in train/training_run.h.
-Report Trainer::train(const TaskFactory& make_task, const TrainConfigs& configs) {
+Report Trainer::train(const TaskFactory& make_task) {
   const TrainOptions& o = options_;
   const ScopedThreads threads(o.threads);
-  TrainingRun run(spec_, o, configs, world_, make_task);  // built, or restored from --resume
+  TrainingRun run(spec_, o, world_, make_task);  // built, or restored from --resume
   if (o.eval_only) return run.finish(run.evaluate_checkpoint());
 
   const int64_t first = run.step();

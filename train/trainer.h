@@ -64,11 +64,12 @@ namespace tapestry::train {
 
 /// What every training app's command line sets (apps register these flags once).
 struct TrainOptions {
-  std::string optimizer = "adam:lr=0.001";  ///< optim/config.h
-  std::string schedule = "constant";  ///< the learning-rate schedule (optim/config.h)
+  optim::OptimizerConfig optimizer = optim::OptimizerConfig::parse("adam:lr=0.001");  ///< optim/config.h
+  /// the learning-rate schedule (optim/config.h)
+  optim::ScheduleConfig schedule = optim::ScheduleConfig::parse("constant");
   double clip = 0.0;          ///< max global gradient norm; 0: none (a parameter group's own clip still applies)
-  /// parameter groups with their own lr, weight decay and clipping (optim/param_groups.h); "": none
-  std::string param_groups;
+  /// parameter groups with their own lr, weight decay and clipping (optim/param_groups.h); empty: none
+  optim::ParamGroupsConfig param_groups;
   int64_t steps = 1000;       ///< the step to train up to (a resumed run continues to it)
   int64_t eval_every = 500;   ///< evaluate every N steps; 0: only at the end
   int64_t patience = 0;       ///< stop after this many evaluations without a new best; 0: never
@@ -94,18 +95,11 @@ struct TrainOptions {
   ///@}
 };
 
-/// TrainOptions' config texts, parsed: what the run builds its optimizer and schedule from.
-struct TrainConfigs {
-  optim::OptimizerConfig optimizer;       ///< --optimizer
-  optim::ScheduleConfig schedule;         ///< --schedule
-  optim::ParamGroupsConfig param_groups;  ///< --param-groups
-};
-
-/// Checks what can be checked without a device or a file (ranges, the optimizer, schedule and
-/// parameter groups, flags that need each other) and returns the parsed configs; throws Error naming
-/// the flag. Whether the groups' patterns fit the model's parameter names is checked when the model
-/// is built (Trainer::run).
-TrainConfigs check_options(const TrainOptions& options);
+/// Checks what can be checked without a device or a file (ranges, a schedule's min_lr against the
+/// optimizer's lr, flags that need each other); throws Error naming the flag. The configs were
+/// checked as they were parsed; whether the parameter groups' patterns fit the model's parameter
+/// names is checked when the model is built (Trainer::run).
+void check_options(const TrainOptions& options);
 
 using Metrics = std::vector<std::pair<std::string, double>>;  ///< in the order to show them
 
@@ -286,7 +280,7 @@ class Trainer {
   const dist::World& world() const { return world_; }
 
  private:
-  Report train(const TaskFactory& make_task, const TrainConfigs& configs);
+  Report train(const TaskFactory& make_task);
 
   RunSpec spec_;
   TrainOptions options_;

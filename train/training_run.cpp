@@ -32,7 +32,7 @@ Device run_device(const std::string& text, const dist::World& world) {
 
 // --optimizer over the model's parameters, in the groups of --param-groups (each chosen by the
 // parameters' names; a group that matches none, or two that match one, are --param-groups errors).
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfigs& c, const nn::Module& model) {
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& c, const nn::Module& model) {
   auto optimizer = optim::make_optimizer(c.optimizer, model.parameters());
   std::vector<std::string> names;
   for (const auto& [name, param] : model.named_parameters()) names.push_back(name);
@@ -144,8 +144,8 @@ Float32MatmulScope::~Float32MatmulScope() {
 
 // ---- TrainingRun ----
 
-TrainingRun::TrainingRun(const RunSpec& spec, const TrainOptions& options, const TrainConfigs& configs,
-                         const dist::World& world, const TaskFactory& make_task)
+TrainingRun::TrainingRun(const RunSpec& spec, const TrainOptions& options, const dist::World& world,
+                         const TaskFactory& make_task)
     : spec_(spec),
       options_(options),
       world_(world),
@@ -162,8 +162,8 @@ TrainingRun::TrainingRun(const RunSpec& spec, const TrainOptions& options, const
     resumed.emplace(options_.resume, spec_.identity,
                     options_.eval_only ? Compare::ModelOnly : Compare::ModelAndTraining);
   task_ = make_task(gen_, device_);
-  optimizer_ = make_optimizer(configs, model());
-  schedule_ = optim::make_schedule(configs.schedule, *optimizer_, options_.steps);
+  optimizer_ = make_optimizer(options_, model());
+  schedule_ = optim::make_schedule(options_.schedule, *optimizer_, options_.steps);
   if (resumed) restore(*resumed);
   resumed.reset();  // the checkpoint's tensors are not held while training
   join_ranks();

@@ -102,9 +102,7 @@ class TrainingRun {
   /// every rank. Throws Error for an unusable device or log, a checkpoint that is corrupt or of
   /// another run, parameter groups that fit no parameter, and --inspect-every with a task that cannot
   /// inspect.
-  /// `configs` are the options' configs, parsed (check_options).
-  TrainingRun(const RunSpec& spec, const TrainOptions& options, const TrainConfigs& configs, const dist::World& world,
-              const TaskFactory& make_task);
+  TrainingRun(const RunSpec& spec, const TrainOptions& options, const dist::World& world, const TaskFactory& make_task);
   TrainingRun(const TrainingRun&) = delete;
   TrainingRun& operator=(const TrainingRun&) = delete;
 
