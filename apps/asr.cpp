@@ -193,11 +193,13 @@ Attentions check_asr_options(const AsrOptions& o) {
   return a;
 }
 
-train::Report run_asr(const AsrOptions& o) {
-  const Attentions a = check_asr_options(o);
-  const data::SpeechCorpus p = prepare(o);
+namespace {
+
+PreparedRun prepare_asr(const AsrOptions& o) {
+  const Attentions a = attentions(o.attention, o.eval_attention);
+  const auto p = std::make_shared<const data::SpeechCorpus>(prepare(o));
   train::RunSpec spec;
-  spec.identity = identity(o, p.inventory);
+  spec.identity = identity(o, p->inventory);
   spec.best = {"per", train::Goal::Min};
   spec.unit = "frames";
   spec.log_fields = {{"data", o.data},
@@ -205,26 +207,48 @@ train::Report run_asr(const AsrOptions& o) {
                      {"decoding", o.beam > 0 ? "beam " + std::to_string(o.beam) : std::string("greedy")},
                      {"attention", a.train.to_string()},
                      {"eval_attention", a.eval.to_string()},
-                     {"utterances", {{"train", p.train.size()}, {"eval", p.eval.size()}}},
-                     {"infeasible", {{"train", p.train.infeasible}, {"eval", p.eval.infeasible}}},
-                     {"phonemes", p.inventory.size()}};
-  train::Trainer trainer(spec, o.train);
-  return trainer.run([&](Generator& gen, Device device) {
-    return std::make_unique<AsrRun>(p, o, a, gen, device, trainer.world());
-  });
+                     {"utterances", {{"train", p->train.size()}, {"eval", p->eval.size()}}},
+                     {"infeasible", {{"train", p->train.infeasible}, {"eval", p->eval.infeasible}}},
+                     {"phonemes", p->inventory.size()}};
+  return {spec, [p, o, a](Generator& gen, Device device, const dist::World& world) {
+            return std::make_unique<AsrRun>(*p, o, a, gen, device, world);
+          }};
+}
+
+TrainingApp<AsrOptions> asr_train_app() {
+  TrainingApp<AsrOptions> app;
+  app.name = "train";
+  app.task = kTask;  // --eval-only --resume reads the checkpoint's settings
+  app.description =
+      "Train a CTC phoneme recogniser on --data and report its phone error rate (PER) on --eval-split. Flags override "
+      "the preset's values.";
+  app.table = std::make_shared<OptionTable<AsrOptions>>(make_table());
+  app.check = check_asr_options;
+  app.prepare = prepare_asr;
+  app.run = run_asr;
+  app.inspected = [](AsrOptions& o, const CheckpointRequest& request) {
+    o.train.resume = request.path;
+    o.train.eval_only = true;  // reads the evaluation split alone
+    o.train.progress = false;
+  };
+  app.headline = [](const AsrOptions& o, const train::Report& r) {
+    const std::string trained = r.fields.at("attention"), evaluated = r.fields.at("eval_attention");
+    return std::string(kTask) + ": " + o.eval_split + " split, step " + std::to_string(r.steps) + ", " +
+           r.fields.at("decoding").get<std::string>() + " decoding, trained with " + trained +
+           (evaluated != trained ? ", evaluated with " + evaluated : "");
+  };
+  return app;
+}
+
+}  // namespace
+
+train::Report run_asr(const AsrOptions& o) {
+  check_asr_options(o);
+  return run_prepared(prepare_asr(o), o.train);
 }
 
 InspectedCheckpoint inspect_asr_checkpoint(const CheckpointRequest& request) {
-  AsrOptions o;
-  table().apply(o, recorded_settings(request.path, kTask, request.flag));
-  o.train.resume = request.path;
-  o.train.eval_only = true;  // reads the evaluation split alone
-  o.train.progress = false;
-  const Attentions a = check_asr_options(o);
-  const data::SpeechCorpus p = prepare(o);
-  Generator gen(o.train.seed);
-  AsrRun run(p, o, a, gen, Device::cpu(), dist::World());
-  return inspect_restored(run, request, identity(o, p.inventory));
+  return inspect_app_checkpoint(asr_train_app(), request);
 }
 
 AsrCheckpoint read_asr_checkpoint(const std::string& path, const AsrOptions& options, const char* flag) {
@@ -256,23 +280,7 @@ void add_asr(CommandLine& cli) {
   CLI::App* group = cli.add_group(
       kTask, "CTC phoneme recognition with a Transformer encoder (clustered-attention paper §4.1): train, eval, "
              "transcribe");
-  const auto headline = [](const AsrOptions& o, const train::Report& r) {
-    const std::string trained = r.fields.at("attention"), evaluated = r.fields.at("eval_attention");
-    return std::string(kTask) + ": " + o.eval_split + " split, step " + std::to_string(r.steps) + ", " +
-           r.fields.at("decoding").get<std::string>() + " decoding, trained with " + trained +
-           (evaluated != trained ? ", evaluated with " + evaluated : "");
-  };
-
-  TrainingApp<AsrOptions> train_app;
-  train_app.name = "train";
-  train_app.description =
-      "Train a CTC phoneme recogniser on --data and report its phone error rate (PER) on --eval-split. Flags override "
-      "the preset's values.";
-  train_app.table = std::make_shared<OptionTable<AsrOptions>>(make_table());
-  train_app.check = check_asr_options;
-  train_app.run = run_asr;
-  train_app.headline = headline;
-  train_app.inspector = {kTask, inspect_asr_checkpoint};
+  const TrainingApp<AsrOptions> train_app = asr_train_app();
   add_training_app(cli, train_app, group);
 
   // eval: the settings come from the checkpoint, so it takes only the data, decoding and eval

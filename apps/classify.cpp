@@ -139,31 +139,48 @@ class ClassifyRun : public InspectableTask {
   uint64_t eval_seed_;
 };
 
-nlohmann::json fields(const Prepared& p, const ClassifyOptions& o) {
-  const data::Split& s = p.split;
-  return {{"data", o.data}, {"classes", p.classes.size()},
-          {"documents", {{"train", s.train.size()}, {"valid", s.valid.size()}, {"test", s.test.size()}}},
-          {"eval_split", o.eval_split}, {"majority_accuracy", p.majority_accuracy},
-          {"empty_documents", p.empty_documents}, {"skipped_entries", p.skipped_entries},
-          {"vocabulary", p.vocabulary}, {"train_tokens", p.train_tokens}, {"max_length", o.max_length}};
+// The corpus read and tokenized, and the Transformer's run on it.
+PreparedRun prepare_classify(const ClassifyOptions& o) {
+  const data::ClassificationCorpusOptions c = classify_corpus_options(o, vocabulary_paths(o.train));
+  const data::ClassifiedDocuments corpus = data::read_classification_corpus(c);
+  return classify_transformer_run(o, std::make_shared<const Prepared>(data::tokenize_corpus(corpus, c)));
 }
 
-// --baseline bow: naive Bayes fitted on the training split, scored on the eval split.
-train::Report run_baseline(const ClassifyOptions& o, const Prepared& p, std::chrono::steady_clock::time_point start) {
-  const models::ClassificationScores scores = models::naive_bayes_scores(p);
-  train::Report r;
-  r.task = kTask;
-  r.fields = fields(p, o);
-  r.fields["model"] = "bow";
-  r.metrics = scores.metrics();
-  r.best_metric = "accuracy";
-  r.best = scores.confusion().accuracy();
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.items_per_second = double(scores.tokens()) / std::max(r.seconds, 1e-9);
-  r.device = "cpu";
-  r.seed = o.train.seed;
-  r.parameters = p.vocabulary * int64_t(p.classes.size());
-  return r;
+TrainingApp<ClassifyOptions> classify_app() {
+  TrainingApp<ClassifyOptions> app;
+  app.name = app.task = kTask;  // the task: --eval-only --resume reads the checkpoint's settings
+  app.description =
+      "Classify long documents (Brown genres, SpamAssassin e-mails, or any folder-per-class or list-file corpus) "
+      "with a Transformer or ClusterFormer, or with the naive Bayes floor (--baseline bow). Flags override the "
+      "preset's values.";
+  app.table = std::make_shared<OptionTable<ClassifyOptions>>(make_table());
+  app.check = check_classify_options;
+  app.prepare = prepare_classify;
+  app.run = run_classify;
+  app.inspected = [](ClassifyOptions& o, const CheckpointRequest& request) {
+    o.train.resume = request.path;  // its SentencePiece model is beside it
+    o.train.progress = false;
+  };
+  app.unused = [](const ClassifyOptions& o) {
+    std::vector<std::pair<std::string, std::string>> unused;
+    if (o.baseline == "bow")
+      for (const char* flag : {"--attention", "--eval-attention", "--pooling", "--layers", "--heads", "--head-dim", "--ff",
+                               "--dropout", "--mu", "--nu", "--batch-tokens", "--optimizer", "--schedule", "--clip",
+                               "--param-groups", "--steps", "--eval-every", "--patience", "--save-every",
+                               "--inspect-every", "--profile", "--profile-json", "--profile-trace"})
+        unused.emplace_back(flag, "--baseline bow fits naive Bayes, no model");
+    return unused;
+  };
+  app.headline = [](const ClassifyOptions& o, const train::Report& r) {
+    const std::string model = r.fields.at("model") == "bow" ? std::string("naive Bayes (bag of words)")
+                                                            : "step " + std::to_string(r.steps) + ", " +
+                                                                  r.fields.at("attention").get<std::string>();
+    const std::string split = o.folds > 0 ? std::to_string(o.folds) + "-fold means" : o.eval_split + " split";
+    return std::string(kTask) + ": " + o.data + " (" + std::to_string(r.fields.at("classes").get<int64_t>()) +
+           " classes), " + split + ", " + model + " (majority class " +
+           std::to_string(r.fields.at("majority_accuracy").get<double>()).substr(0, 6) + ")";
+  };
+  return app;
 }
 
 }  // namespace
@@ -210,40 +227,35 @@ data::ClassificationCorpusOptions classify_corpus_options(const ClassifyOptions&
           data::parse_eval_split(o.eval_split), o.vocab_size, o.max_length,
           o.train.resume.empty() ? "" : o.train.resume + ".spm", spm_paths,  // SentencePiece read, written
           {"--data", "--vocab-size", "--eval-split", "--valid-fraction", "--test-fraction"},  // named in errors
-          note, note, o.train.progress ? note : nullptr};  // skipped entries, left-out documents, progress
+          // skipped entries (told by the run that read the corpus first, not by an inspection), left-out
+          // documents, progress
+          o.train.progress ? note : nullptr, note, o.train.progress ? note : nullptr};
 }
 
-train::Report run_classify_prepared(const ClassifyOptions& o, const data::TokenizedCorpus& p,
-                                    std::chrono::steady_clock::time_point start) {
-  if (o.baseline == "bow") return run_baseline(o, p, start);
+nlohmann::json classify_corpus_fields(const Prepared& p, const ClassifyOptions& o) {
+  const data::Split& s = p.split;
+  return {{"data", o.data}, {"classes", p.classes.size()},
+          {"documents", {{"train", s.train.size()}, {"valid", s.valid.size()}, {"test", s.test.size()}}},
+          {"eval_split", o.eval_split}, {"majority_accuracy", p.majority_accuracy},
+          {"empty_documents", p.empty_documents}, {"skipped_entries", p.skipped_entries},
+          {"vocabulary", p.vocabulary}, {"train_tokens", p.train_tokens}, {"max_length", o.max_length}};
+}
+
+PreparedRun classify_transformer_run(const ClassifyOptions& o, std::shared_ptr<const Prepared> p) {
   const Attentions a = attentions(o.attention, o.eval_attention);
   train::RunSpec spec;
   spec.identity = table().identity(kTask, o);
-  spec.identity.model["classes"] = p.classes;
-  if (!o.train.resume.empty()) check_vocabulary(p.vocabulary_fingerprint, o.train.resume + ".spm", o.train.resume);
-  record_vocabulary(spec.identity, p.vocabulary_fingerprint, o.train.resume);
+  spec.identity.model["classes"] = p->classes;
+  if (!o.train.resume.empty()) check_vocabulary(p->vocabulary_fingerprint, o.train.resume + ".spm", o.train.resume);
+  record_vocabulary(spec.identity, p->vocabulary_fingerprint, o.train.resume);
   spec.best = {"accuracy", train::Goal::Max};
-  spec.log_fields = fields(p, o);
+  spec.log_fields = classify_corpus_fields(*p, o);
   spec.log_fields["model"] = "transformer";
   spec.log_fields["attention"] = a.train.to_string();
   spec.log_fields["eval_attention"] = a.eval.to_string();
-  train::Trainer trainer(spec, o.train);
-  return trainer.run(
-      [&](Generator& gen, Device device) { return std::make_unique<ClassifyRun>(p, o, a, gen, device, trainer.world()); });
-}
-
-InspectedCheckpoint inspect_classify_checkpoint(const CheckpointRequest& request) {
-  ClassifyOptions o;
-  table().apply(o, recorded_settings(request.path, kTask, request.flag));
-  o.train.resume = request.path;  // its SentencePiece model is beside it
-  o.train.progress = false;
-  const Attentions a = check_classify_options(o);
-  data::ClassificationCorpusOptions c = classify_corpus_options(o);
-  c.on_skipped = nullptr;  // told when the checkpoint's run read the corpus
-  const Prepared p = data::tokenize_corpus(data::read_classification_corpus(c), c);
-  Generator gen(o.train.seed);
-  ClassifyRun run(p, o, a, gen, Device::cpu(), dist::World());
-  return inspect_restored(run, request, table().identity(kTask, o));
+  return {spec, [p, o, a](Generator& gen, Device device, const dist::World& world) {
+            return std::make_unique<ClassifyRun>(*p, o, a, gen, device, world);
+          }};
 }
 
 train::Report run_classify(const ClassifyOptions& o) {
@@ -255,37 +267,12 @@ train::Report run_classify(const ClassifyOptions& o) {
                                start);
 }
 
+InspectedCheckpoint inspect_classify_checkpoint(const CheckpointRequest& request) {
+  return inspect_app_checkpoint(classify_app(), request);
+}
+
 void add_classify(CommandLine& cli) {
-  TrainingApp<ClassifyOptions> app;
-  app.name = kTask;
-  app.description =
-      "Classify long documents (Brown genres, SpamAssassin e-mails, or any folder-per-class or list-file corpus) "
-      "with a Transformer or ClusterFormer, or with the naive Bayes floor (--baseline bow). Flags override the "
-      "preset's values.";
-  app.table = std::make_shared<OptionTable<ClassifyOptions>>(make_table());
-  app.check = check_classify_options;
-  app.task = kTask;  // --eval-only --resume reads the checkpoint's settings
-  app.inspector = {kTask, inspect_classify_checkpoint};
-  app.unused = [](const ClassifyOptions& o) {
-    std::vector<std::pair<std::string, std::string>> unused;
-    if (o.baseline == "bow")
-      for (const char* flag : {"--attention", "--eval-attention", "--pooling", "--layers", "--heads", "--head-dim", "--ff",
-                               "--dropout", "--mu", "--nu", "--batch-tokens", "--optimizer", "--schedule", "--clip",
-                               "--param-groups", "--steps", "--eval-every", "--patience", "--save-every",
-                               "--inspect-every", "--profile", "--profile-json", "--profile-trace"})
-        unused.emplace_back(flag, "--baseline bow fits naive Bayes, no model");
-    return unused;
-  };
-  app.run = run_classify;
-  app.headline = [](const ClassifyOptions& o, const train::Report& r) {
-    const std::string model = r.fields.at("model") == "bow" ? std::string("naive Bayes (bag of words)")
-                                                            : "step " + std::to_string(r.steps) + ", " +
-                                                                  r.fields.at("attention").get<std::string>();
-    const std::string split = o.folds > 0 ? std::to_string(o.folds) + "-fold means" : o.eval_split + " split";
-    return std::string(kTask) + ": " + o.data + " (" + std::to_string(r.fields.at("classes").get<int64_t>()) +
-           " classes), " + split + ", " + model + " (majority class " +
-           std::to_string(r.fields.at("majority_accuracy").get<double>()).substr(0, 6) + ")";
-  };
+  const TrainingApp<ClassifyOptions> app = classify_app();
   CLI::App* classify = add_training_app(cli, app);
 
   const auto table = app.table;

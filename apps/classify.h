@@ -41,6 +41,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -105,6 +106,10 @@ train::Report run_classify(const ClassifyOptions& options);
 // `spm_paths`; skipped entries, left-out documents and (with progress) tokenizing on stderr.
 data::ClassificationCorpusOptions classify_corpus_options(const ClassifyOptions& o,
                                                           const std::vector<std::string>& spm_paths = {});
+// The run of the model `o` describes on the tokenized corpus, which its task factory holds.
+PreparedRun classify_transformer_run(const ClassifyOptions& o, std::shared_ptr<const data::TokenizedCorpus> corpus);
+// What a report says of the corpus: its source, classes, split sizes, majority-class accuracy, tokens.
+nlohmann::json classify_corpus_fields(const data::TokenizedCorpus& corpus, const ClassifyOptions& o);
 // Trains (or evaluates; with --baseline bow, fits and scores naive Bayes) on a corpus already prepared
 // with `o`'s corpus settings; the report's seconds count from `start`.
 train::Report run_classify_prepared(const ClassifyOptions& o, const data::TokenizedCorpus& corpus,

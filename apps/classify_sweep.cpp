@@ -1,4 +1,5 @@
-// Classify's runs of many models or splits of one corpus: `tapestry classify sweep`, ClusterFormer's
+// Classify's runs on a prepared corpus: the Transformer's or, with --baseline bow, naive Bayes's; and
+// of many models or splits of one corpus: `tapestry classify sweep`, ClusterFormer's
 // Table 4 (accuracy, time and memory against the number of clusters k, next to full attention) and
 // Table 5 (the clustering losses each on or off, several seeds) as one grid of classify runs on one
 // prepared corpus, written as Markdown and JSON; and --folds K, K runs on the folds of one corpus.
@@ -15,10 +16,30 @@
 #include "apps/bench.h"  // format
 #include "apps/classify.h"
 #include "metrics/summary.h"
+#include "models/document_classification.h"
 #include "train/profiling.h"
 
 namespace tapestry::app {
 namespace {
+
+// --baseline bow: naive Bayes fitted on the training split, scored on the eval split.
+train::Report run_baseline(const ClassifyOptions& o, const data::TokenizedCorpus& p,
+                           std::chrono::steady_clock::time_point start) {
+  const models::ClassificationScores scores = models::naive_bayes_scores(p);
+  train::Report r;
+  r.task = "classify";
+  r.fields = classify_corpus_fields(p, o);
+  r.fields["model"] = "bow";
+  r.metrics = scores.metrics();
+  r.best_metric = "accuracy";
+  r.best = scores.confusion().accuracy();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.items_per_second = double(scores.tokens()) / std::max(r.seconds, 1e-9);
+  r.device = "cpu";
+  r.seed = o.train.seed;
+  r.parameters = p.vocabulary * int64_t(p.classes.size());
+  return r;
+}
 
 using bench::format;
 
@@ -84,6 +105,14 @@ std::string markdown(const ClassifyOptions& base, const SweepOptions& s, const S
 }
 
 }  // namespace
+
+train::Report run_classify_prepared(const ClassifyOptions& o, const data::TokenizedCorpus& p,
+                                    std::chrono::steady_clock::time_point start) {
+  if (o.baseline == "bow") return run_baseline(o, p, start);
+  // The caller keeps `p` while the run lasts: a shared pointer that does not own it (aliasing no owner).
+  const std::shared_ptr<const data::TokenizedCorpus> unowned(std::shared_ptr<const data::TokenizedCorpus>(), &p);
+  return run_prepared(classify_transformer_run(o, unowned), o.train);
+}
 
 train::Report run_classify_folds(const ClassifyOptions& o, const data::ClassifiedDocuments& corpus) {
   const auto start = std::chrono::steady_clock::now();

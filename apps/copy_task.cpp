@@ -184,44 +184,54 @@ Attentions check_copy_task_options(const CopyTaskOptions& o) {
   return a;
 }
 
-train::Report run_copy_task(const CopyTaskOptions& o) {
-  const Attentions a = check_copy_task_options(o);
+namespace {
+
+PreparedRun prepare_copy_task(const CopyTaskOptions& o) {
+  const Attentions a = attentions(o.attention, o.eval_attention);
   train::RunSpec spec;
   spec.identity = table().identity(kTask, o);
   spec.best = {"masked_accuracy", train::Goal::Max};
   spec.log_fields = {{"attention", a.train.to_string()}, {"eval_attention", a.eval.to_string()}, {"length", o.length}};
-  train::Trainer trainer(spec, o.train);
-  return trainer.run([&](Generator& gen, Device device) { return std::make_unique<CopyTaskRun>(o, a, gen, device); });
+  return {spec, [o, a](Generator& gen, Device device, const dist::World&) {
+            return std::make_unique<CopyTaskRun>(o, a, gen, device);
+          }};
+}
+
+const TrainingApp<CopyTaskOptions>& copy_task_app() {
+  static const TrainingApp<CopyTaskOptions> app = [] {
+    TrainingApp<CopyTaskOptions> a;
+    a.name = a.task = kTask;  // the task: --eval-only --resume reads the checkpoint's settings
+    a.description =
+        "Train a Transformer on the masked copy task (clustered-attention paper, supplementary C.2) and report how "
+        "many masked symbols it restores. Flags override the preset's values.";
+    a.table = std::make_shared<OptionTable<CopyTaskOptions>>(make_table());
+    a.check = check_copy_task_options;
+    a.prepare = prepare_copy_task;
+    a.run = run_copy_task;
+    a.inspected = [](CopyTaskOptions& o, const CheckpointRequest& request) {
+      o.eval_batches = std::max(o.eval_batches, request.batches);
+    };
+    a.headline = [](const CopyTaskOptions& o, const train::Report& r) {
+      const std::string trained = r.fields.at("attention"), evaluated = r.fields.at("eval_attention");
+      return std::string(kTask) + ": L = " + std::to_string(o.length) + ", step " + std::to_string(r.steps) +
+             ", trained with " + trained + (evaluated != trained ? ", evaluated with " + evaluated : "");
+    };
+    return a;
+  }();
+  return app;
+}
+
+}  // namespace
+
+train::Report run_copy_task(const CopyTaskOptions& o) {
+  check_copy_task_options(o);
+  return run_prepared(prepare_copy_task(o), o.train);
 }
 
 InspectedCheckpoint inspect_copy_task_checkpoint(const CheckpointRequest& request) {
-  CopyTaskOptions o;
-  table().apply(o, recorded_settings(request.path, kTask, request.flag));
-  table().check(o);
-  o.eval_batches = std::max(o.eval_batches, request.batches);
-  const Attentions a = attentions(o.attention, o.eval_attention);
-  Generator gen(o.train.seed);
-  CopyTaskRun run(o, a, gen, Device::cpu());
-  return inspect_restored(run, request, table().identity(kTask, o));
+  return inspect_app_checkpoint(copy_task_app(), request);
 }
 
-void add_copy_task(CommandLine& cli) {
-  TrainingApp<CopyTaskOptions> app;
-  app.name = kTask;
-  app.description =
-      "Train a Transformer on the masked copy task (clustered-attention paper, supplementary C.2) and report how "
-      "many masked symbols it restores. Flags override the preset's values.";
-  app.table = std::make_shared<OptionTable<CopyTaskOptions>>(make_table());
-  app.check = check_copy_task_options;
-  app.task = kTask;  // --eval-only --resume reads the checkpoint's settings
-  app.inspector = {kTask, inspect_copy_task_checkpoint};
-  app.run = run_copy_task;
-  app.headline = [](const CopyTaskOptions& o, const train::Report& r) {
-    const std::string trained = r.fields.at("attention"), evaluated = r.fields.at("eval_attention");
-    return std::string(kTask) + ": L = " + std::to_string(o.length) + ", step " + std::to_string(r.steps) +
-           ", trained with " + trained + (evaluated != trained ? ", evaluated with " + evaluated : "");
-  };
-  add_training_app(cli, app);
-}
+void add_copy_task(CommandLine& cli) { add_training_app(cli, copy_task_app()); }
 
 }  // namespace tapestry::app

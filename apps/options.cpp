@@ -51,6 +51,19 @@ Check<std::string> one_of(std::vector<std::string> values) {
           allowed};
 }
 
+train::Report run_prepared(const PreparedRun& run, const train::TrainOptions& options) {
+  train::Trainer trainer(run.spec, options);
+  return trainer.run([&](Generator& gen, Device device) { return run.make_task(gen, device, trainer.world()); });
+}
+
+InspectedCheckpoint inspect_prepared(const PreparedRun& run, uint64_t seed, const CheckpointRequest& request) {
+  Generator gen(seed);
+  const std::unique_ptr<train::Task> task = run.make_task(gen, Device::cpu(), dist::World());
+  auto* inspectable = dynamic_cast<InspectableTask*>(task.get());
+  TP_CHECK(inspectable, request.flag, "the task of a ", run.spec.identity.task, " run cannot be inspected");
+  return inspect_restored(*inspectable, request, run.spec.identity);
+}
+
 nlohmann::json sampler_state(const data::BatchSampler& sampler) {
   return {{"epoch", sampler.state().epoch}, {"position", sampler.state().position}, {"ranks", sampler.world_size()}};
 }

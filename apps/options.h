@@ -177,7 +177,8 @@ class OptionTable {
     // " [paper: 4, smoke: 2]" when the presets differ, " [default: 4]" when they agree; presets apart
     // by "; " when a value has commas (a config).
     bool commas = false;
-    for (const auto& [name, options] : presets_) commas = commas || flag_text(get(options)).find(',') != std::string::npos;
+    for (const auto& [name, options] : presets_)
+      commas = commas || flag_text(get(options)).find(',') != std::string::npos;
     std::string defaults;
     for (const auto& [name, options] : presets_)
       defaults += (defaults.empty() ? "" : commas ? "; " : ", ") + name + ": " + flag_text(get(options));
@@ -357,6 +358,23 @@ void restore_sampler(data::BatchSampler& sampler, const nlohmann::json& state);
 // "<headline>: <metrics>; <seconds> s, <rate> <unit>/s on <device>", the line a training app ends with.
 std::string summary_line(const std::string& headline, const train::Report& report);
 
+// A training app's run prepared from its options (checked): what the Trainer is told and how it
+// builds the task, the data already read (the factory keeps it).
+struct PreparedRun {
+  train::RunSpec spec;
+  // The task on `device`, its model drawing its initial values from `gen` first, its data sharded over
+  // `world`'s ranks.
+  std::function<std::unique_ptr<train::Task>(Generator& gen, Device device, const dist::World& world)> make_task;
+};
+
+// Trains (or, with options.eval_only, evaluates) the prepared run on the Trainer.
+train::Report run_prepared(const PreparedRun& run, const train::TrainOptions& options);
+
+// Inspects a checkpoint of the prepared run (prepared from the settings the checkpoint records): the
+// task built on the CPU, its model drawing from Generator(seed) before the checkpoint replaces it, then
+// inspect_restored. Throws Error when the task is not an InspectableTask.
+InspectedCheckpoint inspect_prepared(const PreparedRun& run, uint64_t seed, const CheckpointRequest& request);
+
 // What a training app supplies to the command line.
 template <class Options>
 struct TrainingApp {
@@ -378,9 +396,27 @@ struct TrainingApp {
   // file, not a bad command line: exit 1.
   std::function<nlohmann::json(const Options&)> recorded;
   std::function<std::string(const Options&, const train::Report&)> headline;  // "copy-task: L = 31, step 600"
-  // `tapestry inspect` of the app's checkpoints; registered with the app (no task: none).
-  CheckpointInspector inspector;
+  // The run the options describe, their checks passed: its RunSpec and task factory. `run` trains
+  // run_prepared(prepare(o), o.train) (and what else the app runs, e.g. classify's folds); `tapestry
+  // inspect` builds its task from a checkpoint's settings.
+  std::function<PreparedRun(const Options&)> prepare;
+  // For `tapestry inspect` of the app's checkpoints (`task`'s): what the app changes in the options
+  // the checkpoint's settings give before preparing the run (e.g. the checkpoint as --resume, so that
+  // its SentencePiece model is read beside it). Null: the app's checkpoints are not inspected.
+  std::function<void(Options&, const CheckpointRequest&)> inspected;
 };
+
+// `tapestry inspect` of a checkpoint of `app`: the options from the settings it records, then
+// app.inspected, app.check and inspect_prepared of app.prepare. Throws Error for a checkpoint of
+// another app and the errors of those steps.
+template <class Options>
+InspectedCheckpoint inspect_app_checkpoint(const TrainingApp<Options>& app, const CheckpointRequest& request) {
+  Options o;
+  app.table->apply(o, recorded_settings(request.path, app.task, request.flag));
+  app.inspected(o, request);
+  app.check(o);
+  return inspect_prepared(app.prepare(o), o.train.seed, request);
+}
 
 // The options `app` runs with, into `o`: its table's flags over app.recorded's settings (an Error
 // there is a bad file: exit 1), then app.check (an Error there is a bad command line: exit 2).
@@ -415,7 +451,8 @@ int resolve_options(const TrainingApp<Options>& app, const std::string& full_nam
 template <class Options>
 CLI::App* add_training_app(CommandLine& cli, TrainingApp<Options> app, CLI::App* parent = nullptr) {
   const std::string full_name = parent ? parent->get_name() + " " + app.name : app.name;  // for messages
-  if (!app.inspector.task.empty()) register_inspector(app.inspector);
+  if (app.inspected)
+    register_inspector({app.task, [app](const CheckpointRequest& r) { return inspect_app_checkpoint(app, r); }});
   return cli.add(app.name, app.description, [app, full_name](CLI::App& command) {
     app.table->add_to(command, app.flags);
     auto json = std::make_shared<bool>(false);
@@ -462,6 +499,7 @@ template <class Options>
 void add_eval_app(CommandLine& cli, TrainingApp<Options> app, std::shared_ptr<OptionTable<Options>> table,
                   std::vector<std::string> flags, const std::string& task, std::string description, CLI::App* group) {
   app.name = "eval";
+  app.inspected = nullptr;  // the train command registers the inspector
   app.description = std::move(description);
   app.table = std::move(table);
   app.flags = std::move(flags);

@@ -140,40 +140,51 @@ Attentions check_reverse_options(const ReverseOptions& o) {
   return a;
 }
 
-train::Report run_reverse(const ReverseOptions& o) {
-  const Attentions a = check_reverse_options(o);
+namespace {
+
+PreparedRun prepare_reverse(const ReverseOptions& o) {
+  const Attentions a = attentions(o.attention, o.eval_attention);
   train::RunSpec spec;
   spec.identity = table().identity(kTask, o);
   spec.best = {"token_accuracy", train::Goal::Max};
   spec.log_fields = {{"attention", a.train.to_string()}, {"eval_attention", a.eval.to_string()}};
-  train::Trainer trainer(spec, o.train);
-  return trainer.run([&](Generator& gen, Device device) { return std::make_unique<ReverseRun>(o, a, gen, device); });
+  return {spec, [o, a](Generator& gen, Device device, const dist::World&) {
+            return std::make_unique<ReverseRun>(o, a, gen, device);
+          }};
+}
+
+const TrainingApp<ReverseOptions>& reverse_app() {
+  static const TrainingApp<ReverseOptions> app = [] {
+    TrainingApp<ReverseOptions> a;
+    a.name = a.task = kTask;  // the task: --eval-only --resume reads the checkpoint's settings
+    a.description = "Train a Transformer to reverse random sequences: the smallest app on the training harness.";
+    a.table = std::make_shared<OptionTable<ReverseOptions>>(make_table());
+    a.check = check_reverse_options;
+    a.prepare = prepare_reverse;
+    a.run = run_reverse;
+    a.inspected = [](ReverseOptions& o, const CheckpointRequest& request) {
+      o.eval_batches = std::max(o.eval_batches, request.batches);
+    };
+    a.headline = [](const ReverseOptions& o, const train::Report& r) {
+      return std::string(kTask) + ": N = " + std::to_string(o.length) + ", step " + std::to_string(r.steps) + ", " +
+             r.fields.at("attention").get<std::string>();
+    };
+    return a;
+  }();
+  return app;
+}
+
+}  // namespace
+
+train::Report run_reverse(const ReverseOptions& o) {
+  check_reverse_options(o);
+  return run_prepared(prepare_reverse(o), o.train);
 }
 
 InspectedCheckpoint inspect_reverse_checkpoint(const CheckpointRequest& request) {
-  ReverseOptions o;
-  table().apply(o, recorded_settings(request.path, kTask, request.flag));
-  table().check(o);
-  o.eval_batches = std::max(o.eval_batches, request.batches);
-  Generator gen(o.train.seed);
-  ReverseRun run(o, attentions(o.attention, o.eval_attention), gen, Device::cpu());
-  return inspect_restored(run, request, table().identity(kTask, o));
+  return inspect_app_checkpoint(reverse_app(), request);
 }
 
-void add_reverse(CommandLine& cli) {
-  TrainingApp<ReverseOptions> app;
-  app.name = kTask;
-  app.description = "Train a Transformer to reverse random sequences: the smallest app on the training harness.";
-  app.table = std::make_shared<OptionTable<ReverseOptions>>(make_table());
-  app.check = check_reverse_options;
-  app.task = kTask;  // --eval-only --resume reads the checkpoint's settings
-  app.inspector = {kTask, inspect_reverse_checkpoint};
-  app.run = run_reverse;
-  app.headline = [](const ReverseOptions& o, const train::Report& r) {
-    return std::string(kTask) + ": N = " + std::to_string(o.length) + ", step " + std::to_string(r.steps) +
-           ", " + r.fields.at("attention").get<std::string>();
-  };
-  add_training_app(cli, app);
-}
+void add_reverse(CommandLine& cli) { add_training_app(cli, reverse_app()); }
 
 }  // namespace tapestry::app

@@ -218,56 +218,65 @@ Attentions check_translate_options(const TranslateOptions& o) {
   return encoder;
 }
 
-train::Report run_translate(const TranslateOptions& o) {
-  const Attentions a = check_translate_options(o);
-  const data::TranslationCorpus p = prepare(o, vocabulary_paths(o.train));
+namespace {
+
+PreparedRun prepare_translate(const TranslateOptions& o) {
+  const Attentions a = attentions(o.encoder_attention, o.eval_attention);
+  const auto p = std::make_shared<const data::TranslationCorpus>(prepare(o, vocabulary_paths(o.train)));
   train::RunSpec spec;
   spec.identity = table().identity(kTask, o);
-  record_vocabulary(spec.identity, p.sp->fingerprint(), o.train.resume);
+  record_vocabulary(spec.identity, p->sp->fingerprint(), o.train.resume);
   spec.best = {"bleu", train::Goal::Max};
   spec.log_fields = {{"data", o.data},
                      {"encoder_attention", a.train.to_string()},
                      {"eval_attention", a.eval.to_string()},
                      {"eval_split", o.eval_split},
                      {"beam", o.beam},
-                     {"pairs", {{"train", p.train.size()}, {o.eval_split, p.eval.size()}}},
-                     {"empty_pairs", p.train.empty},
-                     {"long_pairs", p.train.too_long}};
-  train::Trainer trainer(spec, o.train);
-  return trainer.run([&](Generator& gen, Device device) {
-    return std::make_unique<TranslateRun>(p, o, a, gen, device, trainer.world());
-  });
+                     {"pairs", {{"train", p->train.size()}, {o.eval_split, p->eval.size()}}},
+                     {"empty_pairs", p->train.empty},
+                     {"long_pairs", p->train.too_long}};
+  return {spec, [p, o, a](Generator& gen, Device device, const dist::World& world) {
+            return std::make_unique<TranslateRun>(*p, o, a, gen, device, world);
+          }};
+}
+
+TrainingApp<TranslateOptions> translate_train_app() {
+  TrainingApp<TranslateOptions> app;
+  app.name = "train";
+  app.task = kTask;  // --eval-only --resume reads the checkpoint's settings
+  app.description = "Train a translation model (German->English by default); flags override the preset's values";
+  // Each command parses into a table of its own (a table reads the flags of the command it was added to last).
+  app.table = translate_table();
+  app.check = check_translate_options;
+  app.prepare = prepare_translate;
+  app.run = run_translate;
+  app.inspected = [](TranslateOptions& o, const CheckpointRequest& request) {
+    o.train.resume = request.path;  // its SentencePiece model is beside it
+    o.train.progress = false;
+  };
+  app.headline = [](const TranslateOptions& o, const train::Report& r) {
+    return std::string(kTask) + ": " + o.data + " " + o.source_lang + "->" + o.target_lang + ", " + o.eval_split +
+           " split, step " + std::to_string(r.steps) + ", encoder " + r.fields.at("encoder_attention").get<std::string>() +
+           (o.beam > 1 ? ", beam " + std::to_string(o.beam) : ", greedy");
+  };
+  return app;
+}
+
+}  // namespace
+
+train::Report run_translate(const TranslateOptions& o) {
+  check_translate_options(o);
+  return run_prepared(prepare_translate(o), o.train);
 }
 
 InspectedCheckpoint inspect_translate_checkpoint(const CheckpointRequest& request) {
-  TranslateOptions o;
-  table().apply(o, recorded_settings(request.path, kTask, request.flag));
-  o.train.resume = request.path;  // its SentencePiece model is beside it
-  o.train.progress = false;
-  const Attentions a = check_translate_options(o);
-  const data::TranslationCorpus p = prepare(o, {});
-  Generator gen(o.train.seed);
-  TranslateRun run(p, o, a, gen, Device::cpu(), dist::World());
-  return inspect_restored(run, request, table().identity(kTask, o));
+  return inspect_app_checkpoint(translate_train_app(), request);
 }
 
 void add_translate(CommandLine& cli) {
   CLI::App* group = cli.add_group(kTask, "Machine translation: train an encoder-decoder Transformer, evaluate it "
                                          "(BLEU), or translate stdin with it");
-  const auto headline = [](const TranslateOptions& o, const train::Report& r) {
-    return std::string(kTask) + ": " + o.data + " " + o.source_lang + "->" + o.target_lang + ", " + o.eval_split +
-           " split, step " + std::to_string(r.steps) + ", encoder " + r.fields.at("encoder_attention").get<std::string>() +
-           (o.beam > 1 ? ", beam " + std::to_string(o.beam) : ", greedy");
-  };
-  TrainingApp<TranslateOptions> train_app;
-  train_app.name = "train";
-  train_app.description = "Train a translation model (German->English by default); flags override the preset's values";
-  // Each command parses into a table of its own (a table reads the flags of the command it was added to last).
-  train_app.table = translate_table();
-  train_app.check = check_translate_options;
-  train_app.run = run_translate;
-  train_app.headline = headline;
-  train_app.inspector = {kTask, inspect_translate_checkpoint};
+  const TrainingApp<TranslateOptions> train_app = translate_train_app();
   add_training_app(cli, train_app, group);
 
   add_eval_app(cli, train_app, translate_table(), eval_flags(), kTask,
