@@ -84,9 +84,10 @@ def train(doc, peer, markdown):
     for r in doc["rows"]:
         ms = r.get("ms") if r.get("status") == "ok" else None
         pt = torch_ms.get(r["n"])
-        rows.append([r["type"], r["copy_length"], r["n"], r["batch"], status_or(r, fmt(ms, ".2f")),
-                     fmt(r.get("ms_vs_full"), ".3f"), fmt(pt, ".2f"), fmt(ratio(ms, pt), ".3f")])
-    headers = ["type", "L", "N", "batch", "ms/step", "×full", "PyTorch full ms/step", "Tapestry/PyTorch"]
+        rows.append([r.get("model", "copy"), r["type"], r.get("copy_length", ""), r["n"], r["batch"],
+                     status_or(r, fmt(ms, ".2f")), fmt(r.get("ms_vs_full"), ".3f"), fmt(pt, ".2f"),
+                     fmt(ratio(ms, pt), ".3f")])
+    headers = ["model", "type", "L", "N", "batch", "ms/step", "×full", "PyTorch full ms/step", "Tapestry/PyTorch"]
     return table(headers, rows, markdown)
 
 

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "tests/testing.h"
 
@@ -160,6 +162,49 @@ TEST_CASE("bench train: steps of the copy-task model") {
   const double linear = 3.0 * 56696832;
   CHECK(rows[0]["flops"].get<double>() >= linear);
   CHECK(rows[0]["flops"].get<double>() <= linear + 2e6);
+}
+
+TEST_CASE("bench train: steps of the classifier's and the speech recogniser's models at their default presets") {
+  TempDir dir;
+  // Each model's linear FLOPs forward (2·m·n·k a product), from the presets (apps/classify.h,
+  // apps/asr.h): the backward takes at least twice that (dX and dW), less the first layer's dX where
+  // the input needs no gradient.
+  //   classifier: 8 documents of 2048 tokens (m = 16384), 2 layers of D = 128: q, k, v, o (128 × 128)
+  //               and feed-forward (128 × 256 and back); the head on 8 pooled vectors is negligible
+  //   speech:     30 utterances of 65 positions (m = 1950), the input (160 → 64), 4 layers of D = 64
+  //               with feed-forward 256, the output (64 → 51)
+  const double classifier_forward = 2.0 * (8.0 * 16384 * 128 * 128 + 4.0 * 16384 * 128 * 256);
+  const double speech_input = 2.0 * 1950 * 160 * 64;
+  const double speech_forward =
+      speech_input + 4.0 * (8.0 * 1950 * 64 * 64 + 4.0 * 1950 * 64 * 256) + 2.0 * 1950 * 64 * 51;
+  const std::vector<std::tuple<std::string, const char*, double, double>> models = {
+      {"classifier", "tokens_per_s", 2048, 3 * classifier_forward},
+      {"speech", "frames_per_s", 260, 3 * speech_forward - speech_input}};
+  for (const auto& [model, rate, n, least_flops] : models) {
+    CAPTURE(model);
+    const std::string json = (dir.path / (model + ".json")).string();
+    const Run run = tapestry_cli("bench train --device cpu --model " + model + " --repeats 1 --warmup 0 --types "
+                                 "full,improved-clustered:clusters=4,topk=8 --json '" + json + "'", dir.path);
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    const nlohmann::json doc = read_json(json);
+    check_document(doc, "train");
+    CHECK(doc["config"]["model"] == model);
+    REQUIRE(doc["rows"].size() == 2);
+    for (const auto& row : doc["rows"]) {
+      INFO(row.dump());
+      CHECK(row["status"] == "ok");
+      CHECK(row["n"] == n);
+      for (const char* key : {"ms", rate, "peak_bytes", "loss", "parameters", "flops", "bound_ms", "x_bound"})
+        CHECK(row[key].is_number());
+      CHECK(std::isfinite(row["loss"].get<double>()));
+      CHECK(row["flops"].get<double>() >= least_flops);
+      CHECK(row["x_bound"].get<double>() > 1);
+    }
+  }
+  const Run refused = tapestry_cli("bench train --model tagger", dir.path);
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.output.find("--model") != std::string::npos);
 }
 
 TEST_CASE("bench: bad arguments are refused before anything runs") {

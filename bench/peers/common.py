@@ -10,19 +10,21 @@ import time
 import torch
 
 
-def settings(args, sizes):
+def settings(args, sizes, copy=True):
     """The run's settings: the flags, or, with --like, those of a Tapestry benchmark JSON file.
-    `sizes` names the list of sizes ("lengths" or "copy_lengths")."""
+    `sizes` names the list of sizes ("lengths" or "copy_lengths"); without `copy` (bench train of
+    another model than the copy task's, whose sizes are fixed) the file has neither sizes nor batch."""
     config = {"device": args.device, sizes: getattr(args, sizes), "batch": args.batch,
               "repeats": args.repeats, "warmup": args.warmup, "threads": args.threads,
               "precision": getattr(args, "precision", "float32")}
     if args.like:
         with open(args.like) as f:
             doc = json.load(f)
-        config.update(device=doc["device"], threads=doc["threads"], batch=doc["config"]["batch"],
-                      repeats=doc["config"]["repeats"], warmup=doc["config"]["warmup"],
-                      precision=doc["config"].get("precision", "float32"))
-        config[sizes] = doc["config"][sizes]
+        config.update(device=doc["device"], threads=doc["threads"], repeats=doc["config"]["repeats"],
+                      warmup=doc["config"]["warmup"], precision=doc["config"].get("precision", "float32"))
+        if copy:
+            config.update(batch=doc["config"]["batch"])
+            config[sizes] = doc["config"][sizes]
     return config
 
 
