@@ -1,5 +1,7 @@
 #include "apps/app.h"
 
+#include <unistd.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -8,6 +10,13 @@
 #include "train/trainer.h"
 
 namespace tapestry::app {
+
+void bound_openmp_spinning(char** argv) {
+  if (std::getenv("GOMP_SPINCOUNT") || std::getenv("OMP_WAIT_POLICY")) return;
+  if (::setenv("GOMP_SPINCOUNT", "5000", 1) != 0) return;
+  ::execv("/proc/self/exe", argv);  // returns only when it fails: go on with libgomp's default
+  ::unsetenv("GOMP_SPINCOUNT");
+}
 
 void DeviceOption::add_to(CLI::App& app) {
   app.add_option("--device", text, "auto, cpu, cuda or cuda:N (auto: the GPU when present)")

@@ -190,6 +190,17 @@ CLI::Option* add_list(CLI::App& cmd, const std::string& flag, std::vector<T>& va
       ->default_str(defaults);
 }
 
+// OpenMP's threads (libgomp) spin for 300,000 iterations after each parallel region before they
+// sleep. Beside other work that costs dearly: the spinning thread holds a core its sibling needs, and
+// every region waits for the one descheduled. The copy task's smoke preset, 60 steps beside one busy
+// core, took 19.0 s on two threads against 4.4 s on one; with 5,000 spins 6.3 s, and on an idle
+// machine 2.5 s as with 300,000 (docs/PERFORMANCE.md). The thread count, on which results depend,
+// stays what --threads says. libgomp reads the setting once, as it loads: so, unless GOMP_SPINCOUNT
+// or OMP_WAIT_POLICY is set already (the user's choice wins), the process starts again with
+// GOMP_SPINCOUNT=5000 (execv of /proc/self/exe, the same arguments); where that fails it goes on as
+// it is. Call first in main, before anything runs in parallel.
+void bound_openmp_spinning(char** argv);
+
 // Runs an app's body, turning exceptions into a message on stderr and an exit code.
 template <class Body>
 int run_reporting_errors(const char* app, Body&& body) {

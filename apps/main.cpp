@@ -15,6 +15,7 @@
 
 int main(int argc, char** argv) {
   using namespace tapestry;
+  app::bound_openmp_spinning(argv);
   app::CommandLine cli("Tapestry: a C++17/CUDA deep-learning framework built around clustered attention");
   cli.add("version", "Print the version, the commit built and the devices this build can use", [](CLI::App&) {
     return [] {
