@@ -193,8 +193,8 @@ CLI::Option* add_list(CLI::App& cmd, const std::string& flag, std::vector<T>& va
 // OpenMP's threads (libgomp) spin for 300,000 iterations after each parallel region before they
 // sleep. Beside other work that costs dearly: the spinning thread holds a core its sibling needs, and
 // every region waits for the one descheduled. The copy task's smoke preset, 60 steps beside one busy
-// core, took 19.0 s on two threads against 4.4 s on one; with 5,000 spins 6.3 s, and on an idle
-// machine 2.5 s as with 300,000 (docs/PERFORMANCE.md). The thread count, on which results depend,
+// core, took 22.4 s on two threads (10.8 to 35.8) against 4.6 s on one; with 5,000 spins 6.4 s, and
+// on an idle machine 2.7 s, as with 300,000 (docs/PERFORMANCE.md). The thread count, on which results depend,
 // stays what --threads says. libgomp reads the setting once, as it loads: so, unless GOMP_SPINCOUNT
 // or OMP_WAIT_POLICY is set already (the user's choice wins), the process starts again with
 // GOMP_SPINCOUNT=5000 (execv of /proc/self/exe, the same arguments); where that fails it goes on as

@@ -1,5 +1,9 @@
 // The `tapestry` command line. Each app is a subcommand; exit codes are in apps/app.h.
+#include <omp.h>
+
+#include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "apps/app.h"
 #include "apps/asr.h"
@@ -13,6 +17,17 @@
 #include "tapestry.h"
 #include "tapestry_commit.h"  // TAPESTRY_COMMIT, the commit built (CMakeLists.txt)
 
+namespace {
+
+// How OpenMP's idle threads wait, as the environment sets it (app::bound_openmp_spinning).
+std::string openmp_wait() {
+  if (const char* policy = std::getenv("OMP_WAIT_POLICY")) return std::string("as OMP_WAIT_POLICY=") + policy;
+  if (const char* spins = std::getenv("GOMP_SPINCOUNT")) return std::string("GOMP_SPINCOUNT=") + spins;
+  return "as libgomp's default (300,000 spins)";
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace tapestry;
   app::bound_openmp_spinning(argv);
@@ -22,7 +37,8 @@ int main(int argc, char** argv) {
       std::cout << "tapestry " << TAPESTRY_VERSION << " (commit " << TAPESTRY_COMMIT << ")\n"
                 << "cuda: " << (cuda::is_available() ? "available" : "not available (" + cuda::unavailable_reason() + ")")
                 << "\n"
-                << "best device: " << Device::best() << "\n";
+                << "best device: " << Device::best() << "\n"
+                << "cpu threads: " << omp_get_max_threads() << " (OpenMP); idle ones wait " << openmp_wait() << "\n";
       return 0;
     };
   });

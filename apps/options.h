@@ -260,7 +260,8 @@ void add_train_options(OptionTable<Options>& t, train::TrainOptions Options::*g)
   t.add("--patience", g, &T::patience, "stop after N evaluations without a better best metric (0: never)");
   t.add("--device", g, &T::device, "auto, cpu, cuda or cuda:N (auto: the GPU when present)");
   t.add("--threads", g, &T::threads,
-        "CPU threads, 0: OpenMP's default (OMP_NUM_THREADS, else one per core); on a busy machine 1 can be much faster",
+        "CPU threads, 0: OpenMP's default (OMP_NUM_THREADS, else one per core); where every core is busy 1 can be "
+        "faster",
         thread_count());
   t.add("--tf32", g, &T::tf32,
         "float32 matmuls on the GPU in TensorFloat-32 (Ampere and later: several times faster, relative error "

@@ -354,6 +354,14 @@ TEST_CASE("copy-task command line: --help, --json, --log, exit codes") {
   check_run(version, 0, {});
   CHECK(version.out.rfind("tapestry ", 0) == 0);
   CHECK(version.out.find(" (commit ") != std::string::npos);  // the commit built, which bench JSON records too
+  // OpenMP's idle threads spin briefly (app::bound_openmp_spinning): 5,000 spins unless the user chose.
+  const auto version_with = [&](const std::string& env) {
+    const std::string command = "env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY " + env + " " + TAPESTRY_CLI + " version";
+    return std::get<1>(run_shell(dir, command));
+  };
+  CHECK(version_with("").find("idle ones wait GOMP_SPINCOUNT=5000") != std::string::npos);
+  CHECK(version_with("GOMP_SPINCOUNT=77").find("idle ones wait GOMP_SPINCOUNT=77") != std::string::npos);
+  CHECK(version_with("OMP_WAIT_POLICY=passive").find("wait as OMP_WAIT_POLICY=passive") != std::string::npos);
 
   const std::string small =
       "copy-task --preset smoke --length 4 --layers 1 --heads 2 --head-dim 4 --ff 8 --batch 2 "
