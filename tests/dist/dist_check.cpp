@@ -103,7 +103,7 @@ class RegressionTask : public train::Task {
 int train_command(int64_t batch, train::TrainOptions o, const Failure& failure) {
   train::RunSpec spec;
   // The batch is not recorded: a run may resume with another number of ranks and batch per rank.
-  spec.identity = {"dist-check", {{"hidden", kHidden}}, {{"optimizer", o.optimizer}}};
+  spec.identity = {"dist-check", {{"hidden", kHidden}}, {{"optimizer", o.optimizer.to_string()}}};
   spec.best = {"loss", train::Goal::Min};
   spec.unit = "examples";
   train::Trainer trainer(spec, o);
@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
   cli.require_subcommand(1);
   int64_t batch = 4;
   train::TrainOptions o;
-  o.optimizer = "adam:lr=0.01";
+  o.optimizer = optim::OptimizerConfig::parse("adam:lr=0.01");
   o.steps = 50;
   o.eval_every = 0;
   o.device = "cpu";
