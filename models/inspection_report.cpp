@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace tapestry::models {
 
@@ -82,6 +85,56 @@ std::string svg_open(const std::string& id, double width, double height) {
 
 const char* kLossColors[] = {"#1f77b4", "#d62728", "#2ca02c"};
 
+// A value axis over [lo, hi] (on a log scale, of log10 values): the range rounded out to its ticks,
+// and the ticks with their labels. Log scale: whole decades ("1e-3", at most about 8 labelled; over
+// two decades or fewer also 2e and 5e), with one decade more below, labelled "0", where `zeros` (a
+// zero has no logarithm, and a gradient of zero is a finding, not a gap). Linear: 4 to 8 round values
+// (steps of 1, 2 or 5 times a power of ten; whole numbers only with `integers`).
+struct Axis {
+  double lo = 0, hi = 1;
+  std::vector<std::pair<double, std::string>> ticks;
+  double zero = NAN;  // log scale with zeros: where a zero is drawn (the "0" tick)
+  double y(double v, double top, double height) const { return top + height * (hi - v) / (hi - lo); }
+};
+
+Axis value_axis(double lo, double hi, bool log_scale, bool zeros, bool integers = false) {
+  Axis a;
+  if (!std::isfinite(lo) || !std::isfinite(hi)) lo = 0, hi = 1;
+  if (log_scale) {
+    a.lo = std::floor(lo), a.hi = std::ceil(hi);
+    if (a.hi <= a.lo) a.hi = a.lo + 1;
+    const double step = std::max(1.0, std::ceil((a.hi - a.lo) / 8));
+    for (double d = a.hi; d >= a.lo - 1e-9; d -= step) {
+      a.ticks.push_back({d, "1e" + std::to_string(int(d))});
+      if (a.hi - a.lo <= 2 && d > a.lo)
+        for (const int m : {5, 2}) a.ticks.push_back({d - 1 + std::log10(m), std::to_string(m) + "e" + std::to_string(int(d) - 1)});
+    }
+    if (zeros) a.lo -= step, a.zero = a.lo, a.ticks.push_back({a.lo, "0"});
+    return a;
+  }
+  if (hi <= lo) hi = lo + (lo == 0 ? 1 : std::abs(lo) * 0.1);
+  const double raw = (hi - lo) / 5, power = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = raw <= power ? power : raw <= 2 * power ? 2 * power : raw <= 5 * power ? 5 * power : 10 * power;
+  if (integers) step = std::max(1.0, std::round(step));
+  a.lo = std::floor(lo / step) * step, a.hi = std::ceil(hi / step) * step;
+  for (double v = a.lo; v <= a.hi + step * 1e-9; v += step) a.ticks.push_back({v, cell(json(std::abs(v) < step * 1e-9 ? 0.0 : v), "%g")});
+  return a;
+}
+
+// The axis's gridlines from x0 to x1 with their labels left of x0.
+std::string gridlines(const Axis& a, double x0, double x1, double top, double height) {
+  std::string s;
+  for (const auto& [v, label] : a.ticks) {
+    const double y = a.y(v, top, height);
+    s += "<line x1=\"" + fixed(x0) + "\" x2=\"" + fixed(x1) + "\" y1=\"" + fixed(y) + "\" y2=\"" + fixed(y) +
+         "\" stroke=\"#ddd\"" + (v == a.zero ? " stroke-dasharray=\"3,3\"" : "") + "/>" +
+         text_at(x0 - 4, y + 4, label, "end", 10);
+  }
+  return s;
+}
+
+
+
 std::string cluster_color(int64_t id, int64_t clusters) {
   if (id < 0 || id >= clusters) return "#dddddd";
   return "hsl(" + std::to_string(int(360.0 * double(id) / double(clusters))) + ",70%,50%)";
@@ -102,13 +155,14 @@ std::string cosine_color(const json& v) {
                 : "rgb(" + std::to_string(fade) + "," + std::to_string(fade) + ",255)";
 }
 
-// Bars of log10 gradient norms: one group per (layer, target) over the whole tensors, one bar per loss.
+// Bars of log10 gradient norms: one group per (layer, target) over the whole tensors, one bar per
+// loss. A loss that sends a tensor no gradient gets a mark on the axis's "0" line, not a gap.
 std::string gradient_norms_svg(const json& document) {
   const std::vector<std::string> losses = loss_names(document);
-  struct Group { std::string label; std::vector<double> norms; };
+  struct Group { std::string label; std::vector<double> norms; };  // log10 norms; NaN: zero
   std::vector<Group> groups;
-  double lo = 0, hi = -30;
-  bool first = true;
+  double lo = INFINITY, hi = -INFINITY;
+  bool zeros = false;
   for (const json& layer : document.at("layers"))
     for (const json& g : layer.at("gradients")) {
       if (!g.at("head").is_null()) continue;
@@ -117,31 +171,33 @@ std::string gradient_norms_svg(const json& document) {
         const double n = g.at("norms").at(l).is_number() ? g.at("norms").at(l).get<double>() : 0.0;
         const double v = n > 0 ? std::log10(n) : std::nan("");
         group.norms.push_back(v);
-        if (std::isfinite(v)) lo = first ? v : std::min(lo, v), hi = std::max(hi, v), first = false;
+        if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+        else zeros = true;
       }
       groups.push_back(group);
     }
-  lo = std::floor(lo), hi = std::ceil(hi);
-  if (hi <= lo) hi = lo + 1;
-  const double bar = 10, gap = 14, left = 50, top = 20, height = 200;
+  const Axis axis = value_axis(lo, hi, true, zeros);
+  const double bar = 14, gap = 18, left = 50, top = 24, height = 260;
   const double width = left + double(groups.size()) * (bar * double(losses.size()) + gap) + 20;
   std::string s = svg_open("gradient-norms", width, top + height + 90);
-  for (double d = lo; d <= hi; d += 1) {
-    const double y = top + height * (hi - d) / (hi - lo);
-    s += "<line x1=\"" + fixed(left) + "\" x2=\"" + fixed(width - 10) + "\" y1=\"" + fixed(y) + "\" y2=\"" + fixed(y) +
-         "\" stroke=\"#ddd\"/>" + text_at(left - 4, y + 4, "1e" + std::to_string(int(d)), "end", 10);
-  }
+  s += gridlines(axis, left, width - 10, top, height);
+  const double floor_y = axis.y(axis.lo, top, height);
   for (size_t i = 0; i < groups.size(); ++i) {
     const double x0 = left + double(i) * (bar * double(losses.size()) + gap) + gap / 2;
     for (size_t l = 0; l < losses.size(); ++l) {
-      const double v = groups[i].norms[l];
-      if (!std::isfinite(v)) continue;
-      const double h = height * (v - lo) / (hi - lo);
-      s += rect(x0 + double(l) * bar, top + height - h, bar - 1, h, kLossColors[l % 3],
-                groups[i].label + ": " + losses[l] + " gradient norm 1e" + fixed(v), "norm-bar");
+      const double v = groups[i].norms[l], x = x0 + double(l) * bar;
+      if (!std::isfinite(v)) {  // no gradient at all
+        s += rect(x, floor_y - 3, bar - 1, 3, kLossColors[l % 3], groups[i].label + ": " + losses[l] + " sends no gradient",
+                  "zero-mark") +
+             text_at(x + (bar - 1) / 2, floor_y - 6, "0", "middle", 9);
+        continue;
+      }
+      const double y = axis.y(v, top, height);
+      s += rect(x, y, bar - 1, floor_y - y, kLossColors[l % 3],
+                groups[i].label + ": " + losses[l] + " gradient norm " + cell(json(std::pow(10.0, v))), "norm-bar");
     }
     const double cx = x0 + bar * double(losses.size()) / 2;
-    s += "<text x=\"" + fixed(cx) + "\" y=\"" + fixed(top + height + 8) + "\" font-size=\"10\" transform=\"rotate(60 " +
+    s += "<text x=\"" + fixed(cx) + "\" y=\"" + fixed(top + height + 8) + "\" font-size=\"11\" transform=\"rotate(60 " +
          fixed(cx) + " " + fixed(top + height + 8) + ")\">" + escape(groups[i].label) + "</text>";
   }
   for (size_t l = 0; l < losses.size(); ++l)
@@ -177,7 +233,8 @@ std::string cosines_svg(const json& document) {
   return s + "</svg>";
 }
 
-// One bar chart of summed cluster sizes per (layer, clustering); heads beyond 0 are left to the JSON.
+// One bar chart of summed cluster sizes per (layer, clustering), each bar in its cluster's colour
+// (as in the assignment map) and labelled with its index; heads beyond 0 are left to the JSON.
 std::string cluster_sizes_svg(const json& document) {
   std::string out;
   for (const json& layer : document.at("layers"))
@@ -185,21 +242,23 @@ std::string cluster_sizes_svg(const json& document) {
       if (!c.at("head").is_null() && c.at("head").get<int64_t>() != 0) continue;
       const std::vector<int64_t> sizes = c.at("sizes").get<std::vector<int64_t>>();
       const int64_t largest = std::max<int64_t>(1, *std::max_element(sizes.begin(), sizes.end()));
-      const double bar = std::max(4.0, std::min(24.0, 480.0 / double(sizes.size()))), height = 120, top = 22, left = 40;
+      const double bar = std::max(4.0, std::min(40.0, 640.0 / double(sizes.size()))), height = 160, top = 24, left = 50;
+      const Axis axis = value_axis(0, double(largest), false, false);
       const std::string title = "layer " + layer_name(layer) + ", head " +
                                 head_name(c.at("head")) + ": words per cluster (largest share " +
                                 cell(c.at("largest_share")) + ", empty " + cell(c.at("empty")) + " per sample)";
-      std::string s = svg_open("cluster-sizes-" + layer_name(layer),
-                               std::max(560.0, left + bar * double(sizes.size()) + 20), top + height + 30);
-      s += text_at(4, 14, title);
-      s += text_at(left - 4, top + 8, std::to_string(largest), "end", 10) + text_at(left - 4, top + height, "0", "end", 10);
+      const double width = std::max(560.0, left + bar * double(sizes.size()) + 20);
+      std::string s = svg_open("cluster-sizes-" + layer_name(layer), width, top + height + 34);
+      s += text_at(4, 14, title) + gridlines(axis, left, left + bar * double(sizes.size()), top, height);
+      // Every bar's index where they are wide enough to read, else every fifth.
+      const size_t every = bar >= 14 ? 1 : 5;
       for (size_t i = 0; i < sizes.size(); ++i) {
-        const double h = height * double(sizes[i]) / double(largest);
-        s += rect(left + bar * double(i), top + height - h, bar - 1, h, cluster_color(int64_t(i), int64_t(sizes.size())),
+        const double y = axis.y(double(sizes[i]), top, height), x = left + bar * double(i);
+        s += rect(x, y, bar - 1, top + height - y, cluster_color(int64_t(i), int64_t(sizes.size())),
                   "cluster " + std::to_string(i) + ": " + std::to_string(sizes[i]) + " words", "size-bar");
+        if (i % every == 0) s += text_at(x + (bar - 1) / 2, top + height + 13, std::to_string(i), "middle", 10);
       }
-      s += text_at(left, top + height + 14, "cluster 0", "start", 10) +
-           text_at(left + bar * double(sizes.size()), top + height + 14, std::to_string(sizes.size() - 1), "end", 10);
+      s += text_at(left + bar * double(sizes.size()) + 6, top + height + 13, "cluster", "start", 10);
       out += s + "</svg>\n";
     }
   return out;
@@ -230,39 +289,50 @@ std::string attention_map_svg(const json& map) {
   return s + "</svg>";
 }
 
-// Lines over the logged steps: each series a (label, values) with a color.
+// Lines over the logged steps: each series a (label, values) with a colour, each value also a dot
+// (so a single evaluation shows). On a log scale a zero is drawn on the axis's "0" line.
 std::string lines_svg(const std::string& id, const std::string& title, const std::vector<double>& steps,
                       const std::vector<std::pair<std::string, std::vector<double>>>& series, bool log_scale) {
-  const double left = 60, top = 24, width = 480, height = 160;
-  double lo = 0, hi = 0;
-  bool first = true;
+  const double left = 60, top = 24, width = 640, height = 200;
+  double lo = INFINITY, hi = -INFINITY;
+  bool zeros = false;
   const auto value = [&](double v) { return log_scale ? (v > 0 ? std::log10(v) : std::nan("")) : v; };
   for (const auto& [label, values] : series)
     for (const double raw : values) {
       const double v = value(raw);
-      if (!std::isfinite(v)) continue;
-      lo = first ? v : std::min(lo, v), hi = first ? v : std::max(hi, v), first = false;
+      if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+      else if (raw == 0) zeros = true;
     }
-  if (hi <= lo) hi = lo + 1;
-  const double s0 = steps.empty() ? 0 : steps.front(), s1 = steps.empty() || steps.back() == s0 ? s0 + 1 : steps.back();
-  std::string s = svg_open(id, left + width + 140, top + height + 30);
-  s += text_at(4, 14, title);
-  s += "<rect x=\"" + fixed(left) + "\" y=\"" + fixed(top) + "\" width=\"" + fixed(width) + "\" height=\"" + fixed(height) +
-       "\" fill=\"none\" stroke=\"#888\"/>";
-  s += text_at(left - 4, top + 8, log_scale ? "1e" + cell(json(hi), "%.1f") : cell(json(hi)), "end", 10);
-  s += text_at(left - 4, top + height, log_scale ? "1e" + cell(json(lo), "%.1f") : cell(json(lo)), "end", 10);
-  s += text_at(left, top + height + 14, "step " + cell(json(s0), "%.0f"), "start", 10);
-  s += text_at(left + width, top + height + 14, cell(json(s1), "%.0f"), "end", 10);
+  const Axis axis = value_axis(lo, hi, log_scale, zeros);
+  // One logged step alone sits in the middle of a short axis.
+  const double s0 = steps.empty() ? 0 : steps.front() - (steps.size() == 1 ? 1 : 0);
+  const double s1 = steps.empty() ? 1 : steps.back() + (steps.size() == 1 ? 1 : 0);
+  const Axis step_axis = value_axis(s0, s1, false, false, /*integers=*/true);
+  const auto x_of = [&](double step) { return left + width * (step - step_axis.lo) / (step_axis.hi - step_axis.lo); };
+  std::string s = svg_open(id, left + width + 170, top + height + 34);
+  s += text_at(4, 14, title) + gridlines(axis, left, left + width, top, height);
+  s += "<rect x=\"" + fixed(left) + "\" y=\"" + fixed(top) + "\" width=\"" + fixed(width) + "\" height=\"" +
+       fixed(height) + "\" fill=\"none\" stroke=\"#888\"/>";
+  for (const auto& [step, label] : step_axis.ticks)
+    s += text_at(x_of(step), top + height + 14, label, "middle", 10);
+  s += text_at(left + width + 10, top + height + 14, "step", "start", 10);
   for (size_t k = 0; k < series.size(); ++k) {
-    std::string points;
-    for (size_t i = 0; i < steps.size() && i < series[k].second.size(); ++i) {
-      const double v = value(series[k].second[i]);
-      if (!std::isfinite(v)) continue;
-      points += fixed(left + width * (steps[i] - s0) / (s1 - s0)) + "," + fixed(top + height * (hi - v) / (hi - lo)) + " ";
-    }
     const std::string color = kLossColors[k % 3];
-    s += "<polyline class=\"series\" fill=\"none\" stroke=\"" + color + "\" stroke-width=\"1.5\" points=\"" + points + "\"/>";
-    s += rect(left + width + 10, top + 14 * double(k), 10, 10, color) + text_at(left + width + 24, top + 9 + 14 * double(k), series[k].first);
+    std::string points, dots;
+    for (size_t i = 0; i < steps.size() && i < series[k].second.size(); ++i) {
+      const double raw = series[k].second[i], v = value(raw);
+      const bool zero = log_scale && raw == 0;
+      if (!std::isfinite(v) && !zero) continue;
+      const double x = x_of(steps[i]), y = axis.y(zero ? axis.zero : v, top, height);
+      points += fixed(x) + "," + fixed(y) + " ";
+      dots += "<circle class=\"" + std::string(zero ? "zero-point" : "point") + "\" cx=\"" + fixed(x) + "\" cy=\"" +
+              fixed(y) + "\" r=\"2.5\" fill=\"" + color + "\"><title>" + escape(series[k].first) + " at step " +
+              cell(json(steps[i]), "%.0f") + ": " + cell(json(raw), "%.4g") + "</title></circle>";
+    }
+    s += "<polyline class=\"series\" fill=\"none\" stroke=\"" + color + "\" stroke-width=\"1.5\" points=\"" + points +
+         "\"/>" + dots;
+    s += rect(left + width + 10, top + 14 * double(k), 10, 10, color) +
+         text_at(left + width + 24, top + 9 + 14 * double(k), series[k].first);
   }
   return s + "</svg>";
 }
@@ -280,12 +350,17 @@ std::string assignment_svg(const std::vector<json>& history) {
     clusters = std::max<int64_t>(clusters, int64_t(layers[0].at("clusters")[0].at("sizes").size()));
   }
   if (rows.empty()) return "";
-  const double px = 8, left = 60, top = 22;
-  std::string s = svg_open("assignment-history", std::max(560.0, left + px * double(rows[0].size()) + 10),
-                           top + px * double(rows.size()) + 10);
+  const double px = 12, left = 60, top = 22;
+  const double legend = top + px * double(rows.size()) + 10;  // one swatch per cluster below the rows
+  const double legend_rows = std::ceil(double(std::min<int64_t>(clusters, 32)) / 8);
+  std::string s = svg_open("assignment-history", std::max(600.0, left + px * double(rows[0].size()) + 10),
+                           legend + 14 * legend_rows + 6);
   s += text_at(4, 14, "layer 0: cluster of each word of the first held-out sequence, one row per logged step");
+  for (int64_t c = 0; c < clusters && c < 32; ++c)
+    s += rect(left + 70 * double(c % 8), legend + 14 * double(c / 8), 10, 10, cluster_color(c, clusters)) +
+         text_at(left + 70 * double(c % 8) + 14, legend + 9 + 14 * double(c / 8), "cluster " + std::to_string(c), "start", 10);
   for (size_t r = 0; r < rows.size(); ++r) {
-    s += text_at(left - 4, top + px * double(r) + 7, std::to_string(steps[r]), "end", 8);
+    s += text_at(left - 4, top + px * double(r) + 10, "step " + std::to_string(steps[r]), "end", 10);
     for (size_t j = 0; j < rows[r].size(); ++j)
       s += rect(left + px * double(j), top + px * double(r), px, px, cluster_color(rows[r][j], clusters), "", "assignment-cell");
   }
@@ -349,7 +424,7 @@ std::string history_html(const std::vector<json>& records) {
   }
   std::string s = "<h2>Over training</h2>\n";
   s += "<p>Gradient norm each loss sends into layer 0's " + norms[0].first.substr(norms[0].first.find("-> ") + 3) +
-       " at every logged step (log scale); a loss without a line sends it no gradient at all.</p>\n";
+       " at every logged step (log scale); a loss on the 0 line sends it no gradient at all.</p>\n";
   s += lines_svg("history-norms", "gradient norms, layer 0", steps, norms, true) + "\n";
   s += "<p>Layer 0's clusters: the largest cluster's share of the words and the fraction of empty clusters (means over the "
        "inspected sequences).</p>\n";

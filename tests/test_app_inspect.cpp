@@ -325,6 +325,20 @@ TEST_CASE("tapestry inspect --html: the page loads in headless Chromium without 
     // One bar per cluster in each size histogram that the browser parsed: 3 clusters × 2 layers.
     const std::regex bar("class=\"size-bar\"");
     CHECK(std::distance(std::sregex_iterator(dom.begin(), dom.end(), bar), std::sregex_iterator()) == 6);
+    // Readable plots: log axes labelled at whole decades (never "1e-0.8"); a loss that sends a tensor
+    // no gradient marked on the axis's "0" line, not left out (the task's into the centroids, which
+    // only the clustering losses reach past the argmax), in the bars and over training; every logged
+    // value a dot, so that a single evaluation shows; the clusters' colours named.
+    const auto count = [&](const char* pattern) {
+      const std::regex r(pattern);
+      return std::distance(std::sregex_iterator(dom.begin(), dom.end(), r), std::sregex_iterator());
+    };
+    CHECK(count(">[0-9]e-?[0-9]+\\.[0-9]") == 0);
+    CHECK(count(">1e-?[0-9]+</text>") >= 2);
+    CHECK((count("class=\"zero-mark\"") >= 2) == (name == "nc"));  // the centroids of both layers
+    CHECK((count("class=\"zero-point\"") == 3) == (name == "nc"));  // task -> centroids at steps 0, 1, 2
+    CHECK((count("class=\"point\"") >= 3 * 2 + 3 * 2 + 2) == (name == "nc"));
+    CHECK((dom.find(">cluster 2</text>") != std::string::npos) == (name == "nc"));
     // The numbers behind the page, as the browser holds them, are the --json document.
     const size_t open = dom.find("id=\"inspection\">"), close = dom.find("</script>", open);
     REQUIRE(open != std::string::npos);
