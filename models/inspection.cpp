@@ -61,10 +61,11 @@ ClusterReport cluster_report(const std::vector<int64_t>& ids, int64_t samples, i
 
 // Neural-clustering: U's columns and Ĉ's norms, besides the sizes.
 ClusterReport neural_cluster_report(const nn::EncoderLayerTrace& t) {
-  const int64_t B = t.u.size(0), C = t.u.size(1), N = t.u.size(2), D = t.updated_centroids.size(2);
-  const std::vector<int64_t> ids = t.assignment.to_vector<int64_t>();
+  const attention::NeuralClustering& nc = t.clustering;
+  const int64_t B = nc.u.size(0), C = nc.u.size(1), N = nc.u.size(2), D = nc.centroids.size(2);
+  const std::vector<int64_t> ids = nc.assignment.to_vector<int64_t>();
   ClusterReport r = cluster_report(ids, B, N, C, -1);
-  const std::vector<double> u = t.u.to_vector<double>();  // (B, C, N)
+  const std::vector<double> u = nc.u.to_vector<double>();  // (B, C, N)
   std::vector<double> entropies;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t j = 0; j < N; ++j) {
@@ -76,7 +77,7 @@ ClusterReport neural_cluster_report(const nn::EncoderLayerTrace& t) {
       else ++r.unclaimed;  // every centroid's softmax over the words gives it 0 (underflow): no distribution
     }
   r.entropy = metrics::spread(entropies);
-  r.centroid_norms = metrics::spread(metrics::row_norms(t.updated_centroids.to_vector<double>(), B * C, D));
+  r.centroid_norms = metrics::spread(metrics::row_norms(nc.centroids.to_vector<double>(), B * C, D));
   return r;
 }
 
@@ -208,8 +209,8 @@ void inspect_neural(const InspectedStack& stack, const std::vector<std::vector<T
     LayerInspection layer;
     layer.stack = stack.name;
     layer.layer = int64_t(i);
-    layer.l1 = t.clustering_loss.item<double>();
-    layer.l2 = t.sorting_loss.item<double>();
+    layer.l1 = t.clustering.clustering_loss.item<double>();
+    layer.l2 = t.clustering.sorting_loss.item<double>();
     layer.w_c_norm = std::sqrt(sum(w[i].w_c.detach() * w[i].w_c.detach()).item<double>());
     const size_t at = first + 6 * i;
     report_target(layer, "centroids", grads[at], heads, -1);
@@ -219,10 +220,10 @@ void inspect_neural(const InspectedStack& stack, const std::vector<std::vector<T
     report_target(layer, "w_v", grads[at + 4], heads, 1);
     report_target(layer, "input", grads[at + 5], heads, -1);
     layer.clusters.push_back(neural_cluster_report(t));
-    layer.assignment = t.assignment.to_vector<int64_t>();
-    layer.positions = t.assignment.size(1);
+    layer.assignment = t.clustering.assignment.to_vector<int64_t>();
+    layer.positions = t.clustering.assignment.size(1);
     layer.centroids = t.centroids.to_vector<double>();
-    layer.clusters_count = t.u.size(1);
+    layer.clusters_count = t.clustering.u.size(1);
     layer.centroid_width = t.centroids.size(-1);
     result.layers.push_back(std::move(layer));
   }
@@ -318,8 +319,8 @@ Inspection inspect(nn::Module& model, const std::function<InspectedPass(Generato
   for (const InspectedStack* stack : stacks)
     if (is_neural(*stack))
       for (const nn::EncoderLayerTrace& t : stack->layers) {
-        l1 = l1.defined() ? l1 + t.clustering_loss : t.clustering_loss;
-        l2 = l2.defined() ? l2 + t.sorting_loss : t.sorting_loss;
+        l1 = l1.defined() ? l1 + t.clustering.clustering_loss : t.clustering.clustering_loss;
+        l2 = l2.defined() ? l2 + t.clustering.sorting_loss : t.clustering.sorting_loss;
       }
   if (l1.defined()) {
     losses.insert(losses.end(), {l1 * o.mu, l2 * o.nu});

@@ -49,7 +49,7 @@ Tensor clustering_attention(const Tensor& x, const Tensor& y, const Tensor& cent
   out.centroids = r.centroids;
   out.clustering_loss = r.clustering_loss;
   out.sorting_loss = r.sorting_loss;
-  out.layers = {{x, y, centroids, r.u, r.assignment, r.centroids, r.clustering_loss, r.sorting_loss}};
+  out.layers = {{x, y, centroids, {r.u, r.centroids, r.assignment, r.clustering_loss, r.sorting_loss}}};
   return r.output;
 }
 

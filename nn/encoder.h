@@ -18,6 +18,7 @@
 
 #include "core/random.h"
 #include "nn/attention/config.h"
+#include "nn/attention/neural_clustering.h"
 #include "nn/module.h"
 
 namespace tapestry::nn {
@@ -30,12 +31,13 @@ struct TransformerLayerOptions;
 struct EncoderLayerTrace {
   Tensor input;            ///< (B, N, D) the layer's input
   Tensor attention_input;  ///< (B, N, D) what the self-attention saw (the input, after norm1 in pre-norm)
-  Tensor centroids;        ///< neural-clustering: the centroids clustered with, (C, D) (the parameter) or (B, C, D) (Ĉ of the layer before)
-  Tensor u;                ///< neural-clustering: U (B, C, N) (eq. 2)
-  Tensor assignment;       ///< neural-clustering: (B, N) int64, each word's cluster (eq. 4); C for padding
-  Tensor updated_centroids;  ///< neural-clustering: Ĉ (B, C, D) (eq. 3)
-  Tensor clustering_loss;  ///< neural-clustering: this layer's L1 (eq. 6), 0-d, unweighted
-  Tensor sorting_loss;     ///< neural-clustering: this layer's L2 (eq. 11), 0-d, unweighted
+  /// neural-clustering: the centroids clustered with, (C, D) (the parameter) or (B, C, D) (Ĉ of the
+  /// layer before); undefined for the other kinds
+  Tensor centroids;
+  /// neural-clustering: what the layer's clustering gave — U (eq. 2), Ĉ (eq. 3), each word's
+  /// cluster (eq. 4; C for padding), this layer's L1 (eq. 6) and L2 (eq. 11), unweighted
+  /// (nn/attention/neural_clustering.h); undefined tensors for the other kinds
+  attention::NeuralClustering clustering;
 };
 
 /// What Encoder::encode returns.

@@ -153,18 +153,19 @@ TEST_CASE("encoders trace every layer; a ClusterFormer's per-layer losses sum to
   const nn::EncoderOutput out = encoder->encode(x, Tensor(), g);
   REQUIRE(out.layers.size() == 3);
   Tensor aux = zeros({}, {DType::Float64});
-  for (const nn::EncoderLayerTrace& t : out.layers) aux = aux + t.clustering_loss * 0.3 + t.sorting_loss * 0.7;
+  for (const nn::EncoderLayerTrace& t : out.layers)
+    aux = aux + t.clustering.clustering_loss * 0.3 + t.clustering.sorting_loss * 0.7;
   check_close(aux, out.aux_loss, 1e-12, 1e-12);
   CHECK(out.layers[0].input.impl_ptr() == x.impl_ptr());
-  CHECK(out.layers[1].centroids.impl_ptr() == out.layers[0].updated_centroids.impl_ptr());
-  CHECK(out.layers[0].u.shape() == Shape{2, 2, 5});
+  CHECK(out.layers[1].centroids.impl_ptr() == out.layers[0].clustering.centroids.impl_ptr());
+  CHECK(out.layers[0].clustering.u.shape() == Shape{2, 2, 5});
 
   o.attention = AttentionConfig::parse("clustered:clusters=2");
   const auto transformer = nn::make_encoder(o, 2, gen);
   const nn::EncoderOutput t = transformer->encode(to(x, DType::Float32), Tensor(), g);
   REQUIRE(t.layers.size() == 2);
   CHECK(t.layers[0].attention_input.shape() == Shape{2, 5, 4});
-  CHECK_FALSE(t.layers[0].u.defined());
+  CHECK_FALSE(t.layers[0].clustering.u.defined());
 }
 
 TEST_CASE("inspect_tagger, neural-clustering: the losses' gradients add up to the objective's; none from the task into C") {
