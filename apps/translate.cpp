@@ -229,6 +229,7 @@ PreparedRun prepare_translate(const TranslateOptions& o) {
   spec.best = {"bleu", train::Goal::Max};
   spec.log_fields = {{"data", o.data},
                      {"encoder_attention", a.train.to_string()},
+                     {"decoder_attention", o.decoder_attention.to_string()},
                      {"eval_attention", a.eval.to_string()},
                      {"eval_split", o.eval_split},
                      {"beam", o.beam},
@@ -257,6 +258,7 @@ TrainingApp<TranslateOptions> translate_train_app() {
   app.headline = [](const TranslateOptions& o, const train::Report& r) {
     return std::string(kTask) + ": " + o.data + " " + o.source_lang + "->" + o.target_lang + ", " + o.eval_split +
            " split, step " + std::to_string(r.steps) + ", encoder " + r.fields.at("encoder_attention").get<std::string>() +
+           ", decoder " + r.fields.at("decoder_attention").get<std::string>() +
            (o.beam > 1 ? ", beam " + std::to_string(o.beam) : ", greedy");
   };
   return app;

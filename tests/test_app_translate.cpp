@@ -235,6 +235,7 @@ TEST_CASE("translate: every kind with a causal form trains as the decoder; a clu
     CHECK(r.steps == 4);
     CHECK(std::isfinite(r.metric("loss")));
     CHECK(std::isfinite(r.metric("bleu")));
+    CHECK(r.fields.at("decoder_attention") == o.decoder_attention.to_string());  // the report says which
     o.train.precision = "bf16";  // and in mixed precision (docs/MIXED-PRECISION.md)
     CHECK(std::isfinite(app::run_translate(o).metric("loss")));
   }
