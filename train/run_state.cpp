@@ -19,8 +19,31 @@ std::string setting_text(const nlohmann::json& value) {
 // existed: a checkpoint that lacks one matches that value.
 const std::map<std::string, nlohmann::json> kSettingsBefore = {{"param-groups", ""}, {"precision", "float32"}};
 
-// Throws Error naming the first setting of `wanted` that `saved` lacks or holds with another value. A
-// setting that `saved` lacks matches the empty text or its value from before it existed (kSettingsBefore).
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Whether `a` and `b` are the same value of setting `key`: equal, or, for a config (an attention —
+// a key ending in "attention" —, optimizer, schedule or parameter-groups text), texts that parse to
+// the same config: `adam:lr=4e-3` is `adam:lr=0.004,beta1=0.9,...`. Checkpoints of settings version
+// 3 record the latter (to_string()), older ones and a RunSpec built by hand may hold the former.
+bool same_setting(const std::string& key, const nlohmann::json& a, const nlohmann::json& b) {
+  if (a == b) return true;
+  if (!a.is_string() || !b.is_string()) return false;
+  const std::string x = a.get<std::string>(), y = b.get<std::string>();
+  try {
+    if (ends_with(key, "attention")) return attention::AttentionConfig::parse(x) == attention::AttentionConfig::parse(y);
+    if (key == "optimizer") return optim::OptimizerConfig::parse(x) == optim::OptimizerConfig::parse(y);
+    if (key == "schedule") return optim::ScheduleConfig::parse(x) == optim::ScheduleConfig::parse(y);
+    if (key == "param-groups") return optim::ParamGroupsConfig::parse(x) == optim::ParamGroupsConfig::parse(y);
+  } catch (const Error&) {  // a text that does not parse is the same as no other
+  }
+  return false;
+}
+
+// Throws Error naming the first setting of `wanted` that `saved` lacks or holds with another value
+// (same_setting). A setting that `saved` lacks matches the empty text or its value from before it
+// existed (kSettingsBefore).
 void check_settings(const std::string& path, const nlohmann::json& saved, const nlohmann::json& wanted,
                     const char* what) {
   for (const auto& [key, value] : wanted.items()) {
@@ -29,8 +52,8 @@ void check_settings(const std::string& path, const nlohmann::json& saved, const 
     const auto before = kSettingsBefore.find(key);
     if (it == saved.end() && (value == "" || (before != kSettingsBefore.end() && value == before->second))) continue;
     TP_CHECK(it != saved.end(), "--resume", "'", path, "' does not record ", flag);
-    TP_CHECK(*it == value, "--resume", "'", path, "' holds a ", what, " with ", flag, " ", setting_text(*it),
-             ", but this command line has ", flag, " ", setting_text(value),
+    TP_CHECK(same_setting(key, *it, value), "--resume", "'", path, "' holds a ", what, " with ", flag, " ",
+             setting_text(*it), ", but this command line has ", flag, " ", setting_text(value),
              " (give the settings the checkpoint was trained with, e.g. the same --preset)");
   }
 }
@@ -38,48 +61,20 @@ void check_settings(const std::string& path, const nlohmann::json& saved, const 
 // The version of the recorded settings that save_run writes. Version 1 (no "settings_version"):
 // checkpoints written before neural-clustering configs had the key `losses` and a default number of
 // clusters of their own, whose attention texts meant other defaults (attention::with_legacy_defaults).
-// Version 2: config texts (attention, optimizer, schedule, parameter groups) recorded as the command
-// line spelled them; from version 3 as their to_string(), every key spelled out, since the options
-// carry configs parsed.
+// Version 2 recorded config texts as the command line spelled them, version 3 as their to_string(),
+// every key spelled out, since the options carry configs parsed; both compare alike (same_setting).
 constexpr int64_t kSettingsVersion = 3;
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// A recorded config text as version 3 records it (parsed and printed), or unchanged when it does not
-// parse: the comparison with the command line's settings then names it.
-template <class Config>
-void respell(nlohmann::json& value) {
-  try {
-    value = Config::parse(value.get<std::string>()).to_string();
-  } catch (const Error&) {
-  }
-}
-
-// The settings of an older checkpoint as they read today: each attention text (a key ending in
-// "attention": attention, encoder-attention, ...) of a version-1 checkpoint that names
-// neural-clustering gets what its missing keys meant then spelled out (attention::with_legacy_defaults);
-// then every config text of a version-1 or -2 checkpoint is respelled as to_string() writes it.
+// The settings of a version-1 checkpoint as they read today: each attention text (a key ending in
+// "attention": attention, encoder-attention, ...) that names neural-clustering gets what its missing
+// keys meant then spelled out (attention::with_legacy_defaults).
 void upgrade_settings(nlohmann::json& metadata) {
-  const auto recorded = metadata.find("settings_version");
-  if (recorded != metadata.end() && !(recorded->is_number_integer() && *recorded < kSettingsVersion)) return;
-  const int64_t version = recorded == metadata.end() ? 1 : recorded->get<int64_t>();
+  if (metadata.contains("settings_version")) return;
   for (const char* part : {"model", "training"}) {
     if (!metadata.contains(part) || !metadata[part].is_object()) continue;
-    for (auto& [key, value] : metadata[part].items()) {
-      if (!value.is_string()) continue;
-      if (ends_with(key, "attention")) {
-        if (version < 2) value = attention::with_legacy_defaults(value.get<std::string>());
-        respell<attention::AttentionConfig>(value);
-      } else if (key == "optimizer") {
-        respell<optim::OptimizerConfig>(value);
-      } else if (key == "schedule") {
-        respell<optim::ScheduleConfig>(value);
-      } else if (key == "param-groups") {
-        respell<optim::ParamGroupsConfig>(value);
-      }
-    }
+    for (auto& [key, value] : metadata[part].items())
+      if (ends_with(key, "attention") && value.is_string())
+        value = attention::with_legacy_defaults(value.get<std::string>());
   }
 }
 
