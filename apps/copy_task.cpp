@@ -197,27 +197,24 @@ PreparedRun prepare_copy_task(const CopyTaskOptions& o) {
           }};
 }
 
-const TrainingApp<CopyTaskOptions>& copy_task_app() {
-  static const TrainingApp<CopyTaskOptions> app = [] {
-    TrainingApp<CopyTaskOptions> a;
-    a.name = a.task = kTask;  // the task: --eval-only --resume reads the checkpoint's settings
-    a.description =
-        "Train a Transformer on the masked copy task (clustered-attention paper, supplementary C.2) and report how "
-        "many masked symbols it restores. Flags override the preset's values.";
-    a.table = std::make_shared<OptionTable<CopyTaskOptions>>(make_table());
-    a.check = check_copy_task_options;
-    a.prepare = prepare_copy_task;
-    a.run = run_copy_task;
-    a.inspected = [](CopyTaskOptions& o, const CheckpointRequest& request) {
-      o.eval_batches = std::max(o.eval_batches, request.batches);
-    };
-    a.headline = [](const CopyTaskOptions& o, const train::Report& r) {
-      const std::string trained = r.fields.at("attention"), evaluated = r.fields.at("eval_attention");
-      return std::string(kTask) + ": L = " + std::to_string(o.length) + ", step " + std::to_string(r.steps) +
-             ", trained with " + trained + (evaluated != trained ? ", evaluated with " + evaluated : "");
-    };
-    return a;
-  }();
+TrainingApp<CopyTaskOptions> copy_task_app() {
+  TrainingApp<CopyTaskOptions> app;
+  app.name = app.task = kTask;  // the task: --eval-only --resume reads the checkpoint's settings
+  app.description =
+      "Train a Transformer on the masked copy task (clustered-attention paper, supplementary C.2) and report how "
+      "many masked symbols it restores. Flags override the preset's values.";
+  app.table = std::make_shared<OptionTable<CopyTaskOptions>>(make_table());
+  app.check = check_copy_task_options;
+  app.prepare = prepare_copy_task;
+  app.run = run_copy_task;
+  app.inspected = [](CopyTaskOptions& o, const CheckpointRequest& request) {
+    o.eval_batches = std::max(o.eval_batches, request.batches);
+  };
+  app.headline = [](const CopyTaskOptions& o, const train::Report& r) {
+    const std::string trained = r.fields.at("attention"), evaluated = r.fields.at("eval_attention");
+    return std::string(kTask) + ": L = " + std::to_string(o.length) + ", step " + std::to_string(r.steps) +
+           ", trained with " + trained + (evaluated != trained ? ", evaluated with " + evaluated : "");
+  };
   return app;
 }
 

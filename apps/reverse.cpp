@@ -153,24 +153,21 @@ PreparedRun prepare_reverse(const ReverseOptions& o) {
           }};
 }
 
-const TrainingApp<ReverseOptions>& reverse_app() {
-  static const TrainingApp<ReverseOptions> app = [] {
-    TrainingApp<ReverseOptions> a;
-    a.name = a.task = kTask;  // the task: --eval-only --resume reads the checkpoint's settings
-    a.description = "Train a Transformer to reverse random sequences: the smallest app on the training harness.";
-    a.table = std::make_shared<OptionTable<ReverseOptions>>(make_table());
-    a.check = check_reverse_options;
-    a.prepare = prepare_reverse;
-    a.run = run_reverse;
-    a.inspected = [](ReverseOptions& o, const CheckpointRequest& request) {
-      o.eval_batches = std::max(o.eval_batches, request.batches);
-    };
-    a.headline = [](const ReverseOptions& o, const train::Report& r) {
-      return std::string(kTask) + ": N = " + std::to_string(o.length) + ", step " + std::to_string(r.steps) + ", " +
-             r.fields.at("attention").get<std::string>();
-    };
-    return a;
-  }();
+TrainingApp<ReverseOptions> reverse_app() {
+  TrainingApp<ReverseOptions> app;
+  app.name = app.task = kTask;  // the task: --eval-only --resume reads the checkpoint's settings
+  app.description = "Train a Transformer to reverse random sequences: the smallest app on the training harness.";
+  app.table = std::make_shared<OptionTable<ReverseOptions>>(make_table());
+  app.check = check_reverse_options;
+  app.prepare = prepare_reverse;
+  app.run = run_reverse;
+  app.inspected = [](ReverseOptions& o, const CheckpointRequest& request) {
+    o.eval_batches = std::max(o.eval_batches, request.batches);
+  };
+  app.headline = [](const ReverseOptions& o, const train::Report& r) {
+    return std::string(kTask) + ": N = " + std::to_string(o.length) + ", step " + std::to_string(r.steps) + ", " +
+           r.fields.at("attention").get<std::string>();
+  };
   return app;
 }
 
