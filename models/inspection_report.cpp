@@ -107,7 +107,8 @@ Axis value_axis(double lo, double hi, bool log_scale, bool zeros, bool integers 
     for (double d = a.hi; d >= a.lo - 1e-9; d -= step) {
       a.ticks.push_back({d, "1e" + std::to_string(int(d))});
       if (a.hi - a.lo <= 2 && d > a.lo)
-        for (const int m : {5, 2}) a.ticks.push_back({d - 1 + std::log10(m), std::to_string(m) + "e" + std::to_string(int(d) - 1)});
+        for (const int m : {5, 2})
+          a.ticks.push_back({d - 1 + std::log10(m), std::to_string(m) + "e" + std::to_string(int(d) - 1)});
     }
     if (zeros) a.lo -= step, a.zero = a.lo, a.ticks.push_back({a.lo, "0"});
     return a;
@@ -117,7 +118,8 @@ Axis value_axis(double lo, double hi, bool log_scale, bool zeros, bool integers 
   double step = raw <= power ? power : raw <= 2 * power ? 2 * power : raw <= 5 * power ? 5 * power : 10 * power;
   if (integers) step = std::max(1.0, std::round(step));
   a.lo = std::floor(lo / step) * step, a.hi = std::ceil(hi / step) * step;
-  for (double v = a.lo; v <= a.hi + step * 1e-9; v += step) a.ticks.push_back({v, cell(json(std::abs(v) < step * 1e-9 ? 0.0 : v), "%g")});
+  for (double v = a.lo; v <= a.hi + step * 1e-9; v += step)
+    a.ticks.push_back({v, cell(json(std::abs(v) < step * 1e-9 ? 0.0 : v), "%g")});  // no "-1e-17" for 0
   return a;
 }
 
@@ -132,8 +134,6 @@ std::string gridlines(const Axis& a, double x0, double x1, double top, double he
   }
   return s;
 }
-
-
 
 std::string cluster_color(int64_t id, int64_t clusters) {
   if (id < 0 || id >= clusters) return "#dddddd";
@@ -187,8 +187,8 @@ std::string gradient_norms_svg(const json& document) {
     for (size_t l = 0; l < losses.size(); ++l) {
       const double v = groups[i].norms[l], x = x0 + double(l) * bar;
       if (!std::isfinite(v)) {  // no gradient at all
-        s += rect(x, floor_y - 3, bar - 1, 3, kLossColors[l % 3], groups[i].label + ": " + losses[l] + " sends no gradient",
-                  "zero-mark") +
+        const std::string what = groups[i].label + ": " + losses[l] + " sends no gradient";
+        s += rect(x, floor_y - 3, bar - 1, 3, kLossColors[l % 3], what, "zero-mark") +
              text_at(x + (bar - 1) / 2, floor_y - 6, "0", "middle", 9);
         continue;
       }
@@ -356,9 +356,10 @@ std::string assignment_svg(const std::vector<json>& history) {
   std::string s = svg_open("assignment-history", std::max(600.0, left + px * double(rows[0].size()) + 10),
                            legend + 14 * legend_rows + 6);
   s += text_at(4, 14, "layer 0: cluster of each word of the first held-out sequence, one row per logged step");
-  for (int64_t c = 0; c < clusters && c < 32; ++c)
-    s += rect(left + 70 * double(c % 8), legend + 14 * double(c / 8), 10, 10, cluster_color(c, clusters)) +
-         text_at(left + 70 * double(c % 8) + 14, legend + 9 + 14 * double(c / 8), "cluster " + std::to_string(c), "start", 10);
+  for (int64_t c = 0; c < clusters && c < 32; ++c) {
+    const double x = left + 70 * double(c % 8), y = legend + 14 * double(c / 8);
+    s += rect(x, y, 10, 10, cluster_color(c, clusters)) + text_at(x + 14, y + 9, "cluster " + std::to_string(c), "start", 10);
+  }
   for (size_t r = 0; r < rows.size(); ++r) {
     s += text_at(left - 4, top + px * double(r) + 10, "step " + std::to_string(steps[r]), "end", 10);
     for (size_t j = 0; j < rows[r].size(); ++j)
