@@ -42,7 +42,7 @@ void add_bench(CommandLine& cli) {
 
 namespace tapestry::app::bench {
 
-void add_common_options(CLI::App& command, CommonOptions& options) {
+void add_common_options(CLI::App& command, CommonOptions& options, Precision precision) {
   // `make bench` appends BENCH_ARGS after its own flags: the last value given wins.
   command.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   options.device.add_to(command);
@@ -58,11 +58,11 @@ void add_common_options(CLI::App& command, CommonOptions& options) {
   command.add_option("--json", options.json, "Also write the results as JSON to this file");
   command.add_flag("--tf32", options.tf32,
                    "float32 matmuls on the GPU in TensorFloat-32 (Ampere and later); off: IEEE float32");
-  command.add_option("--precision", options.precision,
-                     "float32, or bf16: the training steps' forward passes under autocast to bfloat16 "
-                     "(docs/MIXED-PRECISION.md; bench attention, train and translate)")
-      ->check(CLI::IsMember({"float32", "bf16"}))
-      ->capture_default_str();
+  if (precision == Precision::Selectable)
+    command.add_option("--precision", options.precision,
+                       "float32, or bf16: the forward passes under autocast to bfloat16 (docs/MIXED-PRECISION.md)")
+        ->check(CLI::IsMember({"float32", "bf16"}))
+        ->capture_default_str();
   command.add_option("--profile", options.profile.table,
                      "Profile the timed runs: a table of time, FLOPs and bytes per op to FILE ('-': standard error; "
                      "docs/PROFILING.md)");
@@ -249,6 +249,10 @@ std::string device_name(Device device) {
     }
   }
   return device.is_cpu() ? "unknown CPU" : "unknown GPU";
+}
+
+nlohmann::json common_config(const CommonOptions& common) {
+  return {{"repeats", common.repeats}, {"warmup", common.warmup}, {"seed", common.seed}, {"precision", common.precision}};
 }
 
 nlohmann::json document(const std::string& benchmark, Device device, nlohmann::json config, nlohmann::json rows) {

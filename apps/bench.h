@@ -53,7 +53,9 @@ struct CommonOptions {
   // the profiler, null without them; train::write_profile writes it at the end).
   train::ProfileOutputs profile;
 };
-void add_common_options(CLI::App& command, CommonOptions& options);
+// Whether a benchmark takes --precision (bench ops times float32 kernels only, and has no such flag).
+enum class Precision { Float32Only, Selectable };
+void add_common_options(CLI::App& command, CommonOptions& options, Precision precision = Precision::Selectable);
 // Whether the benchmark's forward passes run under autocast to bfloat16 (--precision bf16).
 inline bool bf16(const CommonOptions& options) { return options.precision == "bf16"; }
 
@@ -133,6 +135,9 @@ std::string format(const char* spec, double value);
 // The document every benchmark writes (see the top of this file); write_json throws Error when the
 // file cannot be written.
 nlohmann::json document(const std::string& benchmark, Device device, nlohmann::json config, nlohmann::json rows);
+// What a training or attention benchmark's config records of the common options, which the PyTorch
+// peers read back (--like): {"repeats", "warmup", "seed", "precision"}.
+nlohmann::json common_config(const CommonOptions& common);
 void write_json(const std::string& path, const nlohmann::json& doc);
 // Before a benchmark runs: throws Error (exit 1) when `path` (not empty) cannot be written because
 // its folder is missing, rather than after minutes of measuring.

@@ -210,7 +210,7 @@ int run(const AttentionOptions& options) {
   add_ratios(rows);
   print_table(rows);
   if (!options.common.json.empty()) {
-    const nlohmann::json config = {{"d_model", kModel},
+    nlohmann::json config = {{"d_model", kModel},
                                    {"heads", kHeads},
                                    {"head_dim", kHeadDim},
                                    {"d_ff", kFeedForward},
@@ -218,12 +218,9 @@ int run(const AttentionOptions& options) {
                                    {"lengths", lengths},
                                    {"types", types},
                                    {"batch", options.batch},
-                                   {"repeats", options.common.repeats},
-                                   {"warmup", options.common.warmup},
-                                   {"seed", options.common.seed},
-                                   {"precision", options.common.precision},
                                    {"loss", "sum(output * P), P fixed N(0, 1); eval mode (no dropout), gradients on"},
                                    {"memory", "allocator peak during one forward + backward, parameters and input included"}};
+    config.update(common_config(options.common));
     write_json(options.common.json, document("attention", device, config, rows));
   }
   if (profiler) train::write_profile(options.common.profile, *profiler);

@@ -284,7 +284,7 @@ int run(const OpsOptions& o) {
 void add_ops(CommandLine& cli, CLI::App* bench) {
   const auto setup = [](CLI::App& command) {
     auto options = std::make_shared<OpsOptions>();
-    add_common_options(command, options->common);
+    add_common_options(command, options->common, Precision::Float32Only);
     command.add_option("--elements", options->elements,
                         "Elements per tensor of the memory-bound ops (default 2^24 on CPU, 2^27 on GPU)")
         ->check(integer_check<decltype(options->elements)>(1));

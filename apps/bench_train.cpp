@@ -22,6 +22,7 @@
 // Shape letters: B batch, N sequence length, D model width, V vocabulary.
 #include <iostream>
 #include <memory>
+#include <utility>
 
 #include "apps/asr.h"
 #include "apps/bench.h"
@@ -84,7 +85,7 @@ StepParts copy_step(const attention::AttentionConfig& attention, const data::Cop
           optimizer};
 }
 
-StepParts classifier_step(const attention::AttentionConfig& attention, Device device,
+StepParts classifier_step(const attention::AttentionConfig& attention, int64_t N, int64_t B, Device device,
                           const std::shared_ptr<Generator>& gen) {
   const ClassifyOptions o = classify_preset(ClassifyPreset::Default);
   const models::ClassifierOptions options{o.vocab_size, kClasses, models::parse_pooling(o.pooling),
@@ -92,7 +93,6 @@ StepParts classifier_step(const attention::AttentionConfig& attention, Device de
   auto model = std::make_shared<models::Classifier>(options, *gen);
   model->to(device);
   std::shared_ptr<optim::Optimizer> optimizer = optim::make_optimizer(o.train.optimizer, model->parameters());
-  const int64_t B = o.batch_tokens / o.max_length, N = o.max_length;
   const Tensor tokens = to(randint(0, o.vocab_size, {B, N}, *gen), device);
   const Tensor labels = to(randint(0, kClasses, {B}, *gen), device);
   return {model, [=] {
@@ -102,16 +102,17 @@ StepParts classifier_step(const attention::AttentionConfig& attention, Device de
           optimizer};
 }
 
-StepParts speech_step(const attention::AttentionConfig& attention, Device device, const std::shared_ptr<Generator>& gen) {
+StepParts speech_step(const attention::AttentionConfig& attention, int64_t frames, int64_t B, Device device,
+                      const std::shared_ptr<Generator>& gen) {
   const AsrOptions o = asr_preset(AsrPreset::Default);
   const models::SpeechRecognizerOptions options{
       o.mel_bins, o.stack, kPhonemes + 1, {o.layers, o.heads, o.head_dim, o.ff, o.dropout, attention, {o.mu, o.nu}}};
   auto model = std::make_shared<models::SpeechRecognizer>(options, *gen);
   model->to(device);
   std::shared_ptr<optim::Optimizer> optimizer = optim::make_optimizer(o.train.optimizer, model->parameters());
-  const int64_t B = o.batch_frames / kUtteranceFrames, U = kTargetPhonemes;
-  const Tensor features = to(randn({B, kUtteranceFrames, o.mel_bins}, *gen), device);
-  const Tensor lengths = full({B}, double(kUtteranceFrames), {DType::Int64, device});
+  const int64_t U = kTargetPhonemes;
+  const Tensor features = to(randn({B, frames, o.mel_bins}, *gen), device);
+  const Tensor lengths = full({B}, double(frames), {DType::Int64, device});
   const Tensor targets = to(randint(1, kPhonemes + 1, {B, U}, *gen), device);  // 0 is the blank
   const Tensor target_lengths = full({B}, double(U), {DType::Int64, device});
   return {model, [=] {
@@ -124,28 +125,30 @@ StepParts speech_step(const attention::AttentionConfig& attention, Device device
 // The row's rate of what a step processes: tokens (copy, classifier) or frames (speech) per second.
 const char* rate_key(const std::string& model) { return model == "speech" ? "frames_per_s" : "tokens_per_s"; }
 
+// A step's sequence length N (tokens, or speech frames) and batch B for `o.model`.
+std::pair<int64_t, int64_t> step_size(const TrainOptions& o, const data::CopyTask& task) {
+  if (o.model == "classifier") {
+    const ClassifyOptions c = classify_preset(ClassifyPreset::Default);
+    return {c.max_length, c.batch_tokens / c.max_length};
+  }
+  if (o.model == "speech") return {kUtteranceFrames, asr_preset(AsrPreset::Default).batch_frames / kUtteranceFrames};
+  return {task.sequence_length(), o.batch};
+}
+
 nlohmann::json measure(const std::string& type, int64_t copy_length, const TrainOptions& o, Device device,
                        Profiler* profiler) {
-  nlohmann::json row = {{"model", o.model}, {"type", type}};
   const data::CopyTask task{copy_length};
-  if (o.model == "copy") row.update({{"copy_length", copy_length}, {"n", task.sequence_length()}, {"batch", o.batch}});
-  double items = 0;  // what a step processes: tokens (copy, classifier) or frames (speech)
+  const std::pair<int64_t, int64_t> size = step_size(o, task);  // N, B
+  nlohmann::json row = {{"model", o.model}, {"type", type}, {"n", size.first}, {"batch", size.second}};
+  if (o.model == "copy") row["copy_length"] = copy_length;
   measure_step(row, device, o.common, [&]() -> TrainingStep {
     const attention::AttentionConfig config = attention::AttentionConfig::parse(type);
     row["attention"] = config.to_string();
     auto gen = std::make_shared<Generator>(o.common.seed);
     const StepParts parts = o.model == "copy"         ? copy_step(config, task, o.batch, device, gen)
-                            : o.model == "classifier" ? classifier_step(config, device, gen)
-                                                      : speech_step(config, device, gen);
+                            : o.model == "classifier" ? classifier_step(config, size.first, size.second, device, gen)
+                                                      : speech_step(config, size.first, size.second, device, gen);
     row["parameters"] = parts.model->parameter_count();
-    if (o.model == "classifier") {
-      const ClassifyOptions c = classify_preset(ClassifyPreset::Default);
-      row.update({{"n", c.max_length}, {"batch", c.batch_tokens / c.max_length}});
-    } else if (o.model == "speech") {
-      const AsrOptions a = asr_preset(AsrPreset::Default);
-      row.update({{"n", kUtteranceFrames}, {"batch", a.batch_frames / kUtteranceFrames}});
-    }
-    items = number(row, "batch") * number(row, "n");
     return [=] {
       parts.optimizer->zero_grad();
       Tensor loss;
@@ -158,7 +161,7 @@ nlohmann::json measure(const std::string& type, int64_t copy_length, const Train
       return loss;
     };
   }, profiler);
-  if (row["status"] == "ok") row[rate_key(o.model)] = items / (number(row, "ms") * 1e-3);
+  if (row["status"] == "ok") row[rate_key(o.model)] = double(size.first * size.second) / (number(row, "ms") * 1e-3);
   return row;
 }
 
@@ -205,13 +208,8 @@ int run(const TrainOptions& o) {
   }
   table.print(std::cout);
   if (!o.common.json.empty()) {
-    nlohmann::json config = {{"model", o.model},
-                             {"types", types},
-                             {"repeats", o.common.repeats},
-                             {"warmup", o.common.warmup},
-                             {"seed", o.common.seed},
-                             {"precision", o.common.precision},
-                             {"matmul_gflops_per_second", rate * 1e-9}};
+    nlohmann::json config = common_config(o.common);
+    config.update({{"model", o.model}, {"types", types}, {"matmul_gflops_per_second", rate * 1e-9}});
     if (o.model == "copy")
       config.update({{"vocabulary", data::CopyTask::kVocabulary}, {"d_model", kHeads * kHeadDim}, {"heads", kHeads},
                      {"head_dim", kHeadDim}, {"d_ff", kFeedForward}, {"layers", kLayers}, {"dropout", kDropout},

@@ -125,7 +125,7 @@ int run(const TranslateBenchOptions& o) {
   if (!o.common.json.empty()) {
     const models::TranslatorOptions model = translator_options(preset);
     const optim::OptimizerConfig& optimizer = preset.train.optimizer;
-    const nlohmann::json config = {{"preset", o.preset},
+    nlohmann::json config = {{"preset", o.preset},
                                    {"vocabulary", model.vocabulary},
                                    {"d_model", model.heads * model.head_dim},
                                    {"heads", model.heads},
@@ -146,11 +146,8 @@ int run(const TranslateBenchOptions& o) {
                                    {"source_length", o.source_length},
                                    {"target_length", o.target_length},
                                    {"types", types},
-                                   {"repeats", o.common.repeats},
-                                   {"warmup", o.common.warmup},
-                                   {"seed", o.common.seed},
-                                   {"precision", o.common.precision},
                                    {"matmul_gflops_per_second", rate * 1e-9}};
+    config.update(common_config(o.common));
     write_json(o.common.json, document("translate", device, config, rows));
   }
   if (profiler) train::write_profile(o.common.profile, *profiler);

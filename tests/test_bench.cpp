@@ -210,7 +210,8 @@ TEST_CASE("bench train: steps of the classifier's and the speech recogniser's mo
 TEST_CASE("bench: bad arguments are refused before anything runs") {
   TempDir dir;
   for (const char* args : {"bench attention --types fast", "bench attention --lengths 0", "bench ops --matmul 4x4",
-                           "bench train --repeats 0", "bench attention --device cuda:99"}) {
+                           "bench train --repeats 0", "bench attention --device cuda:99",
+                           "bench ops --precision bf16"}) {
     const Run run = tapestry_cli(args, dir.path);
     INFO(args << "\n" << run.output);
     CHECK(run.exit_code != 0);
