@@ -3,6 +3,7 @@
 
 #include "core/autograd.h"
 #include "core/checkpoint.h"
+#include "core/cpu_capability.h"
 #include "core/creation.h"
 #include "core/cuda.h"
 #include "core/device.h"

@@ -15,6 +15,7 @@
 #include <new>
 #include <optional>
 
+#include "core/cpu_capability.h"
 #include "core/error.h"
 #include "nn/attention/config.h"
 #include "ops/creation.h"
@@ -266,6 +267,7 @@ nlohmann::json document(const std::string& benchmark, Device device, nlohmann::j
           {"device_name", device_name(device)},
           {"commit", TAPESTRY_COMMIT},
           {"threads", omp_get_max_threads()},
+          {"cpu_capability", to_string(cpu_capability())},
           {"float32_matmul", device.is_cuda() && cuda::float32_matmul(device.index) == cuda::Float32Matmul::TF32
                                  ? "tf32" : "full"},
           {"date", date},

@@ -31,6 +31,12 @@ std::string openmp_wait() {
 int main(int argc, char** argv) {
   using namespace tapestry;
   app::bound_openmp_spinning(argv);
+  try {
+    cpu_capability();  // a bad TAPESTRY_CPU_CAPABILITY is refused before any command runs
+  } catch (const Error& e) {
+    std::cerr << "tapestry: " << e.what() << "\n";
+    return app::kExitUsage;
+  }
   app::CommandLine cli("Tapestry: a C++17/CUDA deep-learning framework built around clustered attention");
   cli.add("version", "Print the version, the commit built and the devices this build can use", [](CLI::App&) {
     return [] {
@@ -38,7 +44,9 @@ int main(int argc, char** argv) {
                 << "cuda: " << (cuda::is_available() ? "available" : "not available (" + cuda::unavailable_reason() + ")")
                 << "\n"
                 << "best device: " << Device::best() << "\n"
-                << "cpu threads: " << omp_get_max_threads() << " (OpenMP); idle ones wait " << openmp_wait() << "\n";
+                << "cpu threads: " << omp_get_max_threads() << " (OpenMP); idle ones wait " << openmp_wait() << "\n"
+                << "cpu kernels: " << to_string(cpu_capability()) << " (this CPU has "
+                << to_string(cpu_capability_supported()) << "; TAPESTRY_CPU_CAPABILITY lowers it)\n";
       return 0;
     };
   });

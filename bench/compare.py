@@ -53,7 +53,9 @@ def canonical_device(device):
 
 def describe(doc, peer):
     text = f"{doc['benchmark']}: Tapestry {doc['commit']} on {doc['device']} ({doc['device_name']}), " \
-           f"{doc['threads']} thread(s), {doc['date']}"
+           f"{doc['threads']} thread(s)" \
+           + (f" ({doc['cpu_capability']})" if doc["device"] == "cpu" and "cpu_capability" in doc else "") \
+           + f", {doc['date']}"
     if peer:
         text += f"; PyTorch {peer['version']} on {peer['device']}, {peer['threads']} thread(s)"
         # CPU threads set the speed on the CPU only; on a GPU they merely launch the kernels.

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cpu_capability.h"
 #include "core/profiler.h"
 #include "ops/autocast.h"
 #include "ops/blas.h"
@@ -48,17 +49,159 @@ T exp_nonpositive_of(T x) {
   else return std::exp(x);
 }
 
+// ---- a tile's elementwise work, compiled for each CPU capability (core/cpu_capability.h) ----
+
+// One tile of scores, rows × cols, row-major; row r sees its first seen[r] columns.
+template <class T>
+struct Tile {
+  T* p;
+  int64_t rows, cols;
+  const int64_t* seen;
+};
+
+constexpr int64_t kLanes = 16;
+
+// Σ x[0, n) in kLanes partial sums joined in a fixed tree: the same bits at every vector width.
+template <class T>
+[[gnu::always_inline]] inline T lane_sum(const T* x, int64_t n) {
+  T lanes[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += x[c + l];
+  for (int64_t l = 0; c + l < n; ++l) lanes[l] += x[c + l];
+  for (int64_t width = kLanes / 2; width > 0; width /= 2)
+    for (int64_t l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  return lanes[0];
+}
+
+// The online softmax over one key tile: the scores become e^(s − m), m each row's running maximum;
+// the running sums take the tile's, and a row of o (the output so far, M wide) is rescaled when its
+// maximum rises.
+template <class T>
+[[gnu::always_inline]] inline void online_softmax(const Tile<T>& t, T* row_max, T* row_sum, T* o, int64_t M) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  for (int64_t r = 0; r < t.rows; ++r) {
+    T* pr = t.p + r * t.cols;
+    const int64_t seen = t.seen[r];
+    T m = row_max[r];
+    int nan = 0;  // a NaN score makes the query's output NaN (docs/PORTING.md, "NaN"), never zeros
+#pragma omp simd reduction(max : m) reduction(| : nan)
+    for (int64_t c = 0; c < seen; ++c) {
+      m = pr[c] > m ? pr[c] : m;
+      nan |= pr[c] != pr[c];
+    }
+    if (nan) m = std::numeric_limits<T>::quiet_NaN();
+    T sum = 0;
+    if (m != -inf) {
+#pragma omp simd
+      for (int64_t c = 0; c < seen; ++c) pr[c] = exp_nonpositive_of<T>(pr[c] - m);
+      sum = lane_sum(pr, seen);
+    }
+    std::fill(pr + (m == -inf ? 0 : seen), pr + t.cols, T(0));
+    // The running sum and output were taken against the old maximum: rescale them to the new one.
+    if (row_max[r] != m && row_max[r] != -inf) {
+      const T factor = exp_nonpositive_of<T>(row_max[r] - m);
+      row_sum[r] *= factor;
+      for (int64_t c = 0; c < M; ++c) o[r * M + c] *= factor;
+    }
+    row_max[r] = m;
+    row_sum[r] += sum;
+  }
+}
+
+// p_ij = e^(s_ij − lse_i) in place of the tile's scores, 0 where hidden (lse: the tile's rows').
+template <class T>
+[[gnu::always_inline]] inline void probabilities(const Tile<T>& t, const T* lse) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  for (int64_t r = 0; r < t.rows; ++r) {
+    T* pr = t.p + r * t.cols;
+    const T l = lse[r];
+    const int64_t seen = l == -inf ? 0 : t.seen[r];
+#pragma omp simd
+    for (int64_t c = 0; c < seen; ++c) pr[c] = exp_nonpositive_of<T>(std::min(pr[c] - l, T(0)));
+    std::fill(pr + seen, pr + t.cols, T(0));
+  }
+}
+
+// dS = P ⊙ (dP − D) in place of dP, whose rows are as wide as the tile's (d: the tile's rows' D_i).
+template <class T>
+[[gnu::always_inline]] inline void score_gradients(const Tile<T>& t, T* dp, const T* d) {
+  for (int64_t r = 0; r < t.rows; ++r) {
+    const T di = d[r];
+    T* dr = dp + r * t.cols;
+    const T* pr = t.p + r * t.cols;
+#pragma omp simd
+    for (int64_t c = 0; c < t.cols; ++c) dr[c] = pr[c] * (dr[c] - di);
+  }
+}
+
+// The three, as one capability compiled them.
+template <class T>
+struct TileKernels {
+  void (*online_softmax)(const Tile<T>&, T*, T*, T*, int64_t);
+  void (*probabilities)(const Tile<T>&, const T*);
+  void (*score_gradients)(const Tile<T>&, T*, const T*);
+};
+
+template <class T>
+void online_softmax_baseline(const Tile<T>& t, T* row_max, T* row_sum, T* o, int64_t M) {
+  online_softmax(t, row_max, row_sum, o, M);
+}
+template <class T>
+void probabilities_baseline(const Tile<T>& t, const T* lse) {
+  probabilities(t, lse);
+}
+template <class T>
+void score_gradients_baseline(const Tile<T>& t, T* dp, const T* d) {
+  score_gradients(t, dp, d);
+}
+
+#if TP_CPU_DISPATCH
+TP_TARGET_AVX2 void online_softmax_avx2(const Tile<float>& t, float* row_max, float* row_sum, float* o, int64_t M) {
+  online_softmax(t, row_max, row_sum, o, M);
+}
+TP_TARGET_AVX2 void probabilities_avx2(const Tile<float>& t, const float* lse) { probabilities(t, lse); }
+TP_TARGET_AVX2 void score_gradients_avx2(const Tile<float>& t, float* dp, const float* d) {
+  score_gradients(t, dp, d);
+}
+TP_TARGET_AVX512 void online_softmax_avx512(const Tile<float>& t, float* row_max, float* row_sum, float* o,
+                                            int64_t M) {
+  online_softmax(t, row_max, row_sum, o, M);
+}
+TP_TARGET_AVX512 void probabilities_avx512(const Tile<float>& t, const float* lse) { probabilities(t, lse); }
+TP_TARGET_AVX512 void score_gradients_avx512(const Tile<float>& t, float* dp, const float* d) {
+  score_gradients(t, dp, d);
+}
+#endif
+
+// float32 takes the widest capability in use; float64 (gradchecks) the baseline.
+template <class T>
+TileKernels<T> tile_kernels() {
+#if TP_CPU_DISPATCH
+  if constexpr (std::is_same_v<T, float>) {
+    switch (cpu_capability()) {
+      case CpuCapability::Avx512: return {online_softmax_avx512, probabilities_avx512, score_gradients_avx512};
+      case CpuCapability::Avx2: return {online_softmax_avx2, probabilities_avx2, score_gradients_avx2};
+      case CpuCapability::Baseline: break;
+    }
+  }
+#endif
+  return {online_softmax_baseline<T>, probabilities_baseline<T>, score_gradients_baseline<T>};
+}
+
 // ---- forward: one query tile at a time, its key tiles in turn, with an online softmax ----
 
 template <class T>
 void forward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int64_t* lengths, T* out, T* lse) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   const Visibility visible{s, lengths};
+  const TileKernels<T> kernels = tile_kernels<T>();
   const int64_t G = s.B * s.H, tiles = (s.N + kQueryTile - 1) / kQueryTile;
   const SingleThreadedBlas one_thread;
 #pragma omp parallel
   {
     std::vector<T> p(kQueryTile * kKeyTile), row_max(kQueryTile), row_sum(kQueryTile);
+    std::vector<int64_t> seen(kQueryTile);
 #pragma omp for schedule(dynamic)
     for (int64_t w = 0; w < G * tiles; ++w) {
       const int64_t g = w / tiles, i0 = (w % tiles) * kQueryTile, rows = std::min(kQueryTile, s.N - i0);
@@ -73,35 +216,8 @@ void forward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int6
         // s_ij = scale · q_i · k_j for the tile (eq. 1 of the clustered-attention paper, before softmax)
         cpu_gemm<T>(false, true, rows, cols, s.E, T(s.scale), qt, s.E, k + (g * s.S + j0) * s.E, s.E, T(0), p.data(),
                     cols);
-        for (int64_t r = 0; r < rows; ++r) {
-          T* pr = p.data() + r * cols;
-          const int64_t seen = std::clamp<int64_t>(visible.end(g, i0 + r) - j0, 0, cols);
-          T m = row_max[r];
-          int nan = 0;  // a NaN score makes the query's output NaN (docs/PORTING.md, "NaN"), never zeros
-#pragma omp simd reduction(max : m) reduction(| : nan)
-          for (int64_t c = 0; c < seen; ++c) {
-            m = pr[c] > m ? pr[c] : m;
-            nan |= pr[c] != pr[c];
-          }
-          if (nan) m = std::numeric_limits<T>::quiet_NaN();
-          T sum = 0;
-          if (m != -inf) {
-#pragma omp simd reduction(+ : sum)
-            for (int64_t c = 0; c < seen; ++c) {
-              pr[c] = exp_nonpositive_of<T>(pr[c] - m);
-              sum += pr[c];
-            }
-          }
-          std::fill(pr + (m == -inf ? 0 : seen), pr + cols, T(0));
-          // The running sum and output were taken against the old maximum: rescale them to the new one.
-          if (row_max[r] != m && row_max[r] != -inf) {
-            const T factor = exp_nonpositive_of<T>(row_max[r] - m);
-            row_sum[r] *= factor;
-            for (int64_t c = 0; c < s.M; ++c) o[r * s.M + c] *= factor;
-          }
-          row_max[r] = m;
-          row_sum[r] += sum;
-        }
+        for (int64_t r = 0; r < rows; ++r) seen[r] = std::clamp<int64_t>(visible.end(g, i0 + r) - j0, 0, cols);
+        kernels.online_softmax({p.data(), rows, cols, seen.data()}, row_max.data(), row_sum.data(), o, s.M);
         cpu_gemm<T>(false, false, rows, s.M, cols, T(1), p.data(), cols, v + (g * s.S + j0) * s.M, s.M, T(1), o, s.M);
       }
       for (int64_t r = 0; r < rows; ++r) {
@@ -119,8 +235,8 @@ void forward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int6
 template <class T>
 void backward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int64_t* lengths, const T* out,
                   const T* lse, const T* dout, T* dq, T* dk, T* dv) {
-  constexpr T inf = std::numeric_limits<T>::infinity();
   const Visibility visible{s, lengths};
+  const TileKernels<T> kernels = tile_kernels<T>();
   const int64_t G = s.B * s.H, tiles = (s.S + kKeyTile - 1) / kKeyTile;
   const T scale = T(s.scale);
   std::fill(dq, dq + G * s.N * s.E, T(0));
@@ -143,6 +259,7 @@ void backward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int
 #pragma omp parallel
   {
     std::vector<T> p(kQueryTile * kKeyTile), dp(kQueryTile * kKeyTile);
+    std::vector<int64_t> seen(kQueryTile);
     T* dq_mine = by_head ? dq : dq_partial.data() + static_cast<size_t>(omp_get_thread_num()) * G * s.N * s.E;
 #pragma omp for schedule(dynamic)
     for (int64_t w = 0; w < (by_head ? G : G * tiles); ++w) {
@@ -159,24 +276,13 @@ void backward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int
           if (visible.end(g, i0 + rows - 1) <= j0) continue;
           const T* qt = q + (g * s.N + i0) * s.E;
           const T* dot = dout + (g * s.N + i0) * s.M;
+          const Tile<T> tile{p.data(), rows, cols, seen.data()};
+          for (int64_t r = 0; r < rows; ++r) seen[r] = std::clamp<int64_t>(visible.end(g, i0 + r) - j0, 0, cols);
           cpu_gemm<T>(false, true, rows, cols, s.E, scale, qt, s.E, kt, s.E, T(0), p.data(), cols);
-          for (int64_t r = 0; r < rows; ++r) {  // p_ij = e^(s_ij − lse_i), 0 where hidden
-            T* pr = p.data() + r * cols;
-            const T l = lse[g * s.N + i0 + r];
-            const int64_t seen = l == -inf ? 0 : std::clamp<int64_t>(visible.end(g, i0 + r) - j0, 0, cols);
-#pragma omp simd
-            for (int64_t c = 0; c < seen; ++c) pr[c] = exp_nonpositive_of<T>(std::min(pr[c] - l, T(0)));
-            std::fill(pr + seen, pr + cols, T(0));
-          }
+          kernels.probabilities(tile, lse + g * s.N + i0);
           cpu_gemm<T>(true, false, cols, s.M, rows, T(1), p.data(), cols, dot, s.M, T(1), dvt, s.M);  // dV += Pᵀ dO
           cpu_gemm<T>(false, true, rows, cols, s.M, T(1), dot, s.M, vt, s.M, T(0), dp.data(), cols);  // dP = dO Vᵀ
-          for (int64_t r = 0; r < rows; ++r) {  // dS = P ⊙ (dP − D)
-            const T di = d[g * s.N + i0 + r];
-            T* dr = dp.data() + r * cols;
-            const T* pr = p.data() + r * cols;
-#pragma omp simd
-            for (int64_t c = 0; c < cols; ++c) dr[c] = pr[c] * (dr[c] - di);
-          }
+          kernels.score_gradients(tile, dp.data(), d.data() + g * s.N + i0);                         // dS
           cpu_gemm<T>(true, false, cols, s.E, rows, scale, dp.data(), cols, qt, s.E, T(1), dkt, s.E);  // dK += scale dSᵀ Q
           cpu_gemm<T>(false, false, rows, s.E, cols, scale, dp.data(), cols, kt, s.E, T(1),
                       dq_mine + (g * s.N + i0) * s.E, s.E);  // dQ += scale dS K

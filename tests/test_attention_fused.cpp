@@ -3,6 +3,9 @@
 // tiles and several head dims; gradcheck; the full kind's `fused` key; memory at N = 4096; bad input.
 #include "tests/testing.h"
 
+#include <cstring>
+
+#include "core/cpu_capability.h"
 #include "core/device.h"
 #include "nn/attention/config.h"
 #include "nn/attention/full.h"
@@ -88,6 +91,32 @@ TEST_CASE("fused attention in float32 agrees with the float64 composition") {
       INFO((i == 0 ? std::string("values") : "gradient " + std::to_string(i - 1)));
       CHECK(got[i].dtype() == (i == 0 ? DType::Float64 : DType::Float32));
       check_close(to(got[i], DType::Float64), want[i], 1e-5, 1e-4);
+    }
+  }
+}
+
+TEST_CASE("fused attention in float32 gives the same bits under every CPU capability this CPU has") {
+  // Its tiles' softmax is compiled for the baseline, AVX2 and AVX-512 (core/cpu_capability.h).
+  const Tensor q = to(uniform({2, 2, 300, 32}, 13, -3, 3), DType::Float32),
+               k = to(uniform({2, 2, 300, 32}, 14, -3, 3), DType::Float32),
+               v = to(uniform({2, 2, 300, 24}, 15), DType::Float32);
+  const Tensor lengths = from_vector<int64_t>({300, 41}, {2});
+  for (bool causal : {false, true}) {
+    const auto run = [&](CpuCapability capability) {
+      CpuCapabilityScope scope(capability);
+      return value_and_gradients(
+          [&](const std::vector<Tensor>& in) { return to(fused(in, lengths, causal), DType::Float64); }, {q, k, v});
+    };
+    const std::vector<Tensor> baseline = run(CpuCapability::Baseline);
+    for (const CpuCapability c : {CpuCapability::Avx2, CpuCapability::Avx512}) {
+      if (c > cpu_capability_supported()) continue;
+      const std::vector<Tensor> got = run(c);
+      for (size_t i = 0; i < got.size(); ++i) {
+        INFO(to_string(c) << (causal ? " causal" : "") << (i == 0 ? " values" : " gradient ") << i);
+        REQUIRE(got[i].shape() == baseline[i].shape());
+        const size_t bytes = size_t(got[i].numel()) * element_size(got[i].dtype());
+        CHECK(std::memcmp(got[i].raw_data(), baseline[i].raw_data(), bytes) == 0);
+      }
     }
   }
 }

@@ -15,6 +15,8 @@
 
 #include "tests/testing.h"
 
+#include "core/cpu_capability.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -24,11 +26,11 @@ struct Run {
   std::string output;  // stdout and stderr
 };
 
-// Runs the built `tapestry` binary with `args`, on the CPU with one thread.
-Run tapestry_cli(const std::string& args, const fs::path& dir) {
+// Runs the built `tapestry` binary with `args`, on the CPU with one thread (and `environment`, VAR=value ...).
+Run tapestry_cli(const std::string& args, const fs::path& dir, const std::string& environment = "") {
   const fs::path log = dir / "output.txt";
-  const std::string command =
-      "OMP_NUM_THREADS=1 '" + std::string(TAPESTRY_CLI) + "' " + args + " > '" + log.string() + "' 2>&1";
+  const std::string command = "OMP_NUM_THREADS=1 " + environment + " '" + std::string(TAPESTRY_CLI) + "' " + args +
+                              " > '" + log.string() + "' 2>&1";
   const int status = std::system(command.c_str());
   Run run;
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -270,4 +272,19 @@ TEST_CASE("bench translate: a bad preset or size is a usage error naming the fla
     CHECK(run.output.find(name) != std::string::npos);
     CHECK(run.output.find("median of") == std::string::npos);  // no banner: nothing ran
   }
+}
+
+TEST_CASE("tapestry version names the CPU kernels' capability; TAPESTRY_CPU_CAPABILITY lowers it or is refused") {
+  TempDir dir;
+  const std::string supported = tapestry::to_string(tapestry::cpu_capability_supported());
+  const Run plain = tapestry_cli("version", dir.path);
+  CHECK(plain.exit_code == 0);
+  CHECK(plain.output.find("cpu kernels: " + supported + " (this CPU has " + supported) != std::string::npos);
+  const Run lowered = tapestry_cli("version", dir.path, "TAPESTRY_CPU_CAPABILITY=baseline");
+  CHECK(lowered.exit_code == 0);
+  CHECK(lowered.output.find("cpu kernels: baseline (this CPU has " + supported) != std::string::npos);
+  const Run unknown = tapestry_cli("version", dir.path, "TAPESTRY_CPU_CAPABILITY=sse9");
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.output.find("tapestry: TAPESTRY_CPU_CAPABILITY: expected baseline, avx2 or avx512, got 'sse9'") !=
+        std::string::npos);
 }
