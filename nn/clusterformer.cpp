@@ -21,11 +21,6 @@ Tensor uniform_weight(int64_t rows, int64_t cols, Generator& gen) {
   return rand({rows, cols}, gen) * (2 * bound) - bound;
 }
 
-// The form of the clustering losses a neural-clustering config names (its setting "losses").
-attention::ClusteringLosses clustering_losses(const attention::AttentionConfig& config) {
-  return attention::ClusteringLosses(config.get("losses"));
-}
-
 void check_neural(const char* layer, const TransformerLayerOptions& options) {
   TP_CHECK(options.attention.kind().form() == attention::Form::HiddenStates, layer,
            "needs neural-clustering attention, got '", options.attention.to_string(), "'");
@@ -40,12 +35,14 @@ void register_clustering_weights(Module& layer, int64_t D, Generator& gen, std::
 }
 
 // §3.1–3.2 as a sublayer: the neural clustering attention of y (the layer input x, normalised in
-// pre-norm) with a layer's weights; its Ĉ, losses and trace recorded in `out`.
+// pre-norm) with a layer's weights, in the form of the losses and blocks its config names (its
+// settings "losses" and "fused"); its Ĉ, losses and trace recorded in `out`.
 Tensor clustering_attention(const Tensor& x, const Tensor& y, const Tensor& centroids,
                             const attention::NeuralClusteringWeights& weights, int64_t heads, const Tensor& lengths,
-                            Causal causal, attention::ClusteringLosses losses, ClusterFormerOutput& out) {
-  const attention::NeuralClusteringResult r =
-      attention::neural_clustering_attention(y, centroids, weights, heads, lengths, causal, losses);
+                            Causal causal, const attention::AttentionConfig& config, ClusterFormerOutput& out) {
+  const attention::NeuralClusteringResult r = attention::neural_clustering_attention(
+      y, centroids, weights, heads, lengths, causal, attention::ClusteringLosses(config.get("losses")),
+      config.get("fused") ? attention::Fused::Yes : attention::Fused::No);
   out.centroids = r.centroids;
   out.clustering_loss = r.clustering_loss;
   out.sorting_loss = r.sorting_loss;
@@ -89,7 +86,7 @@ ClusterFormerOutput ClusterFormerEncoderLayer::forward(const Tensor& x, const Te
   // §3.1–3.2 inside the first residual block: the clustering sees what the attention sees.
   const Tensor h = residual(options_.norm, x, *norm1, *dropout1, gen, [&](const Tensor& y) {
     return clustering_attention(x, y, centroids, {w_c, w_q, w_k, w_v, w_o}, options_.heads, lengths, causal,
-                                clustering_losses(options_.attention), out);
+                                options_.attention, out);
   });
   out.output = residual(options_.norm, h, *norm2, *dropout2, gen, [&](const Tensor& y) {
     const TapeScope scope("ff");
@@ -168,7 +165,7 @@ ClusterFormerOutput ClusterFormerDecoderLayer::forward(const Tensor& x, const Te
   // Appendix B: the decoder's self-attention is the masked form of §3.2.
   const Tensor h1 = residual(options_.norm, x, *norm1, *dropout1, gen, [&](const Tensor& y) {
     return clustering_attention(x, y, centroids, {w_c, w_q, w_k, w_v, w_o}, options_.heads, lengths, Causal::Yes,
-                                clustering_losses(options_.attention), out);
+                                options_.attention, out);
   });
   const Tensor h2 = residual(options_.norm, h1, *norm2, *dropout2, gen, [&](const Tensor& y) {
     const TapeScope scope("cross_attn");

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/cpu_capability.h"
@@ -33,13 +34,32 @@ using Shape4 = cuda::FusedAttentionShape;
 constexpr int64_t kQueryTile = 128;
 constexpr int64_t kKeyTile = 512;
 
+// Which keys each query sees, as fused_attention and fused_attention_ends were given it: the key
+// lengths (B,) with s.causal, or each query's own end (B, N); int64 on the tensors' device, each
+// undefined when not given.
+struct KeyLimits {
+  Tensor lengths, ends;
+};
+
 // Query i of head g sees the keys [0, end(g, i)).
 struct Visibility {
   const Shape4& s;
   const int64_t* lengths;  // (B,), or null: no key padding
+  const int64_t* ends;     // (B, N), or null: the lengths and s.causal decide
+  Visibility(const Shape4& s, const KeyLimits& limits)
+      : s(s),
+        lengths(limits.lengths.defined() ? limits.lengths.data<int64_t>() : nullptr),
+        ends(limits.ends.defined() ? limits.ends.data<int64_t>() : nullptr) {}
   int64_t end(int64_t g, int64_t i) const {
-    int64_t e = lengths ? lengths[g / s.H] : s.S;
+    if (ends) return ends[g / s.H * s.N + i];
+    const int64_t e = lengths ? lengths[g / s.H] : s.S;
     return s.causal ? std::min(e, i + 1) : e;
+  }
+  // The most keys any of the queries [i0, i0 + rows) sees: key tiles from there on are skipped.
+  int64_t tile_end(int64_t g, int64_t i0, int64_t rows) const {
+    int64_t most = 0;
+    for (int64_t r = 0; r < rows; ++r) most = std::max(most, end(g, i0 + r));
+    return most;
   }
 };
 
@@ -192,9 +212,9 @@ TileKernels<T> tile_kernels() {
 // ---- forward: one query tile at a time, its key tiles in turn, with an online softmax ----
 
 template <class T>
-void forward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int64_t* lengths, T* out, T* lse) {
+void forward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const KeyLimits& limits, T* out, T* lse) {
   constexpr T inf = std::numeric_limits<T>::infinity();
-  const Visibility visible{s, lengths};
+  const Visibility visible(s, limits);
   const TileKernels<T> kernels = tile_kernels<T>();
   const int64_t G = s.B * s.H, tiles = (s.N + kQueryTile - 1) / kQueryTile;
   const SingleThreadedBlas one_thread;
@@ -210,7 +230,7 @@ void forward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int6
       std::fill(o, o + rows * s.M, T(0));
       std::fill(row_max.begin(), row_max.end(), -inf);
       std::fill(row_sum.begin(), row_sum.end(), T(0));
-      const int64_t keys = visible.end(g, i0 + rows - 1);  // the tile's last query sees the most
+      const int64_t keys = visible.tile_end(g, i0, rows);
       for (int64_t j0 = 0; j0 < keys; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, keys - j0);
         // s_ij = scale · q_i · k_j for the tile (eq. 1 of the clustered-attention paper, before softmax)
@@ -233,9 +253,9 @@ void forward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int6
 // ---- backward: one key tile at a time, every query tile that sees it in turn ----
 
 template <class T>
-void backward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int64_t* lengths, const T* out,
+void backward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const KeyLimits& limits, const T* out,
                   const T* lse, const T* dout, T* dq, T* dk, T* dv) {
-  const Visibility visible{s, lengths};
+  const Visibility visible(s, limits);
   const TileKernels<T> kernels = tile_kernels<T>();
   const int64_t G = s.B * s.H, tiles = (s.S + kKeyTile - 1) / kKeyTile;
   const T scale = T(s.scale);
@@ -273,7 +293,7 @@ void backward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const int
         // With a causal mask no query before j0 sees the tile; padding hides it from all or none.
         for (int64_t i0 = s.causal ? j0 / kQueryTile * kQueryTile : 0; i0 < s.N; i0 += kQueryTile) {
           const int64_t rows = std::min(kQueryTile, s.N - i0);
-          if (visible.end(g, i0 + rows - 1) <= j0) continue;
+          if (visible.tile_end(g, i0, rows) <= j0) continue;
           const T* qt = q + (g * s.N + i0) * s.E;
           const T* dot = dout + (g * s.N + i0) * s.M;
           const Tile<T> tile{p.data(), rows, cols, seen.data()};
@@ -309,29 +329,42 @@ Tensor checked_lengths(const char* op, const Tensor& lengths, const Shape4& s, D
   return contiguous(to(to(lengths, device), DType::Int64));
 }
 
+// The queries' key ends as int64 on the tensors' device, checked against S, and their sum (the
+// visible pairs of one head).
+std::pair<Tensor, double> checked_ends(const char* op, const Tensor& ends, const Shape4& s, Device device) {
+  TP_CHECK(ends.defined() && is_integer(ends.dtype()) && ends.shape() == (Shape{s.B, s.N}), op,
+           "key_ends must be int64 or int32 of shape (", s.B, ", ", s.N, "), got ",
+           ends.defined() ? detail::concat(ends.dtype(), " ", to_string(ends.shape())) : "none");
+  double pairs = 0;
+  for (int64_t n : ends.to_vector<int64_t>()) {
+    TP_CHECK(n >= 0 && n <= s.S, op, "a key end of ", n, " is outside [0, ", s.S, "]");
+    pairs += double(n);
+  }
+  return {contiguous(to(to(ends, device), DType::Int64)), pairs};
+}
+
 // The kernels on their device: out and lse from q, k, v (all one floating dtype, contiguous).
-void forward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lengths,
+void forward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v, const KeyLimits& limits,
              const Tensor& out, const Tensor& lse) {
   if (numel(out.shape()) + numel(lse.shape()) == 0) return;
-  const auto launch = [&] { cuda::fused_attention_forward(s, q, k, v, lengths, out, lse); };
+  const auto launch = [&] { cuda::fused_attention_forward(s, q, k, v, limits.lengths, out, lse); };
   if (on_cuda("fused_attention", q, launch)) return;
   visit_floating(q.dtype(), "fused_attention", [&](auto tag) {
     using T = decltype(tag);
-    forward_cpu<T>(s, q.data<T>(), k.data<T>(), v.data<T>(), lengths.defined() ? lengths.data<int64_t>() : nullptr,
-                   out.data<T>(), lse.data<T>());
+    forward_cpu<T>(s, q.data<T>(), k.data<T>(), v.data<T>(), limits, out.data<T>(), lse.data<T>());
   });
 }
 
 // dq, dk, dv from the forward's tensors and dout (one floating dtype, contiguous).
-void backward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lengths,
+void backward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v, const KeyLimits& limits,
               const Tensor& out, const Tensor& lse, const Tensor& dout, const Tensor& dq, const Tensor& dk,
               const Tensor& dv) {
-  const auto launch = [&] { cuda::fused_attention_backward(s, q, k, v, lengths, out, lse, dout, dq, dk, dv); };
+  const auto launch = [&] { cuda::fused_attention_backward(s, q, k, v, limits.lengths, out, lse, dout, dq, dk, dv); };
   if (on_cuda("fused_attention", q, launch)) return;
   visit_floating(q.dtype(), "fused_attention", [&](auto tag) {
     using T = decltype(tag);
-    backward_cpu<T>(s, q.data<T>(), k.data<T>(), v.data<T>(), lengths.defined() ? lengths.data<int64_t>() : nullptr,
-                    out.data<T>(), lse.data<T>(), dout.data<T>(), dq.data<T>(), dk.data<T>(), dv.data<T>());
+    backward_cpu<T>(s, q.data<T>(), k.data<T>(), v.data<T>(), limits, out.data<T>(), lse.data<T>(), dout.data<T>(),
+                    dq.data<T>(), dk.data<T>(), dv.data<T>());
   });
 }
 
@@ -342,17 +375,8 @@ Tensor wide(const Tensor& t) {
   return t.dtype() == DType::BFloat16 ? to(t, DType::Float32) : t;
 }
 
-}  // namespace
-
-bool fused_attention_fits(const Tensor& q, const Tensor& v) {
-  return !q.device().is_cuda() || (q.size(-1) <= kFusedAttentionMaxHeadDim && v.size(-1) <= kFusedAttentionMaxHeadDim);
-}
-
-Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_lengths, bool causal) {
-  // Under autocast (ops/autocast.h), bfloat16 beside float32 computes in float32; all bfloat16 stays so.
-  if ((q.dtype() != k.dtype() || q.dtype() != v.dtype()) && autocast_widens({&q, &k, &v}))
-    return fused_attention(autocast_float32(q), autocast_float32(k), autocast_float32(v), key_lengths, causal);
-  const char* op = "fused_attention";
+// The shape of q, k, v (B, H, N, E), (B, H, S, E), (B, H, S, M), checked.
+Shape4 checked_shape(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
   check_same_device(op, {&q, &k, &v});
   check_floating(op, q);
   check_same_dtype(op, q, k);
@@ -370,35 +394,67 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   TP_CHECK(fused_attention_fits(q, v), op, "on a GPU the head dims must be at most ", kFusedAttentionMaxHeadDim,
            ", got E = ", s.E, ", M = ", s.M);
   s.scale = 1.0 / std::sqrt(static_cast<double>(s.E));
-  const Tensor lengths = checked_lengths(op, key_lengths, s, q.device());
+  return s;
+}
+
+// The op on checked arguments; `pairs` is the number of (query, key) pairs seen over all heads.
+Tensor attend(const char* op, const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v,
+              const KeyLimits& limits, double pairs) {
   const Tensor qc = contiguous(q.detach()), kc = contiguous(k.detach()), vc = contiguous(v.detach());
   // bfloat16: out rounded from the float32 kernel's (wide), lse kept in float32.
   const DType compute = q.dtype() == DType::BFloat16 ? DType::Float32 : q.dtype();
   Tensor out = empty({s.B, s.H, s.N, s.M}, q.options());
   const Tensor out_wide = compute == q.dtype() ? out : empty(out.shape(), {compute, q.device()});
   const Tensor lse = empty({s.B, s.H, s.N}, {compute, q.device()});
-  forward(s, wide(qc), wide(kc), wide(vc), lengths, out_wide, lse);
+  forward(s, wide(qc), wide(kc), wide(vc), limits, out_wide, lse);
   if (out_wide.dtype() != out.dtype()) copy_(out, out_wide);
 
   // FLOPs of the products: Q Kᵀ and P V forward; backward recomputes Q Kᵀ and forms dV, dP, dK, dQ.
-  // A causal mask skips about half of each.
-  const double pairs = double(s.B) * double(s.H) * double(s.N) * double(s.S) * (causal ? 0.5 : 1.0);
   profile_flops(2 * pairs * double(s.E + s.M));
   record(op, {q, k, v}, {out},
-         [s, pairs, lengths, qs = Saved(qc), ks = Saved(kc), vs = Saved(vc), os = Saved(out), lse](
+         [s, pairs, limits, qs = Saved(qc), ks = Saved(kc), vs = Saved(vc), os = Saved(out), lse](
              const std::vector<Tensor>& dy, Gradients& g) {
            profile_flops(2 * pairs * double(3 * s.E + 2 * s.M));
            const Tensor q = wide(qs.get()), k = wide(ks.get()), v = wide(vs.get()), out = wide(os.get());
            const Tensor dout = wide(contiguous(dy[0]));
            Tensor dq = empty(q.shape(), q.options()), dk = empty(k.shape(), k.options()),
                   dv = empty(v.shape(), v.options());
-           backward(s, q, k, v, lengths, out, lse, dout, dq, dk, dv);
+           backward(s, q, k, v, limits, out, lse, dout, dq, dk, dv);
            const DType dtype = qs.get().dtype();  // bfloat16 gradients rounded from the float32 kernel's
            if (g.needs(0)) g.accumulate(0, to(dq, dtype));
            if (g.needs(1)) g.accumulate(1, to(dk, dtype));
            if (g.needs(2)) g.accumulate(2, to(dv, dtype));
          });
   return out;
+}
+
+}  // namespace
+
+bool fused_attention_fits(const Tensor& q, const Tensor& v) {
+  return !q.device().is_cuda() || (q.size(-1) <= kFusedAttentionMaxHeadDim && v.size(-1) <= kFusedAttentionMaxHeadDim);
+}
+
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_lengths, bool causal) {
+  // Under autocast (ops/autocast.h), bfloat16 beside float32 computes in float32; all bfloat16 stays so.
+  if ((q.dtype() != k.dtype() || q.dtype() != v.dtype()) && autocast_widens({&q, &k, &v}))
+    return fused_attention(autocast_float32(q), autocast_float32(k), autocast_float32(v), key_lengths, causal);
+  const char* op = "fused_attention";
+  const Shape4 s = checked_shape(op, q, k, v, causal);
+  const Tensor lengths = checked_lengths(op, key_lengths, s, q.device());
+  // A causal mask skips about half of the pairs.
+  const double pairs = double(s.B) * double(s.H) * double(s.N) * double(s.S) * (causal ? 0.5 : 1.0);
+  return attend(op, s, q, k, v, {lengths, Tensor()}, pairs);
+}
+
+Tensor fused_attention_ends(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ends) {
+  if ((q.dtype() != k.dtype() || q.dtype() != v.dtype()) && autocast_widens({&q, &k, &v}))
+    return fused_attention_ends(autocast_float32(q), autocast_float32(k), autocast_float32(v), key_ends);
+  const char* op = "fused_attention_ends";
+  const Shape4 s = checked_shape(op, q, k, v, false);
+  TP_CHECK(!q.device().is_cuda(), op,
+           "runs on the CPU only: the CUDA kernels take key lengths and the causal mask, not each query's end");
+  const auto [ends, pairs] = checked_ends(op, key_ends, s, q.device());
+  return attend(op, s, q, k, v, {Tensor(), ends}, pairs * double(s.H));
 }
 
 }  // namespace tapestry

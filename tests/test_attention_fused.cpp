@@ -26,7 +26,50 @@ Tensor composed(const std::vector<Tensor>& in, const Tensor& lengths, bool causa
   return full_attention(in[0], in[1], in[2], {Tensor(), lengths}, causal ? Causal::Yes : Causal::No, Fused::No);
 }
 
+// The composition softmax(q kᵀ / √E, keep) v with keep[b, :, i, j] = j < ends[b, i].
+Tensor composed_ends(const std::vector<Tensor>& in, const Tensor& ends) {
+  const int64_t S = in[1].size(2);
+  const Tensor keep = unsqueeze(lt(arange(0, double(S)), unsqueeze(ends, 2)), 1);  // (B, 1, N, S)
+  const Tensor scores = matmul(in[0], transpose(in[1], -1, -2)) * (1.0 / std::sqrt(double(in[0].size(3))));
+  return matmul(softmax(scores, keep), in[2]);
+}
+
 }  // namespace
+
+TEST_CASE("fused attention with each query's key end equals the composition, and lengths and causal as ends") {
+  struct Case {
+    int64_t B, H, N, S, E, M;
+  };
+  for (const Case c : {Case{2, 3, 5, 7, 4, 3}, Case{1, 2, 300, 700, 8, 16}, Case{2, 1, 1, 1, 2, 2}}) {
+    INFO("B " << c.B << " H " << c.H << " N " << c.N << " S " << c.S);
+    const Tensor q = uniform({c.B, c.H, c.N, c.E}, 21, -2, 2), k = uniform({c.B, c.H, c.S, c.E}, 22, -2, 2),
+                 v = uniform({c.B, c.H, c.S, c.M}, 23);
+    // Ends in any order over the rows, 0 (no key) and S (every key) among them.
+    std::vector<int64_t> ends;
+    for (int64_t i = 0; i < c.B * c.N; ++i) ends.push_back(i % 3 == 0 ? 0 : i % 3 == 1 ? c.S : (i * 7919) % (c.S + 1));
+    const Tensor key_ends = from_vector<int64_t>(ends, {c.B, c.N});
+    const auto fused_ends = [&](const std::vector<Tensor>& in) {
+      return fused_attention_ends(in[0], in[1], in[2], key_ends);
+    };
+    check_same_function(fused_ends, [&](const std::vector<Tensor>& in) { return composed_ends(in, key_ends); },
+                        {q, k, v}, 1e-12, 1e-10);
+  }
+  // Key lengths and the causal mask are ends of their own: min(length, i + 1).
+  const Tensor q = uniform({2, 2, 140, 8}, 24), k = uniform({2, 2, 140, 8}, 25), v = uniform({2, 2, 140, 4}, 26);
+  const Tensor lengths = from_vector<int64_t>({140, 57}, {2});
+  std::vector<int64_t> ends;
+  for (const int64_t length : {140, 57})
+    for (int64_t i = 0; i < 140; ++i) ends.push_back(std::min<int64_t>(length, i + 1));
+  const Tensor key_ends = from_vector<int64_t>(ends, {2, 140});
+  const auto as_ends = [&](const std::vector<Tensor>& in) {
+    return fused_attention_ends(in[0], in[1], in[2], key_ends);
+  };
+  check_same_function(as_ends, [&](const std::vector<Tensor>& in) { return fused(in, lengths, true); }, {q, k, v}, 0,
+                      0);
+  const Tensor small_ends = from_vector<int64_t>({0, 3, 6, 1, 6, 2}, {2, 3});
+  check_gradients([&](const std::vector<Tensor>& in) { return fused_attention_ends(in[0], in[1], in[2], small_ends); },
+                  {slice(q, 2, 0, 3), slice(k, 2, 0, 6), slice(v, 2, 0, 6)});
+}
 
 TEST_CASE("fused attention equals the composition (values and gradients; padding, causal, head dims)") {
   // N and S straddle the CPU's tiles (128 queries × 512 keys): one tile, a partial one, several.
@@ -169,4 +212,12 @@ TEST_CASE("fused attention refuses bad input") {
   check_error([&] { fused_attention(to(q, DType::Int64), to(k, DType::Int64), to(v, DType::Int64)); },
               {"fused_attention"});
   check_error([] { AttentionConfig::parse("full:fused=2"); }, {"fused"});
+  // each query's key end
+  check_error([&] { fused_attention_ends(q, k, v, Tensor()); }, {"fused_attention_ends", "shape (2, 3)", "none"});
+  check_error([&] { fused_attention_ends(q, k, v, from_vector<int64_t>({1, 2}, {2})); }, {"shape (2, 3)"});
+  check_error([&] { fused_attention_ends(q, k, v, from_vector<int64_t>({0, 1, 2, 3, 4, 6}, {2, 3})); },
+              {"key end of 6", "[0, 5]"});
+  check_error([&] { fused_attention_ends(q, k, v, from_vector<int64_t>({0, 1, 2, 3, -1, 5}, {2, 3})); },
+              {"key end of -1"});
+  check_error([&] { fused_attention_ends(q, k, v, zeros({2, 3}, {DType::Float64})); }, {"int64 or int32", "float64"});
 }

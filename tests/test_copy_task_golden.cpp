@@ -117,8 +117,10 @@ TEST_CASE("copy-task golden: improved-clustered, Adam, clipping, dropout") {
 TEST_CASE("copy-task golden: neural-clustering, RAdam, no clipping") {
   TempDir dir;
   CopyTaskOptions o = small();
-  // The losses of the recording, when projected was the only form (the default is now cosine).
-  o.attention = attention::AttentionConfig::parse("neural-clustering:clusters=3,losses=projected");
+  // The losses of the recording, when projected was the only form (the default is now cosine), and
+  // its blocks' attention composed (fused=0; the fused form sums in another order, and is checked
+  // against this one in tests/test_neural_clustering.cpp).
+  o.attention = attention::AttentionConfig::parse("neural-clustering:clusters=3,losses=projected,fused=0");
   o.train.optimizer = optim::OptimizerConfig::parse("radam:lr=1e-3");
   o.train.clip = 0;
   check(run(o, dir), Golden{{0x1.6cc256p+1, 0x1.677223p+1, 0x0p+0, 0x0p+0, 0x1.6c7ce4p+1, 0x1.68ed6fp+1, 0x0p+0,

@@ -1,6 +1,7 @@
 // Neural clustering attention (ClusterFormer §3.1–3.2, appendix B): gradients, losses against
-// explicit loops, the sort and resort, the blocks against a loop reference, full attention as the
-// one-cluster case, causality, padding and bad input.
+// explicit loops, the sort and resort, the blocks against a loop reference, the fused blocks against
+// the composed ones and their memory, full attention as the one-cluster case, causality, padding and
+// bad input.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -8,6 +9,8 @@
 #include <set>
 #include <vector>
 
+#include "core/device.h"
+#include "tests/attention_checks.h"
 #include "tests/oracle.h"
 #include "tests/testing.h"
 
@@ -399,6 +402,61 @@ TEST_CASE("neural clustering attention: the blocks (own + cyclic previous) equal
       check_close(r.output, reference_output(q, t.H, {3, 3}, causal), 1e-13, 1e-11);
     }
   }
+}
+
+TEST_CASE("neural clustering attention: the fused blocks and the composed ones give one function, values and gradients") {
+  // Padding, causal, N not a multiple of C (empty slots), C > N, one cluster (a block its own previous).
+  using attention::Fused;
+  struct Case {
+    int64_t N, C;
+    std::vector<int64_t> lengths;
+  };
+  for (const Case& c : {Case{8, 3, {8, 5}}, Case{9, 3, {9, 9}}, Case{3, 5, {3, 1}}, Case{6, 1, {6, 4}},
+                        Case{13, 4, {0, 11}}}) {
+    Sizes s;
+    s.N = c.N;
+    s.C = c.C;
+    s.M = 3;
+    const Problem p = make_problem(s, 60 + c.N);
+    for (Causal causal : {Causal::No, Causal::Yes}) {
+      INFO("N " << c.N << " C " << c.C << " causal " << int(causal));
+      auto run = [&](Fused fused) {
+        return [=](const std::vector<Tensor>& in) {
+          return attention::neural_clustering_attention(in[0], in[1], weights_of(in), s.H, lengths_of(c.lengths),
+                                                        causal, ClusteringLosses::Projected, fused)
+              .output;
+        };
+      };
+      check_same_function(run(Fused::Yes), run(Fused::No), p.inputs(), 1e-12, 1e-10);
+    }
+  }
+}
+
+TEST_CASE("neural clustering attention, fused: its step's peak at N = 2048 is a fraction of the composed blocks'") {
+  using attention::Fused;
+  const int64_t B = 1, N = 2048, D = 32, C = 3, H = 2;
+  Generator gen(61);
+  const auto param = [&](int64_t rows, int64_t cols) {
+    return (rand({rows, cols}, gen, {DType::Float32}) - 0.5).set_requires_grad(true);
+  };
+  const Tensor x = param(B * N, D).detach(), centroids = param(C, D);
+  const NeuralClusteringWeights w{param(D, D), param(D, D), param(D, D), param(D, D), param(D, D)};
+  auto peak = [&](Fused fused) {
+    Allocator& alloc = context(Device::cpu()).allocator();
+    const int64_t before = alloc.stats().in_use;
+    alloc.reset_peak();
+    sum(attention::neural_clustering_attention(reshape(x, {B, N, D}), centroids, w, H, {}, Causal::No,
+                                               ClusteringLosses::Cosine, fused)
+            .output)
+        .backward();
+    for (const Tensor& t : {centroids, w.w_c, w.w_q, w.w_k, w.w_v, w.w_o}) t.zero_grad();
+    return alloc.stats().peak - before;
+  };
+  const int64_t composed = peak(Fused::No), fused = peak(Fused::Yes);
+  INFO("peak bytes: composed " << composed << ", fused " << fused);
+  const int64_t W = (N + C - 1) / C;
+  CHECK(composed >= 2 * H * C * W * 2 * W * 4);  // the blocks' scores and their softmax, at least
+  CHECK(fused * 4 < composed);
 }
 
 TEST_CASE("neural clustering attention: order is a stable sort by cluster and resort undoes it") {

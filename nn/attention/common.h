@@ -12,6 +12,10 @@ namespace tapestry::attention {
 /// Whether a query may attend to later keys (No) or only to keys at or before its position (Yes).
 enum class Causal { No, Yes };
 
+/// How an attention's softmax over its keys is computed: Fused::No composes matmul, masked softmax
+/// and matmul, holding the scores; Fused::Yes runs ops/attention.h's fused kernels, which hold none.
+enum class Fused { No, Yes };
+
 /// Padding is given by lengths: positions ≥ lengths[b] of sample b are padding. An undefined tensor
 /// means no padding. Lengths are int64 or int32, the dtypes every index tensor may have (ops/index.h).
 /// Padded keys are never attended to; outputs at padded queries are defined

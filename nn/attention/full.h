@@ -8,13 +8,10 @@
 
 namespace tapestry::attention {
 
-/// How full attention is computed: Fused::No composes matmul, masked softmax and matmul, holding
-/// the (B, H, N, S) scores; Fused::Yes runs ops/attention.h's fused kernel, which holds none, where
-/// it takes the head dims (fused_attention_fits), and the composition elsewhere.
-enum class Fused { No, Yes };
-
 /// q (B, H, N, E), k (B, H, S, E), v (B, H, S, M) -> (B, H, N, M).
-/// Causal::Yes lets query i see keys j ≤ i (needs N = S). Differentiable in q, k, v.
+/// Causal::Yes lets query i see keys j ≤ i (needs N = S). Differentiable in q, k, v. Fused::Yes runs
+/// ops/attention.h's fused kernel where it takes the head dims (fused_attention_fits), the
+/// composition elsewhere.
 Tensor full_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Padding& padding = {},
                       Causal causal = Causal::No, Fused fused = Fused::No);
 

@@ -4,7 +4,9 @@
 #include <limits>
 #include <string>
 
+#include "ops/attention.h"
 #include "ops/autocast.h"
+#include "ops/creation.h"
 #include "ops/common.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"
@@ -145,6 +147,81 @@ NeuralClustering cluster_words(const Tensor& x, const Tensor& centroids, const T
   return {u, c_hat, assignment, clustering_loss, sorting_loss};
 }
 
+// Eq. 9 over the blocks of the sorted sequence: Z^O_i = softmax(Q^O_i K^O_iᵀ / √E) V^O_i for each
+// block i and head, the keys K^O_i being block i − 1's and block i's (eq. 8, the first block's previous
+// the last, cyclically). A query sees the keys in slots that hold a real word (not padding, not an
+// empty slot) and, with Causal::Yes (appendix B, eq. 12–13), only those whose original position is
+// not after its own: M_uv = [I^K_v ≤ I^Q_u]. Eq. 14 as printed multiplies the scores by M, which only
+// sets a masked score to 0 (weight e⁰ > 0), so information would still flow from later words; we
+// exclude the masked keys from the softmax instead (probability exactly 0, no gradient). A row that
+// sees nothing (an empty slot's) gives zeros. q, k, v: the sorted slots projected, (B, C·W, H·F);
+// slot_real (B, C·W) bool; position (B, C·W), each slot's original position (N for empty slots).
+// Both forms return Z^O in slot order, (B, C·W, H·M).
+struct BlockAttention {
+  int64_t B, C, W, H, E, M;
+  Causal causal;
+
+  // The scores of each block held, (B, H, C, W, 2W), and masked.
+  Tensor composed(const Tensor& q_slots, const Tensor& k_slots, const Tensor& v_slots, const Tensor& slot_real,
+                  const Tensor& position) const {
+    auto heads_first = [&](const Tensor& t, int64_t per_head) {  // → (B, H, C, W, F)
+      return permute(reshape(t, {B, C, W, H, per_head}), {0, 3, 1, 2, 4});
+    };
+    const Tensor q = heads_first(q_slots, E);                          // (B, H, C, W, E)
+    const Tensor k = with_previous_block(heads_first(k_slots, E), 2);  // (B, H, C, 2W, E)
+    const Tensor v = with_previous_block(heads_first(v_slots, M), 2);  // (B, H, C, 2W, M)
+    Tensor visible = reshape(with_previous_block(reshape(slot_real, {B, C, W}), 1), {B, 1, C, 1, 2 * W});
+    if (causal == Causal::Yes) {
+      const Tensor query_position = reshape(position, {B, 1, C, W, 1});
+      const Tensor key_position = reshape(with_previous_block(reshape(position, {B, C, W}), 1), {B, 1, C, 1, 2 * W});
+      visible = where(le(key_position, query_position), visible, zeros({}, {DType::Bool, q.device()}));
+    }
+    const Tensor scores = matmul(q * (1.0 / std::sqrt(double(E))), transpose(k, -1, -2));  // (B, H, C, W, 2W)
+    const Tensor z = matmul(softmax(scores, visible), v);                                   // (B, H, C, W, M)
+    return reshape(permute(z, {0, 2, 3, 1, 4}), {B, C * W, H * M});
+  }
+
+  // fused_attention_ends over the B·C blocks: each block's 2W keys gathered with the real ones first,
+  // in the order of their original positions, so that the keys a query sees are a prefix of them.
+  Tensor fused(const Tensor& q_slots, const Tensor& k_slots, const Tensor& v_slots, const Tensor& slot_real,
+               const Tensor& position) const {
+    const Device device = q_slots.device();
+    // Each slot's rank: its original position if it holds a real word, else past every position.
+    const double past = double(C * W) + 1;
+    const Tensor rank = where(slot_real, position, full({}, past, position.options()));  // (B, C·W)
+    const Tensor candidates = reshape(with_previous_block(reshape(arange(0, double(C * W), 1, {DType::Int64, device}),
+                                                                  {C, W}), 0),
+                                      {1, C * 2 * W});                                      // (1, C·2W) slots
+    const Tensor candidate_rank = reshape(gather(rank, 1, expand(candidates, {B, C * 2 * W})), {B, C, 2 * W});
+    const Tensor by_rank = argsort(candidate_rank, 2);                                      // (B, C, 2W), stable
+    const Tensor key_rank = gather(candidate_rank, 2, by_rank);                             // ascending
+    const Tensor key_slot = reshape(gather(expand(reshape(candidates, {1, C, 2 * W}), {B, C, 2 * W}), 2, by_rank),
+                                    {B, C * 2 * W, 1});
+    auto blocks = [&](const Tensor& t, int64_t rows, int64_t per_head) {  // (B, C·rows, H·F) → (B·C, H, rows, F)
+      return reshape(permute(reshape(t, {B, C, rows, H, per_head}), {0, 1, 3, 2, 4}), {B * C, H, rows, per_head});
+    };
+    const Tensor k = blocks(gather(k_slots, 1, expand(key_slot, {B, C * 2 * W, H * E})), 2 * W, E);
+    const Tensor v = blocks(gather(v_slots, 1, expand(key_slot, {B, C * 2 * W, H * M})), 2 * W, M);
+    // A query sees the real keys (ranked below `past`) and, causal, those not after its own position
+    // (every position is below `past`): a prefix of its block's keys, of `ends` keys.
+    Tensor ends;  // (B, C, W)
+    if (causal == Causal::Yes) {
+      // ends_u = #{keys v: rank_v ≤ position_u}, without a (W × 2W) comparison: the block's key ranks
+      // and query positions sorted together (stably, keys first on ties), each query's count of the
+      // keys at or before it.
+      const Tensor merged = argsort(concat({key_rank, reshape(position, {B, C, W})}, 2), 2);  // (B, C, 3W)
+      const Tensor keys_so_far = cumsum(to(lt(merged, full({}, 2.0 * W, merged.options())), DType::Int64), 2);
+      ends = gather(keys_so_far, 2, slice(argsort(merged, 2), 2, 2 * W, 3 * W));
+    } else {
+      const Tensor real_keys = sum(to(lt(key_rank, full({}, past, key_rank.options())), DType::Int64), {2},
+                                   KeepDim::Yes);  // (B, C, 1)
+      ends = expand(real_keys, {B, C, W});
+    }
+    const Tensor z = fused_attention_ends(blocks(q_slots, W, E), k, v, reshape(ends, {B * C, W}));  // (B·C, H, W, M)
+    return reshape(permute(reshape(z, {B, C, H, W, M}), {0, 1, 3, 2, 4}), {B, C * W, H * M});
+  }
+};
+
 }  // namespace
 
 const char* losses_name(ClusteringLosses losses) {
@@ -180,11 +257,12 @@ NeuralClustering neural_clustering(const Tensor& x, const Tensor& centroids, con
 
 NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Tensor& centroids,
                                                    const NeuralClusteringWeights& w, int64_t heads,
-                                                   const Tensor& lengths, Causal causal, ClusteringLosses losses) {
+                                                   const Tensor& lengths, Causal causal, ClusteringLosses losses,
+                                                   Fused fused) {
   if (autocast_enabled()) {  // in float32 under autocast, products included (docs/MIXED-PRECISION.md)
     const Tensor x32 = autocast_float32(x_in), centroids32 = autocast_float32(centroids);
     const AutocastScope off(false);
-    return neural_clustering_attention(x32, centroids32, w, heads, lengths, causal, losses);
+    return neural_clustering_attention(x32, centroids32, w, heads, lengths, causal, losses, fused);
   }
   check_inputs(x_in, centroids, w, heads);
   const int64_t B = x_in.size(0), N = x_in.size(1), D = x_in.size(2), C = centroids.size(-2);
@@ -203,35 +281,17 @@ NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Ten
   const Tensor xs = gather(x, 1, expand(unsqueeze(order, 2), {B, N, D}));  // (B, N, D)
 
   // ---- neural clustering attention (§3.2) ----
-  // eq. 7: Q^S, K^S, V^S = X^S W_Q, X^S W_K, X^S W_V, split into heads.
-  // eq. 8: chunk into C blocks of W = ⌈N/C⌉ (the last ones padded with empty, zero slots).
+  // eq. 7: Q^S, K^S, V^S = X^S W_Q, X^S W_K, X^S W_V; eq. 8: chunked into C blocks of W = ⌈N/C⌉ (the
+  // last ones padded with empty, zero slots); eq. 9 per block and head, below.
   const Tensor xs_slots = pad(xs, {0, 0, 0, slots - N});  // (B, C·W, D)
-  auto blocks = [&](const Tensor& w_proj, int64_t per_head) {          // → (B, H, C, W, F)
-    const Tensor projected = matmul(xs_slots, w_proj);                 // (B, C·W, H·F)
-    return permute(reshape(projected, {B, C, W, heads, per_head}), {0, 3, 1, 2, 4});
-  };
-  const Tensor q = blocks(w.w_q, E);                          // (B, H, C, W, E)
-  const Tensor k = with_previous_block(blocks(w.w_k, E), 2);  // (B, H, C, 2W, E)
-  const Tensor v = with_previous_block(blocks(w.w_v, M), 2);  // (B, H, C, 2W, M)
-
-  // Which keys each query may see: the slots holding a real word (not padding, not an empty slot).
-  const Tensor slot_real = pad(gather(keep, 1, order), {0, slots - N}, 0.0);  // (B, C·W) bool
-  Tensor visible = reshape(with_previous_block(reshape(slot_real, {B, C, W}), 1), {B, 1, C, 1, 2 * W});
-  if (causal == Causal::Yes) {
-    // Appendix B, eq. 12–13: the original positions of the query and key slots, and
-    // M_uv = [I^K_v ≤ I^Q_u]. Eq. 14 as printed multiplies the scores by M, which only sets a
-    // masked score to 0 (weight e⁰ > 0), so information would still flow from later words; we
-    // exclude the masked keys from the softmax instead (probability exactly 0, no gradient).
-    const Tensor position = pad(order, {0, slots - N}, double(N));  // (B, C·W); empty slots: N
-    const Tensor query_position = reshape(position, {B, 1, C, W, 1});
-    const Tensor key_position = reshape(with_previous_block(reshape(position, {B, C, W}), 1), {B, 1, C, 1, 2 * W});
-    visible = where(le(key_position, query_position), visible, zeros({}, {DType::Bool, device}));  // (B, 1, C, W, 2W)
-  }
-  // eq. 9: Z^O_i = softmax(Q^O_i K^O_iᵀ / √E) V^O_i per block and head. A real query always sees
-  // itself; a row that sees nothing (an empty slot's) gives zeros.
-  const Tensor scores = matmul(q * (1.0 / std::sqrt(double(E))), transpose(k, -1, -2));  // (B, H, C, W, 2W)
-  const Tensor z_blocks = matmul(softmax(scores, visible), v);                              // (B, H, C, W, M)
-  const Tensor z_sorted = slice(reshape(permute(z_blocks, {0, 2, 3, 1, 4}), {B, slots, heads * M}), 1, 0, N);
+  const Tensor slot_real = pad(gather(keep, 1, order), {0, slots - N}, 0.0);  // (B, C·W) bool: holds a real word
+  const Tensor position = pad(order, {0, slots - N}, double(N));              // (B, C·W); empty slots: N
+  const Tensor q = matmul(xs_slots, w.w_q), k = matmul(xs_slots, w.w_k), v = matmul(xs_slots, w.w_v);  // (B, C·W, H·F)
+  const BlockAttention blocks{B, C, W, heads, E, M, causal};
+  // The fused kernels take each query's key end on the CPU only (ops/attention.h).
+  const Tensor z_slots = fused == Fused::Yes && !device.is_cuda() ? blocks.fused(q, k, v, slot_real, position)
+                                                                  : blocks.composed(q, k, v, slot_real, position);
+  const Tensor z_sorted = slice(z_slots, 1, 0, N);  // (B, N, H·M)
   // eq. 10: Z = Resort(Z^O, I′): the row at sorted position p goes back to position I′_p, i.e. row
   // j of Z is row inverse_j of Z^O, with inverse = I′⁻¹.
   const Tensor inverse = argsort(order, 1);                                                   // (B, N)

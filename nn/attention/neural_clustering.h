@@ -12,7 +12,7 @@
 ///   2. stably sort the words by cluster (eq. 5) and project the sorted words to Q, K, V (eq. 7);
 ///   3. cut the sorted sequence into C equal blocks of W words (eq. 8); every query block attends
 ///      to its own key block and the previous one, the first block's previous being the last
-///      (cyclic); softmax(QKᵀ/√E)V per block and head (eq. 9);
+///      (cyclic); softmax(QKᵀ/√E)V per block and head (eq. 9), fused or composed (Fused);
 ///   4. put the rows back in the original order (eq. 10) and project with W_O;
 ///   5. return the clustering loss L1 (eq. 6) and the centroid sorting loss L2 (eq. 11), each
 ///      averaged over the batch, for the caller to weight (appendix C, eq. 17), in the form the
@@ -110,9 +110,13 @@ NeuralClustering neural_clustering(const Tensor& x, const Tensor& centroids, con
 /// x: (B, N, D) word hidden states, B, N ≥ 1. centroids: (C, D) (a parameter, first layer) or (B, C, D)
 /// (the previous layer's Ĉ), C ≥ 1. heads divides the widths of W_Q and W_V. lengths: (B,) int64 or
 /// int32 in [0, N], or undefined for no padding. `losses` picks the form of L1 and L2 (above); the
-/// output, Ĉ and the assignment do not depend on it. Throws tapestry::Error naming the function on misuse.
+/// output, Ĉ and the assignment do not depend on it. Fused::Yes computes the blocks' attention with
+/// fused_attention_ends (ops/attention.h), holding no (W × 2W) scores per block, on the CPU; on a GPU,
+/// and with Fused::No, the blocks' scores are held (the same function, to rounding). Throws
+/// tapestry::Error naming the function on misuse.
 NeuralClusteringResult neural_clustering_attention(const Tensor& x, const Tensor& centroids,
                                                    const NeuralClusteringWeights& weights, int64_t heads,
-                                                   const Tensor& lengths, Causal causal, ClusteringLosses losses);
+                                                   const Tensor& lengths, Causal causal, ClusteringLosses losses,
+                                                   Fused fused = Fused::Yes);
 
 }  // namespace tapestry::attention

@@ -22,13 +22,18 @@ class NeuralClusteringKind final : public Kind {
     return {{"clusters", kNeuralClusteringClusters, 1, 65536, "k, clusters (blocks of N/k words)"},
             {"losses", int64_t(ClusteringLosses::Cosine), 0, 2, "the clustering losses' form",
              {losses_name(ClusteringLosses::Projected), losses_name(ClusteringLosses::Printed),
-              losses_name(ClusteringLosses::Cosine)}}};
+              losses_name(ClusteringLosses::Cosine)}},
+            {"fused", 1, 0, 1,
+             "1: each block's attention tile by tile, holding no scores (ops/attention.h; on the CPU, a GPU holds "
+             "them); 0: the blocks' scores held"}};
   }
   Form form() const override { return Form::HiddenStates; }
   bool has_causal_form() const override { return true; }  // masked within blocks (appendix B)
   bool clusters_follow_length() const override { return true; }
-  // Each of the N queries scores the 2⌈N/k⌉ keys of its block and the one before it.
+  // Each of the N queries scores the 2⌈N/k⌉ keys of its block and the one before it; fused, it keeps
+  // one value (its log-sum-exp), at least (a GPU holds the scores).
   double score_elements(const AttentionConfig& c, int64_t n) const override {
+    if (c.get("fused")) return double(n);
     return double(n) * 2 * std::ceil(double(n) / double(c.get("clusters")));
   }
   std::string not_inspected() const override { return ""; }
