@@ -209,10 +209,28 @@ TileKernels<T> tile_kernels() {
   return {online_softmax_baseline<T>, probabilities_baseline<T>, score_gradients_baseline<T>};
 }
 
+// q, k or v as the CPU kernels read it: a (B, H, rows, F) tensor with any strides whose last is 1, so
+// that heads split from a (B, N, H·F) projection by a permute are read where they lie, not copied.
+template <class T>
+struct Rows {
+  const T* data;
+  int64_t H, batch, head, row;  // heads; the strides of dims 0, 1 and 2
+  explicit Rows(const Tensor& t)
+      : data(t.data<T>()), H(t.size(1)), batch(t.strides()[0]), head(t.strides()[1]), row(t.strides()[2]) {}
+  // Row r of head g (g = b · H + h).
+  const T* at(int64_t g, int64_t r) const { return data + g / H * batch + g % H * head + r * row; }
+};
+
+// Whether the CPU kernels read t as it is: its last dim contiguous and its rows at a stride BLAS takes.
+bool rows_readable(const Tensor& t) {
+  return t.strides()[3] == 1 && t.strides()[2] >= std::max<int64_t>(1, t.size(3));
+}
+
 // ---- forward: one query tile at a time, its key tiles in turn, with an online softmax ----
 
 template <class T>
-void forward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const KeyLimits& limits, T* out, T* lse) {
+void forward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Rows<T>& v, const KeyLimits& limits, T* out,
+                 T* lse) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   const Visibility visible(s, limits);
   const TileKernels<T> kernels = tile_kernels<T>();
@@ -225,7 +243,7 @@ void forward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const KeyL
 #pragma omp for schedule(dynamic)
     for (int64_t w = 0; w < G * tiles; ++w) {
       const int64_t g = w / tiles, i0 = (w % tiles) * kQueryTile, rows = std::min(kQueryTile, s.N - i0);
-      const T* qt = q + (g * s.N + i0) * s.E;
+      const T* qt = q.at(g, i0);
       T* o = out + (g * s.N + i0) * s.M;
       std::fill(o, o + rows * s.M, T(0));
       std::fill(row_max.begin(), row_max.end(), -inf);
@@ -234,11 +252,10 @@ void forward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const KeyL
       for (int64_t j0 = 0; j0 < keys; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, keys - j0);
         // s_ij = scale · q_i · k_j for the tile (eq. 1 of the clustered-attention paper, before softmax)
-        cpu_gemm<T>(false, true, rows, cols, s.E, T(s.scale), qt, s.E, k + (g * s.S + j0) * s.E, s.E, T(0), p.data(),
-                    cols);
+        cpu_gemm<T>(false, true, rows, cols, s.E, T(s.scale), qt, q.row, k.at(g, j0), k.row, T(0), p.data(), cols);
         for (int64_t r = 0; r < rows; ++r) seen[r] = std::clamp<int64_t>(visible.end(g, i0 + r) - j0, 0, cols);
         kernels.online_softmax({p.data(), rows, cols, seen.data()}, row_max.data(), row_sum.data(), o, s.M);
-        cpu_gemm<T>(false, false, rows, s.M, cols, T(1), p.data(), cols, v + (g * s.S + j0) * s.M, s.M, T(1), o, s.M);
+        cpu_gemm<T>(false, false, rows, s.M, cols, T(1), p.data(), cols, v.at(g, j0), v.row, T(1), o, s.M);
       }
       for (int64_t r = 0; r < rows; ++r) {
         const bool none = row_sum[r] == T(0);  // the query sees no key
@@ -253,8 +270,8 @@ void forward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const KeyL
 // ---- backward: one key tile at a time, every query tile that sees it in turn ----
 
 template <class T>
-void backward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const KeyLimits& limits, const T* out,
-                  const T* lse, const T* dout, T* dq, T* dk, T* dv) {
+void backward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Rows<T>& v, const KeyLimits& limits,
+                  const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
   const Visibility visible(s, limits);
   const TileKernels<T> kernels = tile_kernels<T>();
   const int64_t G = s.B * s.H, tiles = (s.S + kKeyTile - 1) / kKeyTile;
@@ -286,25 +303,25 @@ void backward_cpu(const Shape4& s, const T* q, const T* k, const T* v, const Key
       const int64_t g = by_head ? w : w / tiles;
       for (int64_t t = by_head ? 0 : w % tiles; t < (by_head ? tiles : w % tiles + 1); ++t) {
         const int64_t j0 = t * kKeyTile, cols = std::min(kKeyTile, s.S - j0);
-        const T* kt = k + (g * s.S + j0) * s.E;
-        const T* vt = v + (g * s.S + j0) * s.M;
+        const T* kt = k.at(g, j0);
+        const T* vt = v.at(g, j0);
         T* dkt = dk + (g * s.S + j0) * s.E;
         T* dvt = dv + (g * s.S + j0) * s.M;
         // With a causal mask no query before j0 sees the tile; padding hides it from all or none.
         for (int64_t i0 = s.causal ? j0 / kQueryTile * kQueryTile : 0; i0 < s.N; i0 += kQueryTile) {
           const int64_t rows = std::min(kQueryTile, s.N - i0);
           if (visible.tile_end(g, i0, rows) <= j0) continue;
-          const T* qt = q + (g * s.N + i0) * s.E;
+          const T* qt = q.at(g, i0);
           const T* dot = dout + (g * s.N + i0) * s.M;
           const Tile<T> tile{p.data(), rows, cols, seen.data()};
           for (int64_t r = 0; r < rows; ++r) seen[r] = std::clamp<int64_t>(visible.end(g, i0 + r) - j0, 0, cols);
-          cpu_gemm<T>(false, true, rows, cols, s.E, scale, qt, s.E, kt, s.E, T(0), p.data(), cols);
+          cpu_gemm<T>(false, true, rows, cols, s.E, scale, qt, q.row, kt, k.row, T(0), p.data(), cols);
           kernels.probabilities(tile, lse + g * s.N + i0);
           cpu_gemm<T>(true, false, cols, s.M, rows, T(1), p.data(), cols, dot, s.M, T(1), dvt, s.M);  // dV += Pᵀ dO
-          cpu_gemm<T>(false, true, rows, cols, s.M, T(1), dot, s.M, vt, s.M, T(0), dp.data(), cols);  // dP = dO Vᵀ
+          cpu_gemm<T>(false, true, rows, cols, s.M, T(1), dot, s.M, vt, v.row, T(0), dp.data(), cols);  // dP = dO Vᵀ
           kernels.score_gradients(tile, dp.data(), d.data() + g * s.N + i0);                         // dS
-          cpu_gemm<T>(true, false, cols, s.E, rows, scale, dp.data(), cols, qt, s.E, T(1), dkt, s.E);  // dK += scale dSᵀ Q
-          cpu_gemm<T>(false, false, rows, s.E, cols, scale, dp.data(), cols, kt, s.E, T(1),
+          cpu_gemm<T>(true, false, cols, s.E, rows, scale, dp.data(), cols, qt, q.row, T(1), dkt, s.E);  // dK += scale dSᵀ Q
+          cpu_gemm<T>(false, false, rows, s.E, cols, scale, dp.data(), cols, kt, k.row, T(1),
                       dq_mine + (g * s.N + i0) * s.E, s.E);  // dQ += scale dS K
         }
       }
@@ -343,7 +360,8 @@ std::pair<Tensor, double> checked_ends(const char* op, const Tensor& ends, const
   return {contiguous(to(to(ends, device), DType::Int64)), pairs};
 }
 
-// The kernels on their device: out and lse from q, k, v (all one floating dtype, contiguous).
+// The kernels on their device: out and lse from q, k, v (one floating dtype; contiguous on a GPU, on
+// the CPU as Rows reads them).
 void forward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v, const KeyLimits& limits,
              const Tensor& out, const Tensor& lse) {
   if (numel(out.shape()) + numel(lse.shape()) == 0) return;
@@ -351,11 +369,11 @@ void forward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v,
   if (on_cuda("fused_attention", q, launch)) return;
   visit_floating(q.dtype(), "fused_attention", [&](auto tag) {
     using T = decltype(tag);
-    forward_cpu<T>(s, q.data<T>(), k.data<T>(), v.data<T>(), limits, out.data<T>(), lse.data<T>());
+    forward_cpu<T>(s, Rows<T>(q), Rows<T>(k), Rows<T>(v), limits, out.data<T>(), lse.data<T>());
   });
 }
 
-// dq, dk, dv from the forward's tensors and dout (one floating dtype, contiguous).
+// dq, dk, dv (contiguous) from the forward's tensors, as forward takes them, and dout (contiguous).
 void backward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v, const KeyLimits& limits,
               const Tensor& out, const Tensor& lse, const Tensor& dout, const Tensor& dq, const Tensor& dk,
               const Tensor& dv) {
@@ -363,7 +381,7 @@ void backward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v
   if (on_cuda("fused_attention", q, launch)) return;
   visit_floating(q.dtype(), "fused_attention", [&](auto tag) {
     using T = decltype(tag);
-    backward_cpu<T>(s, q.data<T>(), k.data<T>(), v.data<T>(), limits, out.data<T>(), lse.data<T>(), dout.data<T>(),
+    backward_cpu<T>(s, Rows<T>(q), Rows<T>(k), Rows<T>(v), limits, out.data<T>(), lse.data<T>(), dout.data<T>(),
                     dq.data<T>(), dk.data<T>(), dv.data<T>());
   });
 }
@@ -400,7 +418,11 @@ Shape4 checked_shape(const char* op, const Tensor& q, const Tensor& k, const Ten
 // The op on checked arguments; `pairs` is the number of (query, key) pairs seen over all heads.
 Tensor attend(const char* op, const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v,
               const KeyLimits& limits, double pairs) {
-  const Tensor qc = contiguous(q.detach()), kc = contiguous(k.detach()), vc = contiguous(v.detach());
+  // The CUDA kernels take contiguous tensors; the CPU's read any whose rows BLAS can take (Rows).
+  const auto as_read = [](const Tensor& t) {
+    return !t.device().is_cuda() && rows_readable(t) ? t.detach() : contiguous(t.detach());
+  };
+  const Tensor qc = as_read(q), kc = as_read(k), vc = as_read(v);
   // bfloat16: out rounded from the float32 kernel's (wide), lse kept in float32.
   const DType compute = q.dtype() == DType::BFloat16 ? DType::Float32 : q.dtype();
   Tensor out = empty({s.B, s.H, s.N, s.M}, q.options());

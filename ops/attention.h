@@ -20,7 +20,9 @@ namespace tapestry {
 /// composition matmul(softmax(q Kᵀ / √E, keep), v) of nn/attention/full.h, where `keep` hides:
 ///   - with key_lengths ((B,) int64 or int32, or undefined: none), the keys j ≥ key_lengths[b];
 ///   - with causal (which needs N = S), the keys j > i of query i.
-/// A query that sees no key gives zeros and passes no gradient (as softmax's fully masked row).
+/// A query that sees no key gives zeros and passes no gradient (as softmax's fully masked row). On
+/// the CPU q, k and v are read where they lie when their last dim is contiguous (heads split from a
+/// (B, N, H·E) projection by a permute are not copied); a GPU takes contiguous copies.
 /// Differentiable in q, k and v. On a GPU the head dims E and M must not exceed
 /// kFusedAttentionMaxHeadDim (fused_attention_fits says whether a call is possible).
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_lengths = {},

@@ -138,6 +138,26 @@ TEST_CASE("fused attention in float32 agrees with the float64 composition") {
   }
 }
 
+TEST_CASE("fused attention reads strided q, k, v on the CPU: heads split by a permute, keys shared across heads") {
+  const int64_t B = 2, H = 3, N = 140, E = 8, M = 5;
+  const Tensor lengths = from_vector<int64_t>({140, 90}, {2});
+  // From (B, N, H·E) projections split into heads by a view, as MultiheadAttention does, and keys of
+  // one head expanded over the heads (stride 0); `copied` takes contiguous copies of those views.
+  const auto heads = [&](const std::vector<Tensor>& in, bool copied, bool causal) {
+    const auto as_given = [&](const Tensor& t) { return copied ? contiguous(t) : t; };
+    return fused({as_given(permute(reshape(in[0], {B, N, H, E}), {0, 2, 1, 3})), as_given(expand(in[1], {B, H, N, E})),
+                  as_given(permute(reshape(in[2], {B, N, H, M}), {0, 2, 1, 3}))},
+                 lengths, causal);
+  };
+  const std::vector<Tensor> inputs{uniform({B, N, H * E}, 27, -2, 2), uniform({B, 1, N, E}, 28, -2, 2),
+                                   uniform({B, N, H * M}, 29)};
+  for (bool causal : {false, true}) {
+    INFO("causal " << causal);
+    check_same_function([&](const std::vector<Tensor>& in) { return heads(in, false, causal); },
+                        [&](const std::vector<Tensor>& in) { return heads(in, true, causal); }, inputs, 0, 0);
+  }
+}
+
 TEST_CASE("fused attention in float32 gives the same bits under every CPU capability this CPU has") {
   // Its tiles' softmax is compiled for the baseline, AVX2 and AVX-512 (core/cpu_capability.h).
   const Tensor q = to(uniform({2, 2, 300, 32}, 13, -3, 3), DType::Float32),

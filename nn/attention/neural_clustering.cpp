@@ -197,8 +197,9 @@ struct BlockAttention {
     const Tensor key_rank = gather(candidate_rank, 2, by_rank);                             // ascending
     const Tensor key_slot = reshape(gather(expand(reshape(candidates, {1, C, 2 * W}), {B, C, 2 * W}), 2, by_rank),
                                     {B, C * 2 * W, 1});
-    auto blocks = [&](const Tensor& t, int64_t rows, int64_t per_head) {  // (B, C·rows, H·F) → (B·C, H, rows, F)
-      return reshape(permute(reshape(t, {B, C, rows, H, per_head}), {0, 1, 3, 2, 4}), {B * C, H, rows, per_head});
+    // (B, C·rows, H·F) → (B·C, H, rows, F), a view: the fused kernels read strided heads (ops/attention.h).
+    auto blocks = [&](const Tensor& t, int64_t rows, int64_t per_head) {
+      return permute(reshape(t, {B * C, rows, H, per_head}), {0, 2, 1, 3});
     };
     const Tensor k = blocks(gather(k_slots, 1, expand(key_slot, {B, C * 2 * W, H * E})), 2 * W, E);
     const Tensor v = blocks(gather(v_slots, 1, expand(key_slot, {B, C * 2 * W, H * M})), 2 * W, M);
