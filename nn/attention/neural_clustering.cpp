@@ -87,6 +87,15 @@ Tensor previous_block(const Tensor& t, int64_t dim) {
 // along `dim` (eq. 8's K^O_i = K^S((i − 2)W : iW]).
 Tensor with_previous_block(const Tensor& t, int64_t dim) { return concat({previous_block(t, dim), t}, dim + 1); }
 
+// Each sample's rows in the order `index` gives: y[b, j] = t[b, index[b, j]] for t (B, R, F) and index
+// (B, K) int64. index_select over the flattened rows: its index has B·K elements where gather's
+// would have B·K·F (kept for the backward, in int64), and its backward is index_add.
+Tensor rows_of(const Tensor& t, const Tensor& index) {
+  const int64_t B = t.size(0), R = t.size(1), F = t.size(2), K = index.size(1);
+  const Tensor first_row = reshape(arange(0, double(B * R), double(R), {DType::Int64, t.device()}), {B, 1});
+  return reshape(index_select(reshape(t, {B * R, F}), 0, reshape(index + first_row, {B * K})), {B, K, F});
+}
+
 // Padding zeroed, so that whatever it holds cannot reach a real word: masking alone leaves products
 // 0·value in U X W_C and in the attention, NaN when the value is inf or NaN.
 Tensor zero_padding(const Tensor& x, const Tensor& keep, const Tensor& lengths) {
@@ -196,13 +205,13 @@ struct BlockAttention {
     const Tensor by_rank = argsort(candidate_rank, 2);                                      // (B, C, 2W), stable
     const Tensor key_rank = gather(candidate_rank, 2, by_rank);                             // ascending
     const Tensor key_slot = reshape(gather(expand(reshape(candidates, {1, C, 2 * W}), {B, C, 2 * W}), 2, by_rank),
-                                    {B, C * 2 * W, 1});
+                                    {B, C * 2 * W});
     // (B, C·rows, H·F) → (B·C, H, rows, F), a view: the fused kernels read strided heads (ops/attention.h).
     auto blocks = [&](const Tensor& t, int64_t rows, int64_t per_head) {
       return permute(reshape(t, {B * C, rows, H, per_head}), {0, 2, 1, 3});
     };
-    const Tensor k = blocks(gather(k_slots, 1, expand(key_slot, {B, C * 2 * W, H * E})), 2 * W, E);
-    const Tensor v = blocks(gather(v_slots, 1, expand(key_slot, {B, C * 2 * W, H * M})), 2 * W, M);
+    const Tensor k = blocks(rows_of(k_slots, key_slot), 2 * W, E);
+    const Tensor v = blocks(rows_of(v_slots, key_slot), 2 * W, M);
     // A query sees the real keys (ranked below `past`) and, causal, those not after its own position
     // (every position is below `past`): a prefix of its block's keys, of `ends` keys.
     Tensor ends;  // (B, C, W)
@@ -266,7 +275,7 @@ NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Ten
     return neural_clustering_attention(x32, centroids32, w, heads, lengths, causal, losses, fused);
   }
   check_inputs(x_in, centroids, w, heads);
-  const int64_t B = x_in.size(0), N = x_in.size(1), D = x_in.size(2), C = centroids.size(-2);
+  const int64_t B = x_in.size(0), N = x_in.size(1), C = centroids.size(-2);
   const int64_t E = w.w_q.size(1) / heads, M = w.w_v.size(1) / heads;
   const int64_t W = (N + C - 1) / C;  // block width ⌈N/C⌉; W = 1 when C ≥ N
   const int64_t slots = C * W;         // the sorted sequence padded to C equal blocks
@@ -279,7 +288,7 @@ NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Ten
   const Tensor& assignment = clustering.assignment;  // (B, N)
   // eq. 5: X^S, I′ = Sort(X, I), stable: a cluster keeps its words in their original order.
   const Tensor order = argsort(assignment, 1);                              // (B, N) sorted → original
-  const Tensor xs = gather(x, 1, expand(unsqueeze(order, 2), {B, N, D}));  // (B, N, D)
+  const Tensor xs = rows_of(x, order);  // (B, N, D)
 
   // ---- neural clustering attention (§3.2) ----
   // eq. 7: Q^S, K^S, V^S = X^S W_Q, X^S W_K, X^S W_V; eq. 8: chunked into C blocks of W = ⌈N/C⌉ (the
@@ -296,7 +305,7 @@ NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Ten
   // eq. 10: Z = Resort(Z^O, I′): the row at sorted position p goes back to position I′_p, i.e. row
   // j of Z is row inverse_j of Z^O, with inverse = I′⁻¹.
   const Tensor inverse = argsort(order, 1);                                                   // (B, N)
-  const Tensor z = gather(z_sorted, 1, expand(unsqueeze(inverse, 2), {B, N, heads * M}));  // (B, N, H·M)
+  const Tensor z = rows_of(z_sorted, inverse);  // (B, N, H·M)
   // A word without a cluster (−1: a NaN in its sample or in a centroid) gets a NaN row, not an
   // output computed from an arbitrary grouping.
   const Tensor unclustered = unsqueeze(eq(assignment, full({}, -1.0, {DType::Int64, device})), 2);  // (B, N, 1)
