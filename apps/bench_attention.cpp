@@ -2,7 +2,8 @@
 // (supplementary §C.1). One self-attention layer — 6 heads of 64 (D = 384), feed-forward 1536 —
 // runs forward and backward on random sequences of length N; each row reports the median time, the
 // time per sequence element (ms·1000 / (N·B) = µs), the allocator's peak memory during one forward +
-// backward and the bytes per element, and both as ratios against full attention at the same N.
+// backward and the bytes per element, and both as ratios against full attention at the same N; and
+// the layer's matmul and attention FLOPs against this device's matmul rate (its bound, as bench train).
 //
 // Attentions, as in §C.1: clustered with C = 100 clusters, R = 63 hash bits, L = 10 Lloyd
 // iterations; improved-clustered the same with k = 32 top keys; neural-clustering (ClusterFormer,
@@ -151,6 +152,14 @@ nlohmann::json measure(const std::string& type, int64_t n, const AttentionOption
     row["peak_bytes"] = peak;
     row["baseline_bytes"] = baseline;
     row["bytes_per_element"] = double(peak) / elements;
+    Profiler counter(device);  // the FLOPs of one more forward + backward, which the ops report
+    {
+      const ProfileSession on(counter);
+      layer.forward_backward(bf16(o.common));
+    }
+    double flops = 0;
+    for (const ProfileRow& op : counter.report().rows) flops += op.flops;
+    row["flops"] = flops;
   } catch (const std::exception& e) {
     row["status"] = failure_status(e);
     row["ms"] = nan;  // written as null
@@ -174,7 +183,8 @@ void add_ratios(nlohmann::json& rows) {
 }
 
 void print_table(const nlohmann::json& rows) {
-  Table table({"type", "N", "batch", "ms", "µs/elem", "peak MiB", "KiB/elem", "time ×full", "memory ×full"});
+  Table table({"type", "N", "batch", "ms", "µs/elem", "peak MiB", "KiB/elem", "time ×full", "memory ×full", "GFLOP",
+               "×bound"});
   for (const auto& row : rows) {
     const bool ok = row["status"] == "ok";
     table.add({row["type"].get<std::string>(), std::to_string(row["n"].get<int64_t>()),
@@ -182,7 +192,8 @@ void print_table(const nlohmann::json& rows) {
                ok ? format("%.2f", number(row, "ms")) : row["status"].get<std::string>(),
                format("%.3f", number(row, "us_per_element")), format("%.1f", number(row, "peak_bytes") / (1 << 20)),
                format("%.2f", number(row, "bytes_per_element") / 1024), format("%.3f", number(row, "ms_vs_full")),
-               format("%.3f", number(row, "memory_vs_full"))});
+               format("%.3f", number(row, "memory_vs_full")), format("%.2f", number(row, "flops") * 1e-9),
+               format("%.2f", number(row, "x_bound"))});
   }
   table.print(std::cout);
 }
@@ -197,10 +208,14 @@ int run(const AttentionOptions& options) {
   std::cout << "bench attention on " << device << " (" << device_name(device) << "): one layer, " << kHeads << " heads × "
             << kHeadDim << ", feed-forward " << kFeedForward << ", forward + backward; median of "
             << options.common.repeats << " after " << options.common.warmup << " warm-up\n";
+  const double rate = matmul_rate(device, options.common);
+  std::cout << "bound: a layer's matmul and attention FLOPs at " << format("%.1f", rate * 1e-9)
+            << " GFLOP/s, this device's 2048³ float32 matmul measured now\n";
   nlohmann::json rows = nlohmann::json::array();
   for (const int64_t n : lengths) {
     for (const std::string& type : types) {
       nlohmann::json row = measure(type, n, options, device, profiler.get());
+      add_bound(row, rate);
       std::cerr << "bench attention: " << type << " N=" << n << ": "
                 << (row["status"] == "ok" ? format("%.2f ms", number(row, "ms")) : row["status"].get<std::string>())
                 << "\n";
@@ -219,7 +234,8 @@ int run(const AttentionOptions& options) {
                                    {"types", types},
                                    {"batch", options.batch},
                                    {"loss", "sum(output * P), P fixed N(0, 1); eval mode (no dropout), gradients on"},
-                                   {"memory", "allocator peak during one forward + backward, parameters and input included"}};
+                                   {"memory", "allocator peak during one forward + backward, parameters and input included"},
+                                   {"matmul_gflops_per_second", rate * 1e-9}};
     config.update(common_config(options.common));
     write_json(options.common.json, document("attention", device, config, rows));
   }

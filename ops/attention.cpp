@@ -365,7 +365,7 @@ std::pair<Tensor, double> checked_ends(const char* op, const Tensor& ends, const
 void forward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v, const KeyLimits& limits,
              const Tensor& out, const Tensor& lse) {
   if (numel(out.shape()) + numel(lse.shape()) == 0) return;
-  const auto launch = [&] { cuda::fused_attention_forward(s, q, k, v, limits.lengths, out, lse); };
+  const auto launch = [&] { cuda::fused_attention_forward(s, q, k, v, limits.lengths, limits.ends, out, lse); };
   if (on_cuda("fused_attention", q, launch)) return;
   visit_floating(q.dtype(), "fused_attention", [&](auto tag) {
     using T = decltype(tag);
@@ -377,7 +377,9 @@ void forward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v,
 void backward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v, const KeyLimits& limits,
               const Tensor& out, const Tensor& lse, const Tensor& dout, const Tensor& dq, const Tensor& dk,
               const Tensor& dv) {
-  const auto launch = [&] { cuda::fused_attention_backward(s, q, k, v, limits.lengths, out, lse, dout, dq, dk, dv); };
+  const auto launch = [&] {
+    cuda::fused_attention_backward(s, q, k, v, limits.lengths, limits.ends, out, lse, dout, dq, dk, dv);
+  };
   if (on_cuda("fused_attention", q, launch)) return;
   visit_floating(q.dtype(), "fused_attention", [&](auto tag) {
     using T = decltype(tag);
@@ -473,8 +475,6 @@ Tensor fused_attention_ends(const Tensor& q, const Tensor& k, const Tensor& v, c
     return fused_attention_ends(autocast_float32(q), autocast_float32(k), autocast_float32(v), key_ends);
   const char* op = "fused_attention_ends";
   const Shape4 s = checked_shape(op, q, k, v, false);
-  TP_CHECK(!q.device().is_cuda(), op,
-           "runs on the CPU only: the CUDA kernels take key lengths and the causal mask, not each query's end");
   const auto [ends, pairs] = checked_ends(op, key_ends, s, q.device());
   return attend(op, s, q, k, v, {Tensor(), ends}, pairs * double(s.H));
 }

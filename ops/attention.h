@@ -32,8 +32,8 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
 /// [0, key_ends[b, i]) (key_ends (B, N), int64 or int32, each in [0, S]) and no others; the same
 /// function as the composition with keep[b, :, i, j] = j < key_ends[b, i]. Lengths and the causal
 /// mask are its special cases; neural clustering's blocks reach it with each block's keys sorted by
-/// position, where a causal query sees a prefix of them (nn/attention/neural_clustering.cpp). CPU
-/// only for now: on a GPU it throws (the CUDA kernels take key lengths and the causal flag).
+/// position, where a causal query sees a prefix of them (nn/attention/neural_clustering.cpp). On a
+/// GPU a key tile is skipped only where no query of the query tile sees it.
 Tensor fused_attention_ends(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ends);
 
 /// The largest head dim (E and M) the GPU kernels take; the CPU takes any.

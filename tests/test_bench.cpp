@@ -87,16 +87,22 @@ TEST_CASE("bench attention: every attention type, two lengths, the JSON fields")
   check_document(doc, "attention");
   CHECK(doc["config"]["d_model"] == 384);
   CHECK(doc["config"]["lengths"] == nlohmann::json({16, 32}));
+  CHECK(doc["config"]["matmul_gflops_per_second"].get<double>() > 0);
   const nlohmann::json& rows = doc["rows"];
   REQUIRE(rows.size() == 8);
+  // Full attention's FLOPs grow with N: its projections and feed-forward as N, its scores as N².
+  CHECK(rows[4]["flops"].get<double>() > 2 * rows[0]["flops"].get<double>());
   for (const auto& row : rows) {
     INFO(row.dump());
     CHECK(row["status"] == "ok");
-    for (const char* key : {"ms", "us_per_element", "peak_bytes", "bytes_per_element", "ms_vs_full", "memory_vs_full"}) {
+    for (const char* key : {"ms", "us_per_element", "peak_bytes", "bytes_per_element", "ms_vs_full", "memory_vs_full",
+                            "flops", "bound_ms", "x_bound"}) {
       INFO(key);
       CHECK(row[key].is_number());
     }
     CHECK(row["peak_bytes"].get<double>() > 0);
+    CHECK(row["flops"].get<double>() > 0);
+    CHECK(row["x_bound"].get<double>() == doctest::Approx(row["ms"].get<double>() / row["bound_ms"].get<double>()));
     CHECK(row["us_per_element"].get<double>() ==
           doctest::Approx(row["ms"].get<double>() * 1000 / row["n"].get<double>()));
     if (row["type"] == "full") CHECK(row["ms_vs_full"].get<double>() == 1.0);

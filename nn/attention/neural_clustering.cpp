@@ -1,5 +1,6 @@
 #include "nn/attention/neural_clustering.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -298,9 +299,10 @@ NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Ten
   const Tensor position = pad(order, {0, slots - N}, double(N));              // (B, C·W); empty slots: N
   const Tensor q = matmul(xs_slots, w.w_q), k = matmul(xs_slots, w.w_k), v = matmul(xs_slots, w.w_v);  // (B, C·W, H·F)
   const BlockAttention blocks{B, C, W, heads, E, M, causal};
-  // The fused kernels take each query's key end on the CPU only (ops/attention.h).
-  const Tensor z_slots = fused == Fused::Yes && !device.is_cuda() ? blocks.fused(q, k, v, slot_real, position)
-                                                                  : blocks.composed(q, k, v, slot_real, position);
+  // A GPU's fused kernels take head dims up to kFusedAttentionMaxHeadDim; beyond, the scores are held.
+  const bool fits = !device.is_cuda() || std::max(E, M) <= kFusedAttentionMaxHeadDim;
+  const Tensor z_slots = fused == Fused::Yes && fits ? blocks.fused(q, k, v, slot_real, position)
+                                                     : blocks.composed(q, k, v, slot_real, position);
   const Tensor z_sorted = slice(z_slots, 1, 0, N);  // (B, N, H·M)
   // eq. 10: Z = Resort(Z^O, I′): the row at sorted position p goes back to position I′_p, i.e. row
   // j of Z is row inverse_j of Z^O, with inverse = I′⁻¹.

@@ -111,9 +111,9 @@ NeuralClustering neural_clustering(const Tensor& x, const Tensor& centroids, con
 /// (the previous layer's Ĉ), C ≥ 1. heads divides the widths of W_Q and W_V. lengths: (B,) int64 or
 /// int32 in [0, N], or undefined for no padding. `losses` picks the form of L1 and L2 (above); the
 /// output, Ĉ and the assignment do not depend on it. Fused::Yes computes the blocks' attention with
-/// fused_attention_ends (ops/attention.h), holding no (W × 2W) scores per block, on the CPU; on a GPU,
-/// and with Fused::No, the blocks' scores are held (the same function, to rounding). Throws
-/// tapestry::Error naming the function on misuse.
+/// fused_attention_ends (ops/attention.h), holding no (W × 2W) scores per block (on a GPU its head
+/// dims must fit the fused kernels: fused_attention_fits); Fused::No holds them (the same function,
+/// to rounding). Throws tapestry::Error naming the function on misuse.
 NeuralClusteringResult neural_clustering_attention(const Tensor& x, const Tensor& centroids,
                                                    const NeuralClusteringWeights& weights, int64_t heads,
                                                    const Tensor& lengths, Causal causal, ClusteringLosses losses,

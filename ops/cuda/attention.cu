@@ -67,13 +67,23 @@ struct Tile<double, D> {
 struct Sizes {
   int64_t G, H, N, S, E, M;
   bool causal;
+  const int64_t* ends;  // (B, N) each query's key end, or null: the key lengths and `causal` decide
 };
 
-// Query i sees the keys [0, visible_end): those before the key length of its sample (`length`),
-// and with a causal mask those up to i. A row past N (a partial tile's padding) sees none.
-__device__ int64_t visible_end(const Sizes& z, int64_t length, int64_t i) {
+// Query i of head g sees the keys [0, visible_end): its own end where `ends` is given; else those
+// before the key length of its sample (`length`), and with a causal mask those up to i. A row past N
+// (a partial tile's padding) sees none.
+__device__ int64_t visible_end(const Sizes& z, int64_t g, int64_t length, int64_t i) {
   if (i >= z.N) return 0;
+  if (z.ends) return z.ends[g / z.H * z.N + i];
   return z.causal ? min(length, i + 1) : length;
+}
+
+// The most keys a query of the tile [i0, i0 + rows) sees: later key tiles are masked for every row
+// and skipped (the causal mask's upper triangle, the padding). visible_end grows with i without
+// `ends`; with them, any query may see every key.
+__device__ int64_t tile_keys(const Sizes& z, int64_t g, int64_t length, int64_t i0, int rows) {
+  return z.ends ? z.S : visible_end(z, g, length, min(i0 + rows, z.N) - 1);
 }
 
 // Work item w of a kernel over G · tiles (head, tile) pairs: the head g, the tile's first row (of
@@ -192,15 +202,13 @@ __global__ void __launch_bounds__(kTileThreads)
     T m[RA], l[RA], o[RA][CB];  // l: this lane's part of the row sum (the rescales are row-uniform)
 #pragma unroll
     for (int a = 0; a < RA; ++a) {
-      end[a] = visible_end(z, length, i0 + ty + kThreadRows * a);
+      end[a] = visible_end(z, g, length, i0 + ty + kThreadRows * a);
       m[a] = -inf;
       l[a] = T(0);
 #pragma unroll
       for (int c = 0; c < CB; ++c) o[a][c] = T(0);
     }
-    // The tile's last query sees the most keys (visible_end grows with i): later key tiles are
-    // masked for every row and skipped (the causal mask's upper triangle, the padding).
-    const int64_t keys = visible_end(z, length, min(i0 + BR, z.N) - 1);
+    const int64_t keys = tile_keys(z, g, length, i0, BR);
     for (int64_t j0 = 0; j0 < keys; j0 += BC) {
       __syncthreads();  // the previous tile's values have been read
       load_tile<T, D>(skv, k + g * z.S * z.E, BC, j0, z.S, z.E);
@@ -299,7 +307,7 @@ __global__ void __launch_bounds__(kTileThreads)
       for (int c = 0; c < CB; ++c) dk_acc[a][c] = dv_acc[a][c] = T(0);
     // The queries that see a key of the tile: none when the tile is all padding; with a causal
     // mask those from j0 on (the query tiles before j0's are skipped); else all.
-    const int64_t first = length <= j0 ? z.N : z.causal ? j0 / BR * BR : 0;
+    const int64_t first = z.ends ? 0 : length <= j0 ? z.N : z.causal ? j0 / BR * BR : 0;
     for (int64_t i0 = first; i0 < z.N; i0 += BR) {
       __syncthreads();  // the previous query tile has been read
       load_tile<T, D>(sq, q + g * z.N * z.E, BR, i0, z.N, z.E);
@@ -318,7 +326,7 @@ __global__ void __launch_bounds__(kTileThreads)
 #pragma unroll
         for (int b = 0; b < QB; ++b) {
           const int r = tx + kLanes * b;
-          const bool seen = j0 + ty + kThreadRows * a < visible_end(z, length, i0 + r);  // then lse is finite
+          const bool seen = j0 + ty + kThreadRows * a < visible_end(z, g, length, i0 + r);  // then lse is finite
           p[a][b] = seen ? exp(scale * p[a][b] - slse[r]) : T(0);
           ds[a][b] = p[a][b] * (ds[a][b] - sd[r]);
         }
@@ -365,13 +373,13 @@ __global__ void __launch_bounds__(kTileThreads)
 #pragma unroll
     for (int a = 0; a < RA; ++a) {
       const int64_t i = i0 + ty + kThreadRows * a;
-      end[a] = visible_end(z, length, i);
+      end[a] = visible_end(z, g, length, i);
       row_lse[a] = i < z.N ? lse[g * z.N + i] : T(0);  // read only where a key is seen
       row_d[a] = i < z.N ? d[g * z.N + i] : T(0);
 #pragma unroll
       for (int c = 0; c < CB; ++c) acc[a][c] = T(0);
     }
-    const int64_t keys = visible_end(z, length, min(i0 + BR, z.N) - 1);
+    const int64_t keys = tile_keys(z, g, length, i0, BR);
     for (int64_t j0 = 0; j0 < keys; j0 += BC) {
       __syncthreads();  // the previous key tile has been read
       load_tile<T, D>(sk, k + g * z.S * z.E, BC, j0, z.S, z.E);
@@ -401,7 +409,9 @@ __global__ void __launch_bounds__(kTileThreads)
   }
 }
 
-Sizes sizes_of(const FusedAttentionShape& s) { return {s.B * s.H, s.H, s.N, s.S, s.E, s.M, s.causal}; }
+Sizes sizes_of(const FusedAttentionShape& s, const Tensor& key_ends) {
+  return {s.B * s.H, s.H, s.N, s.S, s.E, s.M, s.causal, key_ends.defined() ? key_ends.data<int64_t>() : nullptr};
+}
 
 // Calls f with the head-dim bucket D (a std::integral_constant) that holds E and M.
 static_assert(kFusedAttentionMaxHeadDim == 128, "the buckets below end at kFusedAttentionMaxHeadDim");
@@ -439,8 +449,8 @@ const int64_t* lengths_of(const Tensor& key_lengths) {
 }  // namespace
 
 void fused_attention_forward(const FusedAttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-                             const Tensor& key_lengths, const Tensor& out, const Tensor& lse) {
-  const Sizes z = sizes_of(s);
+                             const Tensor& key_lengths, const Tensor& key_ends, const Tensor& out, const Tensor& lse) {
+  const Sizes z = sizes_of(s, key_ends);
   if (z.G * z.N == 0) return;
   CudaContext& ctx = active_context(q.device());
   visit_floating(q.dtype(), "fused_attention", [&](auto tag) {
@@ -456,9 +466,9 @@ void fused_attention_forward(const FusedAttentionShape& s, const Tensor& q, cons
 }
 
 void fused_attention_backward(const FusedAttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-                              const Tensor& key_lengths, const Tensor& out, const Tensor& lse, const Tensor& dout,
-                              const Tensor& dq, const Tensor& dk, const Tensor& dv) {
-  const Sizes z = sizes_of(s);
+                              const Tensor& key_lengths, const Tensor& key_ends, const Tensor& out, const Tensor& lse,
+                              const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  const Sizes z = sizes_of(s, key_ends);
   if (z.G == 0) return;
   CudaContext& ctx = active_context(q.device());
   visit_floating(q.dtype(), "fused_attention", [&](auto tag) {

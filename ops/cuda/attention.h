@@ -4,8 +4,9 @@
 // Shapes: q (G, N, E), k (G, S, E), v (G, S, M), out and dout (G, N, M), lse (G, N), with G = B · H
 // and the H heads of sample b at g = b · H … b · H + H − 1; float32 or float64, one dtype; E, M ≤
 // kFusedAttentionMaxHeadDim (ops/attention.h). key_lengths is (B,) int64 on the device, or undefined
-// (no key padding). Query i of head g sees key j when j < key_lengths[g / H] (if defined) and, with
-// causal (N = S), j ≤ i.
+// (no key padding); key_ends (B, N) int64 on the device, or undefined. Query i of head g sees key j
+// when j < key_ends[g / H, i] where key_ends is defined; otherwise when j < key_lengths[g / H] (if
+// defined) and, with causal (N = S), j ≤ i.
 #pragma once
 
 #include "core/tensor.h"
@@ -22,14 +23,14 @@ struct FusedAttentionShape {
 // lse_i = log Σ_j e^(s_ij) (computed with a running maximum). A query that sees no key: out_i = 0,
 // lse_i = −inf. Writes every element of out and lse.
 void fused_attention_forward(const FusedAttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-                             const Tensor& key_lengths, const Tensor& out, const Tensor& lse);
+                             const Tensor& key_lengths, const Tensor& key_ends, const Tensor& out, const Tensor& lse);
 
 // From the forward's out and lse and the output gradient dout, with D_i = Σ_m dout_im · out_im and
 // dp_ij = dout_i · v_j, ds_ij = p_ij (dp_ij − D_i):
 //   dq_i = scale Σ_j ds_ij k_j,   dk_j = scale Σ_i ds_ij q_i,   dv_j = Σ_i p_ij dout_i.
 // Writes every element of dq, dk and dv (zeros where nothing reaches them).
 void fused_attention_backward(const FusedAttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-                              const Tensor& key_lengths, const Tensor& out, const Tensor& lse, const Tensor& dout,
-                              const Tensor& dq, const Tensor& dk, const Tensor& dv);
+                              const Tensor& key_lengths, const Tensor& key_ends, const Tensor& out, const Tensor& lse,
+                              const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv);
 
 }  // namespace tapestry::cuda

@@ -141,13 +141,16 @@ TEST_CASE("neural clustering attention: output, Ĉ, L1 and L2 with every loss fo
                                            input({D, D}, ++seed, dtype),    input({D, D}, ++seed, dtype),
                                            input({D, D}, ++seed, dtype),    input({D, D}, ++seed, dtype),
                                            input({D, D}, ++seed, dtype)};
-          auto run = [&](const std::vector<Tensor>& in) {
+          // Its blocks fused (the default), and for the output also composed (Fused::No).
+          auto run = [&](const std::vector<Tensor>& in, Fused fused = Fused::Yes) {
             const Tensor lengths = from_vector<int64_t>({n, std::max<int64_t>(1, 2 * n / 3)}, {B}, in[0].device());
             return neural_clustering_attention(in[0], in[1], {in[2], in[3], in[4], in[5], in[6]}, H, lengths, causal,
-                                               losses);
+                                               losses, fused);
           };
           check_values([&](const std::vector<Tensor>& in) { return run(in).assignment; }, inputs, kExact);
           check_parity([&](const std::vector<Tensor>& in) { return run(in).output; }, inputs, attention_tol(dtype));
+          check_parity([&](const std::vector<Tensor>& in) { return run(in, Fused::No).output; }, inputs,
+                       attention_tol(dtype));
           check_parity([&](const std::vector<Tensor>& in) { return run(in).centroids; }, inputs, attention_tol(dtype));
           check_parity([&](const std::vector<Tensor>& in) {
             const NeuralClusteringResult r = run(in);

@@ -3,7 +3,8 @@
 // key padding with lengths 0, 1 and partial, causal masks, N and S not multiples of the kernels'
 // tiles (64 queries × 64 keys in float32, 64 × 32 at head dims above 64, 16 × 16 in float64:
 // ops/cuda/attention.cu), S ≠ N, head
-// dims 16 … 128 with E ≠ M, float32 and float64, and N = 1000.
+// dims 16 … 128 with E ≠ M, float32 and float64, and N = 1000; and each query's own key end
+// (fused_attention_ends).
 //
 // The kernels keep tiles in shared memory; scripts/gpu-validate runs this file under racecheck
 // (its cases but the N = 1000 one, whose tiles are those of the smaller cases, many times over)
@@ -91,6 +92,25 @@ TEST_CASE("fused attention: the GPU's against the CPU's and the composition (til
           if (causal && c.N != c.S) continue;
           check_fused(c, dtype, padded, causal, seed += 4);
         }
+}
+
+TEST_CASE("fused attention with each query's key end: the GPU's against the CPU's (tiles, ends in any order)") {
+  // Ends 0, S and in between, in no order along the queries: no key tile may be skipped for a query
+  // tile whose last query sees fewer keys than an earlier one.
+  uint64_t seed = 560;
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (const Case c : {Case{1, 1, 32, 32}, Case{65, 65, 32, 32}, Case{130, 70, 64, 16}, Case{33, 200, 128, 128}}) {
+      INFO(dtype << " N " << c.N << " S " << c.S << " E " << c.E << " M " << c.M);
+      std::vector<int64_t> ends;
+      for (int64_t i = 0; i < 2 * c.N; ++i) ends.push_back(i % 3 == 0 ? c.S : i % 3 == 1 ? 0 : (i * 7919) % (c.S + 1));
+      check_parity(
+          [&](const std::vector<Tensor>& in) {
+            return fused_attention_ends(in[0], in[1], in[2], from_vector<int64_t>(ends, {2, c.N}, in[0].device()));
+          },
+          {input({2, 2, c.N, c.E}, seed += 3, dtype, -2, 2), input({2, 2, c.S, c.E}, seed + 1, dtype, -2, 2),
+           input({2, 2, c.S, c.M}, seed + 2, dtype)},
+          fused_tol(dtype, c.S));
+    }
 }
 
 TEST_CASE("fused attention: empty shapes on the GPU (no queries, no keys, M = 0)") {

@@ -24,8 +24,8 @@ class NeuralClusteringKind final : public Kind {
              {losses_name(ClusteringLosses::Projected), losses_name(ClusteringLosses::Printed),
               losses_name(ClusteringLosses::Cosine)}},
             {"fused", 1, 0, 1,
-             "1: each block's attention tile by tile, holding no scores (ops/attention.h; on the CPU, a GPU holds "
-             "them); 0: the blocks' scores held"}};
+             "1: each block's attention tile by tile, holding no scores (ops/attention.h); 0: the blocks' scores "
+             "held"}};
   }
   Form form() const override { return Form::HiddenStates; }
   bool has_causal_form() const override { return true; }  // masked within blocks (appendix B)
