@@ -33,7 +33,9 @@ CpuCapability cpu_capability();
 /// Throws if the CPU lacks it. Not for use while other threads run kernels.
 class CpuCapabilityScope {
  public:
+  /// Chooses `capability` (at most cpu_capability_supported()).
   explicit CpuCapabilityScope(CpuCapability capability);
+  /// Restores the choice before this scope.
   ~CpuCapabilityScope();
   CpuCapabilityScope(const CpuCapabilityScope&) = delete;
   CpuCapabilityScope& operator=(const CpuCapabilityScope&) = delete;
