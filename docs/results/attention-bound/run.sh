@@ -20,3 +20,8 @@ command="bench attention --device cpu --lengths 1024,2048,4096 --types full,clus
 # shellcheck disable=SC2086
 "$tapestry" $command >> "$out/run.log" 2>&1
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/run.log"
+# Then full attention at N = 2048 profiled op by op (forward and backward apart, GFLOP/s per op).
+command="bench attention --device cpu --lengths 2048 --types full --repeats 3 --profile $out/profile-full-2048.txt"
+echo "command: $tapestry $command" >> "$out/run.log"
+# shellcheck disable=SC2086
+"$tapestry" $command >> "$out/run.log" 2>&1
