@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
+#include "core/cpu_capability.h"
 #include "ops/common.h"
 #include "ops/cuda/dropout.h"
 #include "ops/dispatch.h"
@@ -29,6 +31,79 @@ struct DropMask {
 
 // ---- kernels (the CPU loops; a tensor on a GPU takes the CUDA launcher of ops/cuda/dropout.h) ----
 
+// Philox blocks are drawn kBlocks at a time, their rounds lane by lane over arrays, so that the
+// compiler runs the blocks side by side in vector registers (16 lanes of AVX-512 at once).
+constexpr int64_t kBlocks = 16;
+
+// out[i] = in[i] · scale where element i survives, else 0, for the elements of blocks [q0, q1) below
+// n: the same draws as philox_block(first + q, seed) block by block (core/random.h), in integer
+// arithmetic, so that every CPU capability gives the same bits.
+template <class T>
+[[gnu::always_inline]] inline void mask_blocks(const T* in, T* out, int64_t n, int64_t q0, int64_t q1,
+                                               const DropMask& mask) {
+  using C = compute_t<T>;  // bfloat16 is scaled in float32 and rounded once
+  const C scale = static_cast<C>(mask.scale);
+  for (int64_t q = q0; q < q1; q += kBlocks) {
+    uint32_t c0[kBlocks], c1[kBlocks], c2[kBlocks], c3[kBlocks];
+    for (int64_t l = 0; l < kBlocks; ++l) {
+      const uint64_t counter = mask.first + static_cast<uint64_t>(q + l);
+      c0[l] = static_cast<uint32_t>(counter), c1[l] = static_cast<uint32_t>(counter >> 32), c2[l] = c3[l] = 0;
+    }
+    uint32_t k0 = static_cast<uint32_t>(mask.seed), k1 = static_cast<uint32_t>(mask.seed >> 32);
+    for (int round = 0; round < 10; ++round) {  // philox4x32_10's rounds, lane by lane
+      for (int64_t l = 0; l < kBlocks; ++l) {
+        const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0[l];
+        const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2[l];
+        c0[l] = static_cast<uint32_t>(p1 >> 32) ^ c1[l] ^ k0;
+        c1[l] = static_cast<uint32_t>(p1);
+        c2[l] = static_cast<uint32_t>(p0 >> 32) ^ c3[l] ^ k1;
+        c3[l] = static_cast<uint32_t>(p0);
+      }
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    // Block l's eight 16-bit draws, uniform_bits16's order: the low then the high half of each word.
+    uint32_t draws[kBlocks * 8];
+    for (int64_t l = 0; l < kBlocks; ++l) {
+      const uint32_t words[4] = {c0[l], c1[l], c2[l], c3[l]};
+      for (int64_t j = 0; j < 8; ++j) draws[l * 8 + j] = (words[j >> 1] >> (16 * (j & 1))) & 0xFFFFu;
+    }
+    const int64_t first = 8 * q, count = std::min<int64_t>(8 * std::min(kBlocks, q1 - q), n - first);
+    for (int64_t i = 0; i < count; ++i)
+      out[first + i] = draws[i] >= mask.cut ? T(C(in[first + i]) * scale) : T(0);
+  }
+}
+
+template <class T>
+void mask_blocks_baseline(const T* in, T* out, int64_t n, int64_t q0, int64_t q1, const DropMask& mask) {
+  mask_blocks(in, out, n, q0, q1, mask);
+}
+#if TP_CPU_DISPATCH
+TP_TARGET_AVX2 void mask_blocks_avx2(const float* in, float* out, int64_t n, int64_t q0, int64_t q1,
+                                     const DropMask& mask) {
+  mask_blocks(in, out, n, q0, q1, mask);
+}
+TP_TARGET_AVX512 void mask_blocks_avx512(const float* in, float* out, int64_t n, int64_t q0, int64_t q1,
+                                         const DropMask& mask) {
+  mask_blocks(in, out, n, q0, q1, mask);
+}
+#endif
+
+// mask_blocks as the capability in use compiled it: float32 takes the widest, other dtypes the baseline.
+template <class T>
+auto mask_kernel() {
+#if TP_CPU_DISPATCH
+  if constexpr (std::is_same_v<T, float>) {
+    switch (cpu_capability()) {
+      case CpuCapability::Avx512: return mask_blocks_avx512;
+      case CpuCapability::Avx2: return mask_blocks_avx2;
+      case CpuCapability::Baseline: break;
+    }
+  }
+#endif
+  return mask_blocks_baseline<T>;
+}
+
 // out = in ⊙ keep / (1 − p). Forward applies it to x, backward to dy: dropout is linear in x for a
 // fixed mask.
 Tensor apply_mask(const Tensor& in, const DropMask& mask) {
@@ -39,18 +114,13 @@ Tensor apply_mask(const Tensor& in, const DropMask& mask) {
   const int64_t n = in.numel();
   visit_floating_or_bfloat16(in.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
-    using C = compute_t<T>;  // bfloat16 is scaled in float32 and rounded once
+    const auto kernel = mask_kernel<T>();
     const T* a = src.data<T>();
     T* b = out.data<T>();
-    const C scale = static_cast<C>(mask.scale);
-    const int64_t blocks = (n + 7) / 8;
+    // Each task takes kBlocks Philox blocks: 8 · kBlocks elements.
+    const int64_t blocks = (n + 7) / 8, tasks = (blocks + kBlocks - 1) / kBlocks;
 #pragma omp parallel for schedule(static) if (n > kParallelWork)
-    for (int64_t q = 0; q < blocks; ++q) {
-      const PhiloxBlock block = philox_block(mask.first + static_cast<uint64_t>(q), mask.seed);
-      for (int64_t j = 0, i = 8 * q; j < 8 && i < n; ++j, ++i) {
-        b[i] = uniform_bits16(block, j) >= mask.cut ? T(C(a[i]) * scale) : T(0);
-      }
-    }
+    for (int64_t t = 0; t < tasks; ++t) kernel(a, b, n, t * kBlocks, std::min(blocks, (t + 1) * kBlocks), mask);
   });
   return out;
 }

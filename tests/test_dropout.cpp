@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "core/cpu_capability.h"
 #include "tests/testing.h"
 
 using namespace tapestry;
@@ -50,6 +51,29 @@ TEST_CASE("the dropout mask takes eight 16-bit draws from each Philox block, for
   check_close(to(y32, DType::Float64), y64, 1e-6, 1e-6);
   CHECK(a.offset() == 17 + (231 + 7) / 8);
   CHECK(b.offset() == a.offset());
+}
+
+TEST_CASE("dropout in float32 gives the same mask and values under every CPU capability this CPU has") {
+  // Its blocks are drawn 16 at a time, compiled for the baseline, AVX2 and AVX-512
+  // (core/cpu_capability.h): 40,001 elements, split among threads, the last block serving one.
+  const Tensor x = to(uniform({40001}, 6, -2, 2), DType::Float32);
+  const auto run = [&](CpuCapability capability) {
+    CpuCapabilityScope scope(capability);
+    Generator gen(9);
+    gen.reserve(3);
+    return dropout(x, 0.3, gen, Mode::Train).to_vector<float>();
+  };
+  const std::vector<float> baseline = run(CpuCapability::Baseline), in = x.to_vector<float>();
+  const uint32_t cut = 19661;  // round(0.3 · 2^16)
+  for (size_t i = 0; i < in.size(); ++i) {
+    const bool kept = uniform_bits16(philox_block(3 + i / 8, 9), static_cast<int64_t>(i % 8)) >= cut;
+    if (baseline[i] != (kept ? float(in[i] * float(1 / 0.7)) : 0.0f)) FAIL("element " << i);
+  }
+  for (const CpuCapability c : {CpuCapability::Avx2, CpuCapability::Avx512}) {
+    if (c > cpu_capability_supported()) continue;
+    INFO(to_string(c));
+    CHECK(run(c) == baseline);
+  }
 }
 
 TEST_CASE("dropout drops with p rounded to a multiple of 2^-16") {
