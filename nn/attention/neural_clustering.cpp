@@ -220,9 +220,10 @@ struct BlockAttention {
       // ends_u = #{keys v: rank_v ≤ position_u}, without a (W × 2W) comparison: the block's key ranks
       // and query positions sorted together (stably, keys first on ties), each query's count of the
       // keys at or before it.
-      const Tensor merged = argsort(concat({key_rank, reshape(position, {B, C, W})}, 2), 2);  // (B, C, 3W)
-      const Tensor keys_so_far = cumsum(to(lt(merged, full({}, 2.0 * W, merged.options())), DType::Int64), 2);
-      ends = gather(keys_so_far, 2, slice(argsort(merged, 2), 2, 2 * W, 3 * W));
+      const Tensor merged = argsort(concat({key_rank, reshape(position, {B, C, W})}, 2), 2);  // (B, C, 3W) → entry
+      const Tensor is_key = to(lt(merged, full({}, 2.0 * W, merged.options())), DType::Int64);
+      const Tensor place = argsort(merged, 2);  // entry → its place in the merged order
+      ends = gather(cumsum(is_key, 2), 2, slice(place, 2, 2 * W, 3 * W));
     } else {
       const Tensor real_keys = sum(to(lt(key_rank, full({}, past, key_rank.options())), DType::Int64), {2},
                                    KeepDim::Yes);  // (B, C, 1)
