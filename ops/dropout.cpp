@@ -97,7 +97,7 @@ TP_TARGET_AVX512 void mask_blocks_avx512(const float* in, float* out, int64_t n,
 }
 #endif
 
-// mask_blocks as the capability in use compiled it: float32 takes the widest, other dtypes the baseline.
+// The mask kernel of the capability in use: float32 takes the widest, other dtypes the baseline's.
 template <class T>
 auto mask_kernel() {
 #if TP_CPU_DISPATCH
