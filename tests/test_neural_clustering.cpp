@@ -439,13 +439,13 @@ TEST_CASE("neural clustering attention, fused: its step's peak at N = 2048 is a 
   const auto param = [&](int64_t rows, int64_t cols) {
     return (rand({rows, cols}, gen, {DType::Float32}) - 0.5).set_requires_grad(true);
   };
-  const Tensor x = param(B * N, D).detach(), centroids = param(C, D);
+  const Tensor x = rand({B, N, D}, gen, {DType::Float32}) - 0.5, centroids = param(C, D);
   const NeuralClusteringWeights w{param(D, D), param(D, D), param(D, D), param(D, D), param(D, D)};
   auto peak = [&](Fused fused) {
     Allocator& alloc = context(Device::cpu()).allocator();
     const int64_t before = alloc.stats().in_use;
     alloc.reset_peak();
-    sum(attention::neural_clustering_attention(reshape(x, {B, N, D}), centroids, w, H, {}, Causal::No,
+    sum(attention::neural_clustering_attention(x, centroids, w, H, {}, Causal::No,
                                                ClusteringLosses::Cosine, fused)
             .output)
         .backward();
