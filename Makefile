@@ -10,13 +10,13 @@ CMAKE_ARGS ?=
 # e.g. make run DEVICE=cpu RUN_FLAGS="--steps 1000 --json" (a repeated flag's last value wins).
 DEVICE     ?= auto
 RUN_FLAGS  ?=
-# `make run` builds the `tapestry` program alone. Without a GPU it builds it without the CUDA kernels
-# and without MPI, in its own folder (RUN_BUILD, default build-cpu), so that the quick start waits for
+# `make run` builds the `tapestry` program alone. Without a GPU it builds it without the CUDA kernels,
+# MPI and oneDNN, in its own folder (RUN_BUILD, default build-cpu), so that the quick start waits for
 # neither nvcc nor the test suites; `make test` builds everything in $(BUILD). With a GPU it builds in
 # $(BUILD), with CUDA.
 HAS_GPU    := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 RUN_BUILD  ?= $(if $(HAS_GPU),$(BUILD),build-cpu)
-RUN_CMAKE  := $(if $(HAS_GPU),$(CUDA_FLAGS),-DTAPESTRY_CUDA=OFF -DTAPESTRY_MPI=OFF)
+RUN_CMAKE  := $(if $(HAS_GPU),$(CUDA_FLAGS),-DTAPESTRY_CUDA=OFF -DTAPESTRY_MPI=OFF -DTAPESTRY_ONEDNN=OFF)
 # `make install`: where the headers, library, binary, CMake package and tapestry.pc go.
 PREFIX     ?= /usr/local
 
@@ -73,7 +73,8 @@ test-asan: setup
 	cmake --build build-asan -j $(JOBS) --target tapestry_tests
 	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 build-asan/tapestry_tests
 
-# The libFuzzer targets (tests/fuzz/): built with clang under ASan + UBSan in build-fuzz (CPU only),
+# The libFuzzer targets (tests/fuzz/): built with clang under ASan + UBSan in build-fuzz (CPU only, and
+# without oneDNN, whose libgomp would meet clang's libomp in one process),
 # then each run for FUZZ_SECONDS from its seed corpus (tests/fuzz/corpus/<target>; what it finds
 # goes to build-fuzz/corpus/<target>, crashes to build-fuzz/). A finding fails the target.
 FUZZ_SECONDS ?= 20
@@ -81,7 +82,8 @@ FUZZ_TARGETS := checkpoint configs readers
 
 fuzz:
 	@scripts/setup fuzz
-	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAPESTRY_CUDA=OFF -DTAPESTRY_FUZZ=ON $(CMAKE_ARGS)
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAPESTRY_CUDA=OFF -DTAPESTRY_ONEDNN=OFF \
+	  -DTAPESTRY_FUZZ=ON $(CMAKE_ARGS)
 	cmake --build build-fuzz -j $(JOBS) $(foreach t,$(FUZZ_TARGETS),--target fuzz_$(t))
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p build-fuzz/corpus/$$t; \

@@ -14,6 +14,7 @@
 #include "apps/inspect.h"
 #include "apps/reverse.h"
 #include "apps/translate.h"
+#include "ops/bf16_gemm.h"
 #include "tapestry.h"
 #include "tapestry_commit.h"  // TAPESTRY_COMMIT, the commit built (CMakeLists.txt)
 
@@ -46,7 +47,11 @@ int main(int argc, char** argv) {
                 << "best device: " << Device::best() << "\n"
                 << "cpu threads: " << omp_get_max_threads() << " (OpenMP); idle ones wait " << openmp_wait() << "\n"
                 << "cpu kernels: " << to_string(cpu_capability()) << " (this CPU has "
-                << to_string(cpu_capability_supported()) << "; TAPESTRY_CPU_CAPABILITY lowers it)\n";
+                << to_string(cpu_capability_supported()) << "; TAPESTRY_CPU_CAPABILITY lowers it)\n"
+                << "cpu bfloat16 products: "
+                << (cpu_bf16_gemm_available() ? "oneDNN, on this CPU's bfloat16 instructions (at avx512)"
+                                              : "in float32 (this build has no oneDNN, or this CPU no AVX-512 BF16)")
+                << "\n";
       return 0;
     };
   });

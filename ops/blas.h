@@ -2,6 +2,7 @@
 /// Matrix products on raw buffers on the CPU through BLAS (OpenBLAS's cblas_?gemm), for the ops
 /// that work on buffers rather than tensors: matmul's batches (ops/matmul.cpp) and fused attention's
 /// tiles (ops/attention.cpp), each running BLAS on one thread inside its own OpenMP threads.
+/// (bfloat16 products go through oneDNN where they can: ops/bf16_gemm.h.)
 #pragma once
 
 #include <cblas.h>

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <array>
 
+#include "core/cpu_capability.h"
 #include "core/profiler.h"
 
 #include "ops/autocast.h"
+#include "ops/bf16_gemm.h"
 #include "ops/blas.h"
 #include "ops/common.h"
 #include "ops/cuda/matmul.h"
@@ -63,9 +65,8 @@ Strides batch_strides(const Tensor& t, const Shape& batch) {
   return broadcast_strides(head, batch);
 }
 
-// bfloat16 on the CPU: the operands converted to float32, the float32 product, rounded back into out
-// (the CPU has no bfloat16 BLAS; the result is what a GPU's bfloat16 GEMM with float32 accumulation
-// gives, up to the order of the sums).
+// bfloat16 on the CPU, computed in float32: the operands converted, the float32 product rounded back
+// into out (what a GPU's bfloat16 GEMM with float32 accumulation gives, up to the order of the sums).
 void gemm_in_float32(const Shape& batch, const Tensor& a, Transpose ta, const Tensor& b, Transpose tb,
                      const Tensor& out, double beta) {
   NoGradGuard no_grad;
@@ -74,13 +75,47 @@ void gemm_in_float32(const Shape& batch, const Tensor& a, Transpose ta, const Te
   copy_(out, out32);
 }
 
+// op(t) with its batch dims as cpu_bf16_gemm takes it: a dim t is broadcast along has size 1.
+Bf16Matrix bf16_matrix(const Tensor& t, Transpose transpose, const Shape& batch) {
+  Bf16Matrix m{const_cast<void*>(t.raw_data()), {}, batch_strides(t, batch)};
+  for (size_t d = 0; d < batch.size(); ++d) m.dims.push_back(m.strides[d] == 0 ? 1 : batch[d]);
+  const int64_t n = t.dim(), swap = transpose == Transpose::Yes ? 1 : 0;
+  m.dims.insert(m.dims.end(), {t.shape()[n - 2 + swap], t.shape()[n - 1 - swap]});
+  m.strides.insert(m.strides.end(), {t.strides()[n - 2 + swap], t.strides()[n - 1 - swap]});
+  return m;
+}
+
+// bfloat16 on the CPU: oneDNN's bfloat16 GEMM (ops/blas.h: AMX or AVX-512 BF16) at the AVX-512
+// capability (core/cpu_capability.h), where this build and CPU have it and it takes these layouts;
+// else in float32. Both sum the products in float32 and round once. An `out` that accumulates over a
+// broadcast batch dim (stride 0) has no oneDNN form.
+void gemm_bf16_on_cpu(const Shape& batch, const Tensor& a, Transpose ta, const Tensor& b, Transpose tb,
+                      const Tensor& out, double beta) {
+  const Strides sc = batch_strides(out, batch);
+  const int64_t m = out.shape()[out.dim() - 2], n = out.shape()[out.dim() - 1];
+  const int64_t k = a.shape()[a.dim() - (ta == Transpose::Yes ? 2 : 1)];
+  const bool use_onednn = a.dtype() == DType::BFloat16 && b.dtype() == DType::BFloat16 &&
+                      cpu_capability() == CpuCapability::Avx512 && cpu_bf16_gemm_available() &&
+                      std::find(sc.begin(), sc.end(), 0) == sc.end() && numel(batch) * m * n * k > 0;
+  if (use_onednn && cpu_bf16_gemm(bf16_matrix(a, ta, batch), bf16_matrix(b, tb, batch),
+                              bf16_matrix(out, Transpose::No, batch), static_cast<float>(beta))) {
+    profile_flops(2.0 * static_cast<double>(numel(batch)) * static_cast<double>(m) * static_cast<double>(n) *
+                  static_cast<double>(k));
+    return;
+  }
+  gemm_in_float32(batch, a, ta, b, tb, out, beta);  // (the float32 product counts the FLOPs)
+}
+
 }  // namespace
 
 void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Tensor& b_in, Transpose tb,
                   const Tensor& out, double beta) {
   check_same_device("matmul", {&a_in, &b_in, &out});
-  if (out.dtype() == DType::BFloat16 && out.device().is_cpu())  // (the float32 product counts the FLOPs)
-    return gemm_in_float32(batch, a_in, ta, b_in, tb, out, beta);
+  if (out.dtype() == DType::BFloat16 && out.device().is_cpu()) {
+    gemm_bf16_on_cpu(batch, a_in, ta, b_in, tb, out, beta);
+    out.storage().bump_version();
+    return;
+  }
   Layout la = layout_of(a_in), lb = layout_of(b_in);
   Tensor a = la.usable ? a_in : contiguous(a_in.detach());
   Tensor b = lb.usable ? b_in : contiguous(b_in.detach());

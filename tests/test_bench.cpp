@@ -16,6 +16,7 @@
 #include "tests/testing.h"
 
 #include "core/cpu_capability.h"
+#include "ops/bf16_gemm.h"
 
 namespace {
 
@@ -280,12 +281,15 @@ TEST_CASE("bench translate: a bad preset or size is a usage error naming the fla
   }
 }
 
-TEST_CASE("tapestry version names the CPU kernels' capability; TAPESTRY_CPU_CAPABILITY lowers it or is refused") {
+TEST_CASE("tapestry version names the CPU kernels' capability and what computes bfloat16 products; "
+          "TAPESTRY_CPU_CAPABILITY lowers it or is refused") {
   TempDir dir;
   const std::string supported = tapestry::to_string(tapestry::cpu_capability_supported());
   const Run plain = tapestry_cli("version", dir.path);
   CHECK(plain.exit_code == 0);
   CHECK(plain.output.find("cpu kernels: " + supported + " (this CPU has " + supported) != std::string::npos);
+  CHECK(plain.output.find(std::string("cpu bfloat16 products: ") +
+                          (tapestry::cpu_bf16_gemm_available() ? "oneDNN" : "in float32")) != std::string::npos);
   const Run lowered = tapestry_cli("version", dir.path, "TAPESTRY_CPU_CAPABILITY=baseline");
   CHECK(lowered.exit_code == 0);
   CHECK(lowered.output.find("cpu kernels: baseline (this CPU has " + supported) != std::string::npos);

@@ -1,13 +1,16 @@
 // bfloat16 (core/bfloat16.h) and autocast (ops/autocast.h): the conversion's rounding, exhaustively
 // where it can be; each bfloat16 op against the float32 op on the same values, rounded once (the CPU
-// computes bfloat16 in float32, so most agree to the bit); what autocast converts and what it leaves;
+// computes bfloat16 in float32, so most agree to the bit; matmul through oneDNN, where it runs,
+// within the bound of a float32 sum in another order); what autocast converts and what it leaves;
 // gradients reaching float32 weights; checkpoints; clear refusals.
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <sstream>
 
+#include "core/cpu_capability.h"
 #include "ops/autocast.h"
+#include "ops/bf16_gemm.h"
 #include "tests/testing.h"
 
 using namespace tapestry;
@@ -131,11 +134,14 @@ TEST_CASE("bfloat16 ops compute in float32 and round once: the float32 op's resu
   // sum accumulates in float64 as float32's does; one rounding at the end.
   check_same(sum(x, {1}), rounded(sum(x32, {1})));
   check_same(sum(x), rounded(sum(x32)));
-  // matmul: the float32 product of the same values, rounded (the CPU's bfloat16 GEMM).
-  const Tensor a = bf16_uniform({2, 5, 9}, 4), m = bf16_uniform({9, 6}, 5);
-  check_same(matmul(a, m), rounded(matmul(to(a, DType::Float32), to(m, DType::Float32))));
-  check_same(matmul(transpose(a, 1, 2), bf16_uniform({5, 3}, 6)),
-             rounded(matmul(transpose(to(a, DType::Float32), 1, 2), to(bf16_uniform({5, 3}, 6), DType::Float32))));
+  {  // matmul in float32 (below the AVX-512 capability, where oneDNN is not used): the float32 product
+     // of the same values, rounded
+    CpuCapabilityScope float32_products(CpuCapability::Baseline);
+    const Tensor a = bf16_uniform({2, 5, 9}, 4), m = bf16_uniform({9, 6}, 5);
+    check_same(matmul(a, m), rounded(matmul(to(a, DType::Float32), to(m, DType::Float32))));
+    check_same(matmul(transpose(a, 1, 2), bf16_uniform({5, 3}, 6)),
+               rounded(matmul(transpose(to(a, DType::Float32), 1, 2), to(bf16_uniform({5, 3}, 6), DType::Float32))));
+  }
   // embedding: rows copied; the gradient added in float32 and rounded once (repeated indices).
   const Tensor table = bf16_uniform({6, 5}, 30), ids = from_vector<int64_t>({3, 0, 3, 5, 3}, {5});
   Tensor t16 = table.detach(), t32 = to(table, DType::Float32).detach();
@@ -151,6 +157,67 @@ TEST_CASE("bfloat16 ops compute in float32 and round once: the float32 op's resu
   // dropout: the float32 mask, the scaling in float32, one rounding.
   Generator g1(7), g2(7);
   check_same(dropout(x, 0.3, g1, Mode::Train), rounded(dropout(x32, 0.3, g2, Mode::Train)));
+}
+
+namespace {
+
+// `product` (bfloat16) against the float32 product `exact` of the same bfloat16 values, with `magnitude`
+// the product of their absolute values: both sum the same exact float32 products (8-bit significands
+// multiply exactly), each in its own order, which moves a sum of k terms by at most
+// (k - 1) · 2^-24 · magnitude, and then round once (2^-9 relative each): per element,
+// |product - exact| <= 2 · k · 2^-24 · magnitude + 2^-8 · |exact|.
+void check_product(const Tensor& product, const Tensor& exact, const Tensor& magnitude, int64_t k) {
+  REQUIRE(product.dtype() == DType::BFloat16);
+  REQUIRE(product.shape() == exact.shape());
+  const std::vector<double> p = to(product, DType::Float64).to_vector<double>(), e = exact.to_vector<double>(),
+                            s = to(magnitude, DType::Float64).to_vector<double>();
+  int64_t same = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    INFO("element " << i << ": " << p[i] << " vs " << e[i]);
+    CHECK(std::abs(p[i] - e[i]) <= 2.0 * double(k) * std::ldexp(s[i], -24) + std::ldexp(std::abs(e[i]), -8));
+    same += bits_of(static_cast<float>(p[i])) == bits_of(static_cast<float>(e[i]));
+  }
+  // A different order of the sums moves a rounding only near a tie: most elements agree to the bit.
+  CHECK(same >= static_cast<int64_t>(0.9 * double(p.size())));
+}
+
+}  // namespace
+
+TEST_CASE("bfloat16 matmul through oneDNN: the float32 product's value within the bound of another order of sums") {
+  if (!cpu_bf16_gemm_available()) {
+    MESSAGE("skipped: this build has no oneDNN, or this CPU no bfloat16 arithmetic (bfloat16 products run in float32)");
+    return;
+  }
+  REQUIRE(cpu_capability_supported() == CpuCapability::Avx512);
+  CpuCapabilityScope avx512(CpuCapability::Avx512);
+  const auto f32 = [](const Tensor& t) { return to(t, DType::Float32); };
+  // k = 300 so that the order of the sums matters; a broadcast operand; transposed operands.
+  const Tensor a = bf16_uniform({2, 3, 7, 300}, 40), b = bf16_uniform({300, 5}, 41), c = bf16_uniform({2, 1, 5, 300}, 42);
+  check_product(matmul(a, b), matmul(f32(a), f32(b)), matmul(abs(f32(a)), abs(f32(b))), 300);
+  check_product(matmul(a, transpose(c, 2, 3)), matmul(f32(a), transpose(f32(c), 2, 3)),
+                matmul(abs(f32(a)), transpose(abs(f32(c)), 2, 3)), 300);
+  const Tensor at = bf16_uniform({2, 300, 7}, 43);
+  check_product(matmul(transpose(at, 1, 2), b), matmul(transpose(f32(at), 1, 2), f32(b)),
+                matmul(transpose(abs(f32(at)), 1, 2), abs(f32(b))), 300);
+
+  // Straight through cpu_bf16_gemm: out = a · b + beta · out, with a row stride wider than the row.
+  const Tensor wide = bf16_uniform({4, 12}, 44), x = slice(wide, 1, 0, 9), y = bf16_uniform({9, 6}, 45);
+  const Tensor out = bf16_uniform({4, 6}, 46), before = f32(out);
+  const auto matrix = [](const Tensor& t) {
+    return Bf16Matrix{const_cast<void*>(t.raw_data()), {t.shape()[0], t.shape()[1]}, {t.strides()[0], t.strides()[1]}};
+  };
+  REQUIRE(cpu_bf16_gemm(matrix(x), matrix(y), matrix(out), 0.5f));
+  const Tensor exact = matmul(f32(x), f32(y)) + before * 0.5;
+  check_product(out, exact, matmul(abs(f32(x)), abs(f32(y))) + abs(before) * 0.5, 10);
+
+  // Gradients go through the same products (a's: the seed times b transposed).
+  Tensor p16 = a.detach(), p32 = f32(a).detach();
+  p16.set_requires_grad(true);
+  p32.set_requires_grad(true);
+  const Tensor seed = bf16_uniform({2, 3, 7, 5}, 47);
+  matmul(p16, b).backward(seed);
+  matmul(p32, f32(b)).backward(f32(seed));
+  check_product(p16.grad(), p32.grad(), matmul(abs(f32(seed)), transpose(abs(f32(b)), 0, 1)), 5);
 }
 
 TEST_CASE("bfloat16 gradients: within a few roundings of the float32 gradient at the same values") {
