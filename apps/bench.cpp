@@ -20,6 +20,7 @@
 #include "nn/attention/config.h"
 #include "ops/creation.h"
 #include "ops/matmul.h"
+#include "ops/shape.h"
 
 #ifdef TAPESTRY_HAS_CUDA
 #include <cuda_runtime_api.h>
@@ -146,7 +147,9 @@ void measure_step(nlohmann::json& row, Device device, const CommonOptions& commo
 double matmul_rate(Device device, const CommonOptions& common) {
   constexpr int64_t n = 2048;
   Generator gen(common.seed);
-  const Tensor a = randn({n, n}, gen, {DType::Float32, device}), b = randn({n, n}, gen, {DType::Float32, device});
+  const DType dtype = bf16(common) ? DType::BFloat16 : DType::Float32;
+  const Tensor a = to(randn({n, n}, gen, {DType::Float32, device}), dtype);
+  const Tensor b = to(randn({n, n}, gen, {DType::Float32, device}), dtype);
   const Timing timing = time_runs(device, common.warmup, common.repeats, [&] { matmul(a, b); });
   return 2.0 * n * n * n / (timing.median() * 1e-3);
 }

@@ -91,10 +91,10 @@ using TrainingStep = std::function<Tensor()>;
 void measure_step(nlohmann::json& row, Device device, const CommonOptions& common,
                   const std::function<TrainingStep()>& build, Profiler* profiler = nullptr);
 
-// The float32 matrix-product rate of `device` in FLOP/s, measured now: a 2048 × 2048 × 2048 matmul,
-// the median of common's repeats after its warm-up. A training step's reported FLOPs at this rate
-// are its bound: the time its matrix products alone would take, which no framework beats on this
-// machine (docs/PERFORMANCE.md).
+// The matrix-product rate of `device` in FLOP/s at common's precision (float32, or bfloat16 with
+// --precision bf16), measured now: a 2048 × 2048 × 2048 matmul, the median of common's repeats after
+// its warm-up. A training step's reported FLOPs at this rate are its bound: the time its matrix
+// products alone would take, which no framework beats on this machine (docs/PERFORMANCE.md).
 double matmul_rate(Device device, const CommonOptions& common);
 
 // Sets row's "bound_ms" (its "flops" at `rate` FLOP/s) and "x_bound" (its "ms" over that); null

@@ -210,7 +210,7 @@ int run(const AttentionOptions& options) {
             << options.common.repeats << " after " << options.common.warmup << " warm-up\n";
   const double rate = matmul_rate(device, options.common);
   std::cout << "bound: a layer's matmul and attention FLOPs at " << format("%.1f", rate * 1e-9)
-            << " GFLOP/s, this device's 2048³ float32 matmul measured now\n";
+            << " GFLOP/s, this device's 2048³ " << options.common.precision << " matmul measured now\n";
   nlohmann::json rows = nlohmann::json::array();
   for (const int64_t n : lengths) {
     for (const std::string& type : types) {

@@ -176,7 +176,7 @@ int run(const TrainOptions& o) {
             << o.common.warmup << " warm-up\n";
   const double rate = matmul_rate(device, o.common);
   std::cout << "bound: a step's matmul and attention FLOPs at " << format("%.1f", rate * 1e-9)
-            << " GFLOP/s, this device's 2048³ float32 matmul measured now\n";
+            << " GFLOP/s, this device's 2048³ " << o.common.precision << " matmul measured now\n";
   nlohmann::json rows = nlohmann::json::array();
   const std::vector<int64_t> lengths = o.model == "copy" ? o.copy_lengths : std::vector<int64_t>{0};
   for (const int64_t copy_length : lengths) {

@@ -93,7 +93,7 @@ int run(const TranslateBenchOptions& o) {
             << " steps after " << o.common.warmup << " warm-up\n";
   const double rate = matmul_rate(device, o.common);
   std::cout << "bound: a step's matmul and attention FLOPs at " << format("%.1f", rate * 1e-9)
-            << " GFLOP/s, this device's 2048³ float32 matmul measured now\n";
+            << " GFLOP/s, this device's 2048³ " << o.common.precision << " matmul measured now\n";
   nlohmann::json rows = nlohmann::json::array();
   for (const std::string& type : types) {
     nlohmann::json row = measure(type, preset, o, device, profiler.get());
