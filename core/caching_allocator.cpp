@@ -105,7 +105,7 @@ void CachingAllocator::empty_cache() {
 
 void CachingAllocator::trim_cache_for(std::size_t nbytes) {
   const int64_t need = stats_.in_use + static_cast<int64_t>(nbytes);
-  const int64_t limit = std::max(high_water_, need);
+  const int64_t limit = kCacheBound * std::max(high_water_, need);
   if (cached_.empty() || stats_.reserved + static_cast<int64_t>(nbytes) <= limit) return;
   source_->synchronize();
   while (!cached_.empty() && stats_.reserved + static_cast<int64_t>(nbytes) > limit) {

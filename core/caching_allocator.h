@@ -49,12 +49,16 @@ enum class Caching { On, Off };
 ///   takes the smallest cached block of at least its rounded size and at most 1/8 larger (best fit
 ///   with bounded waste), so a small request never pins a much larger block; only when none fits is
 ///   a new block taken from the source. Blocks are never split or merged.
-/// - The cache is bounded: reserved never exceeds the most bytes the program has had in use at once
-///   (its high water), or the current request's need when that is more. On a miss that would take
-///   reserved above it, cached blocks go back to the system first, largest first, until the new
-///   block fits under it. A loop whose shapes repeat keeps all its blocks; one whose shapes keep
-///   changing (batches bucketed by length, whose N × N attention scores take a new size at each N)
-///   would otherwise cache a block of every size it ever met, many times its working set.
+/// - The cache is bounded: reserved never exceeds twice the most bytes the program has had in use at
+///   once (its high water), or twice the current request's need when that is more. On a miss that
+///   would take reserved above it, cached blocks go back to the system first, largest first, until
+///   the new block fits under it. A loop whose shapes keep changing (batches bucketed by length,
+///   whose N × N attention scores take a new size at each N) would otherwise cache a block of every
+///   size it ever met, many times its working set. The factor 2 is for a loop whose shapes repeat
+///   but whose blocks are not all live at once (a 126 MiB block freed, then two of 60 MiB held): it
+///   needs more reserved than it ever has in use, and under a bound of the high water itself gave
+///   back and took again its largest blocks every step (the translation model's step: 133 blocks
+///   from the system per step, a tenth of its time spent faulting their pages in).
 ///   (On Linux the host's allocator hands out memory it may not have, so the out-of-memory retry
 ///   below cannot stand in for this on the CPU: the process would be killed first.)
 /// - Out of memory: the cache is emptied (every cached block goes back to the system) and the
@@ -92,8 +96,8 @@ class CachingAllocator final : public Allocator {
 
  private:
   void release_cached();  ///< with mutex_ held
-  /// Releases cached blocks, largest first, until reserved + nbytes is within the high water (or
-  /// nothing is cached). With mutex_ held.
+  /// Releases cached blocks, largest first, until reserved + nbytes is within the bound (twice the
+  /// high water, or twice in_use + nbytes; or nothing is cached). With mutex_ held.
   void trim_cache_for(std::size_t nbytes);
 
   std::unique_ptr<MemorySource> source_;
@@ -103,6 +107,7 @@ class CachingAllocator final : public Allocator {
   std::unordered_map<void*, std::size_t> in_use_;     ///< live block -> its size
   MemoryStats stats_;
   int64_t high_water_ = 0;  ///< the most in_use since construction (reset_peak leaves it)
+  static constexpr int64_t kCacheBound = 2;  ///< reserved stays within this many times the high water
 };
 
 /// "1.50 MiB": a byte count for messages.
