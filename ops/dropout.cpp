@@ -87,24 +87,26 @@ void mask_blocks_baseline(const T* in, T* out, int64_t n, int64_t q0, int64_t q1
   }
 }
 #if TP_CPU_DISPATCH
-TP_TARGET_AVX2 void mask_blocks_avx2(const float* in, float* out, int64_t n, int64_t q0, int64_t q1,
-                                     const DropMask& mask) {
+template <class T>
+TP_TARGET_AVX2 void mask_blocks_avx2(const T* in, T* out, int64_t n, int64_t q0, int64_t q1, const DropMask& mask) {
   mask_blocks(in, out, n, q0, q1, mask);
 }
-TP_TARGET_AVX512 void mask_blocks_avx512(const float* in, float* out, int64_t n, int64_t q0, int64_t q1,
+template <class T>
+TP_TARGET_AVX512 void mask_blocks_avx512(const T* in, T* out, int64_t n, int64_t q0, int64_t q1,
                                          const DropMask& mask) {
   mask_blocks(in, out, n, q0, q1, mask);
 }
 #endif
 
-// The mask kernel of the capability in use: float32 takes the widest, other dtypes the baseline's.
+// The mask kernel of the capability in use: float32 and bfloat16 take the widest, float64 the
+// baseline's.
 template <class T>
 auto mask_kernel() {
 #if TP_CPU_DISPATCH
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) {
     switch (cpu_capability()) {
-      case CpuCapability::Avx512: return mask_blocks_avx512;
-      case CpuCapability::Avx2: return mask_blocks_avx2;
+      case CpuCapability::Avx512: return mask_blocks_avx512<T>;
+      case CpuCapability::Avx2: return mask_blocks_avx2<T>;
       case CpuCapability::Baseline: break;
     }
   }

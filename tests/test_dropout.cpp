@@ -53,26 +53,33 @@ TEST_CASE("the dropout mask takes eight 16-bit draws from each Philox block, for
   CHECK(b.offset() == a.offset());
 }
 
-TEST_CASE("dropout in float32 gives the same mask and values under every CPU capability this CPU has") {
+TEST_CASE("dropout in float32 and bfloat16 gives the same mask and values under every CPU capability this CPU has") {
   // Its blocks are drawn 16 at a time, compiled for the baseline, AVX2 and AVX-512
   // (core/cpu_capability.h): 40,001 elements, split among threads, the last block serving one.
-  const Tensor x = to(uniform({40001}, 6, -2, 2), DType::Float32);
-  const auto run = [&](CpuCapability capability) {
-    CpuCapabilityScope scope(capability);
-    Generator gen(9);
-    gen.reserve(3);
-    return dropout(x, 0.3, gen, Mode::Train).to_vector<float>();
-  };
-  const std::vector<float> baseline = run(CpuCapability::Baseline), in = x.to_vector<float>();
-  const uint32_t cut = 19661;  // round(0.3 · 2^16)
-  for (size_t i = 0; i < in.size(); ++i) {
-    const bool kept = uniform_bits16(philox_block(3 + i / 8, 9), static_cast<int64_t>(i % 8)) >= cut;
-    if (baseline[i] != (kept ? float(in[i] * float(1 / 0.7)) : 0.0f)) FAIL("element " << i);
-  }
-  for (const CpuCapability c : {CpuCapability::Avx2, CpuCapability::Avx512}) {
-    if (c > cpu_capability_supported()) continue;
-    INFO(to_string(c));
-    CHECK(run(c) == baseline);
+  for (const DType dtype : {DType::Float32, DType::BFloat16}) {
+    INFO(dtype_name(dtype));
+    const Tensor x = to(uniform({40001}, 6, -2, 2), dtype);
+    const auto run = [&](CpuCapability capability) {
+      CpuCapabilityScope scope(capability);
+      Generator gen(9);
+      gen.reserve(3);
+      const Tensor y = dropout(x, 0.3, gen, Mode::Train);
+      REQUIRE(y.dtype() == dtype);
+      return to(y, DType::Float32).to_vector<float>();
+    };
+    const std::vector<float> baseline = run(CpuCapability::Baseline), in = to(x, DType::Float32).to_vector<float>();
+    const uint32_t cut = 19661;  // round(0.3 · 2^16)
+    for (size_t i = 0; i < in.size(); ++i) {
+      const bool kept = uniform_bits16(philox_block(3 + i / 8, 9), static_cast<int64_t>(i % 8)) >= cut;
+      const float scaled = in[i] * float(1 / 0.7);  // in float32, then rounded once in bfloat16
+      const float expected = dtype == DType::BFloat16 ? float(bfloat16(scaled)) : scaled;
+      if (baseline[i] != (kept ? expected : 0.0f)) FAIL("element " << i);
+    }
+    for (const CpuCapability c : {CpuCapability::Avx2, CpuCapability::Avx512}) {
+      if (c > cpu_capability_supported()) continue;
+      INFO(to_string(c));
+      CHECK(run(c) == baseline);
+    }
   }
 }
 
