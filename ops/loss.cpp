@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ops/autocast.h"
@@ -13,6 +14,7 @@
 #include "ops/cuda/loss.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
+#include "ops/fast_exp.h"
 #include "ops/index.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
@@ -23,6 +25,51 @@ namespace {
 
 constexpr int64_t kParallelWork = 32768;  // elements below which a loop stays on one thread
 constexpr int64_t kSumChunk = 4096;       // elements per partial sum in ordered_sum
+
+// e^x for x ≤ 0 (a logit less its row's max or log-partition): in float32 the polynomial of
+// ops/fast_exp.h, which the compiler vectorises (libm's expf is a call per element, and made
+// cross-entropy's backward a seventh of the translation model's step); in float64 libm's.
+template <class T>
+T exp_of_nonpositive(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return exp_nonpositive(x);
+  else
+    return std::exp(x);
+}
+
+// A row of logits' max m, Σ_c e^(x_c − m) and Σ_c x_c, the sums in double. Element c goes to lane
+// c mod kLanes and the lanes are added in order at the end: a fixed order, whatever the CPU, that the
+// compiler runs in vector registers (a single running sum in double keeps every add waiting on the
+// last one). The max is exact in any order.
+constexpr int64_t kLanes = 16;
+template <class T>
+struct RowSumsOf {
+  T max;
+  double exp, total;
+};
+template <class T>
+RowSumsOf<T> row_sums(const T* x, int64_t n) {
+  T lane_max[kLanes];
+  for (int64_t l = 0; l < kLanes; ++l) lane_max[l] = x[0];
+  for (int64_t c = 0; c < n; c += kLanes)
+    for (int64_t l = 0; l < kLanes && c + l < n; ++l) lane_max[l] = x[c + l] > lane_max[l] ? x[c + l] : lane_max[l];
+  T m = lane_max[0];
+  for (int64_t l = 1; l < kLanes; ++l) m = lane_max[l] > m ? lane_max[l] : m;
+  double exp_lanes[kLanes] = {}, total_lanes[kLanes] = {};
+  const int64_t whole = n / kLanes * kLanes;
+  for (int64_t c = 0; c < whole; c += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      exp_lanes[l] += static_cast<double>(exp_of_nonpositive(x[c + l] - m));
+      total_lanes[l] += static_cast<double>(x[c + l]);
+    }
+  for (int64_t c = whole; c < n; ++c) {
+    exp_lanes[c - whole] += static_cast<double>(exp_of_nonpositive(x[c] - m));
+    total_lanes[c - whole] += static_cast<double>(x[c]);
+  }
+  RowSumsOf<T> sums{m, 0, 0};
+  for (int64_t l = 0; l < kLanes; ++l) sums.exp += exp_lanes[l], sums.total += total_lanes[l];
+  return sums;
+}
 
 // Σ_{i < n} term(i) in double, the same for any number of threads: fixed chunks, summed in order.
 template <class Term>
@@ -98,13 +145,9 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits_in, const Tensor&
         lse[r] = T(0);
         if (target == ignore_index) continue;
         const T* xr = x + r * C;
-        T m = xr[0];
-        for (int64_t c = 1; c < C; ++c) m = xr[c] > m ? xr[c] : m;
-        double s = 0, total = 0;
-        for (int64_t c = 0; c < C; ++c) {
-          s += std::exp(xr[c] - m);
-          total += xr[c];
-        }
+        const RowSumsOf<T> sums = row_sums(xr, C);
+        const T m = sums.max;
+        const double s = sums.exp, total = sums.total;
         const double l = static_cast<double>(m) + std::log(s);
         lse[r] = static_cast<T>(l);
         row_loss[static_cast<size_t>(r)] = (1 - eps) * (l - xr[target]) + eps * (l - total / static_cast<double>(C));
@@ -145,7 +188,9 @@ Tensor cross_entropy_backward(const Tensor& dy, const Tensor& logits, const Tens
           continue;
         }
         const T* xr = x + r * C;
-        for (int64_t c = 0; c < C; ++c) dr[c] = scale * (std::exp(xr[c] - lse[r]) - off - (c == target ? on : T(0)));
+        const T lse_r = lse[r];  // ≥ every logit of the row: lse = max + log of a sum ≥ 1
+        for (int64_t c = 0; c < C; ++c)
+          dr[c] = scale * (exp_of_nonpositive(xr[c] - lse_r) - off - (c == target ? on : T(0)));
       }
     });
   });

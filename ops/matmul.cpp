@@ -230,6 +230,15 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const int64_t k2 = b.shape()[b.dim() - 2], m = b.shape()[b.dim() - 1];
   TP_CHECK(k == k2, "matmul", "shapes ", to_string(a.shape()), " and ", to_string(b.shape()),
            " cannot be multiplied (", k, " != ", k2, ")");
+  // A contiguous batch of matrices times one matrix is one product of all their rows, as in linear:
+  // one GEMM, and b's gradient one GEMM summing over every row, where a product per batch item would
+  // run small GEMMs and add b's gradient up item by item.
+  if (a.dim() > 2 && b.dim() == 2 && a.is_contiguous()) {
+    Shape rows(a.shape().begin(), a.shape().end() - 1);
+    const Tensor y = matmul(reshape(a, {numel(rows), k}), b);
+    rows.push_back(m);
+    return reshape(y, rows);
+  }
   Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
                                  Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
   Shape shape = batch;
