@@ -82,8 +82,8 @@ FUZZ_TARGETS := checkpoint configs readers
 
 fuzz:
 	@scripts/setup fuzz
-	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAPESTRY_CUDA=OFF -DTAPESTRY_ONEDNN=OFF \
-	  -DTAPESTRY_FUZZ=ON $(CMAKE_ARGS)
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAPESTRY_CUDA=OFF \
+	  -DTAPESTRY_ONEDNN=OFF -DTAPESTRY_FUZZ=ON $(CMAKE_ARGS)
 	cmake --build build-fuzz -j $(JOBS) $(foreach t,$(FUZZ_TARGETS),--target fuzz_$(t))
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p build-fuzz/corpus/$$t; \

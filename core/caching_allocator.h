@@ -57,8 +57,8 @@ enum class Caching { On, Off };
 ///   size it ever met, many times its working set. The factor 2 is for a loop whose shapes repeat
 ///   but whose blocks are not all live at once (a 126 MiB block freed, then two of 60 MiB held): it
 ///   needs more reserved than it ever has in use, and under a bound of the high water itself gave
-///   back and took again its largest blocks every step (the translation model's step: 133 blocks
-///   from the system per step, a tenth of its time spent faulting their pages in).
+///   back and took again its largest blocks every step, faulting their pages in anew (the
+///   translation model's step; docs/PERFORMANCE.md).
 ///   (On Linux the host's allocator hands out memory it may not have, so the out-of-memory retry
 ///   below cannot stand in for this on the CPU: the process would be killed first.)
 /// - Out of memory: the cache is emptied (every cached block goes back to the system) and the

@@ -192,7 +192,8 @@ TEST_CASE("bfloat16 matmul through oneDNN: the float32 product's value within th
   CpuCapabilityScope avx512(CpuCapability::Avx512);
   const auto f32 = [](const Tensor& t) { return to(t, DType::Float32); };
   // k = 300 so that the order of the sums matters; a broadcast operand; transposed operands.
-  const Tensor a = bf16_uniform({2, 3, 7, 300}, 40), b = bf16_uniform({300, 5}, 41), c = bf16_uniform({2, 1, 5, 300}, 42);
+  const Tensor a = bf16_uniform({2, 3, 7, 300}, 40), b = bf16_uniform({300, 5}, 41);
+  const Tensor c = bf16_uniform({2, 1, 5, 300}, 42);
   check_product(matmul(a, b), matmul(f32(a), f32(b)), matmul(abs(f32(a)), abs(f32(b))), 300);
   check_product(matmul(a, transpose(c, 2, 3)), matmul(f32(a), transpose(f32(c), 2, 3)),
                 matmul(abs(f32(a)), transpose(abs(f32(c)), 2, 3)), 300);

@@ -6,8 +6,9 @@
 // draw, a reduction or an update shows up here. Two deliberate changes of arithmetic since moved the
 // checkpoints' last bits, and their digests were recorded again (the evaluation values stayed the
 // same to the bit): cross-entropy's exponential became ops/fast_exp.h's, and a batch of matrices
-// times one matrix became one product of all their rows (ops/matmul.cpp). OpenBLAS's AVX-512 kernels round differently, so the
-// suite runs with OPENBLAS_CORETYPE=Haswell (ctest sets it; CMakeLists.txt).
+// times one matrix became one product of all their rows (ops/matmul.cpp). OpenBLAS's AVX-512
+// kernels round differently, so the suite runs with OPENBLAS_CORETYPE=Haswell (ctest sets it;
+// CMakeLists.txt).
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
