@@ -42,31 +42,31 @@ T exp_of_nonpositive(T x) {
 // compiler runs in vector registers (a single running sum in double keeps every add waiting on the
 // last one). The max is exact in any order.
 constexpr int64_t kLanes = 16;
-template <class T>
+template <class C>
 struct RowSumsOf {
-  T max;
+  C max;
   double exp, total;
 };
-template <class T>
-RowSumsOf<T> row_sums(const T* x, int64_t n) {
-  T lane_max[kLanes];
-  for (int64_t l = 0; l < kLanes; ++l) lane_max[l] = x[0];
+template <class T, class C = compute_t<T>>
+RowSumsOf<C> row_sums(const T* x, int64_t n) {
+  C lane_max[kLanes];
+  for (int64_t l = 0; l < kLanes; ++l) lane_max[l] = C(x[0]);
   for (int64_t c = 0; c < n; c += kLanes)
-    for (int64_t l = 0; l < kLanes && c + l < n; ++l) lane_max[l] = x[c + l] > lane_max[l] ? x[c + l] : lane_max[l];
-  T m = lane_max[0];
+    for (int64_t l = 0; l < kLanes && c + l < n; ++l) lane_max[l] = C(x[c + l]) > lane_max[l] ? C(x[c + l]) : lane_max[l];
+  C m = lane_max[0];
   for (int64_t l = 1; l < kLanes; ++l) m = lane_max[l] > m ? lane_max[l] : m;
   double exp_lanes[kLanes] = {}, total_lanes[kLanes] = {};
   const int64_t whole = n / kLanes * kLanes;
   for (int64_t c = 0; c < whole; c += kLanes)
     for (int64_t l = 0; l < kLanes; ++l) {
-      exp_lanes[l] += static_cast<double>(exp_of_nonpositive(x[c + l] - m));
-      total_lanes[l] += static_cast<double>(x[c + l]);
+      exp_lanes[l] += static_cast<double>(exp_of_nonpositive(C(x[c + l]) - m));
+      total_lanes[l] += static_cast<double>(C(x[c + l]));
     }
   for (int64_t c = whole; c < n; ++c) {
-    exp_lanes[c - whole] += static_cast<double>(exp_of_nonpositive(x[c] - m));
-    total_lanes[c - whole] += static_cast<double>(x[c]);
+    exp_lanes[c - whole] += static_cast<double>(exp_of_nonpositive(C(x[c]) - m));
+    total_lanes[c - whole] += static_cast<double>(C(x[c]));
   }
-  RowSumsOf<T> sums{m, 0, 0};
+  RowSumsOf<C> sums{m, 0, 0};
   for (int64_t l = 0; l < kLanes; ++l) sums.exp += exp_lanes[l], sums.total += total_lanes[l];
   return sums;
 }
@@ -120,47 +120,51 @@ TargetScan scan_targets(const char* op, const Tensor& targets, int64_t C, int64_
 }
 
 // Per valid row: lse = m + log Σ_c e^(x_c − m), loss_r = (1 − ε)(lse − x_t) + ε (lse − mean_c x_c);
-// loss = Σ_r loss_r / valid.
+// loss = Σ_r loss_r / valid. bfloat16 logits are read as float32 (exactly): loss and lse are float32,
+// what widening the logits first gives, without the float32 copy of them (the largest tensor of a
+// translation step under autocast).
 CrossEntropyForward cross_entropy_forward(const Tensor& logits_in, const Tensor& targets_in, int64_t ignore_index,
                                           double eps, int64_t valid) {
   const Tensor logits = contiguous(logits_in.detach());
   const Tensor targets = contiguous(targets_in);
   const int64_t C = logits.shape().back(), R = targets.numel();
-  CrossEntropyForward out{empty({}, logits.options()), empty({R}, logits.options())};
+  const Options computed{logits.dtype() == DType::BFloat16 ? DType::Float32 : logits.dtype(), logits.device()};
+  CrossEntropyForward out{empty({}, computed), empty({R}, computed)};
   if (on_cuda("cross_entropy", logits_in, [&] {
         cuda::cross_entropy_forward(logits, targets, ignore_index, eps, valid, out.loss, out.lse);
       }))
     return out;
   std::vector<double> row_loss(static_cast<size_t>(R), 0.0);
-  visit_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
+  visit_floating_or_bfloat16(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
+    using S = compute_t<T>;
     visit_index(targets.dtype(), "cross_entropy", [&](auto index_tag) {
       using I = decltype(index_tag);
       const T* x = logits.data<T>();
       const I* t = targets.data<I>();
-      T* lse = out.lse.data<T>();
+      S* lse = out.lse.data<S>();
 #pragma omp parallel for schedule(static) if (R > 1 && R * C > kParallelWork)
       for (int64_t r = 0; r < R; ++r) {
         const int64_t target = static_cast<int64_t>(t[r]);
-        lse[r] = T(0);
+        lse[r] = S(0);
         if (target == ignore_index) continue;
         const T* xr = x + r * C;
-        const RowSumsOf<T> sums = row_sums(xr, C);
-        const T m = sums.max;
-        const double s = sums.exp, total = sums.total;
-        const double l = static_cast<double>(m) + std::log(s);
-        lse[r] = static_cast<T>(l);
-        row_loss[static_cast<size_t>(r)] = (1 - eps) * (l - xr[target]) + eps * (l - total / static_cast<double>(C));
+        const RowSumsOf<S> sums = row_sums(xr, C);
+        const double l = static_cast<double>(sums.max) + std::log(sums.exp);
+        lse[r] = static_cast<S>(l);
+        row_loss[static_cast<size_t>(r)] =
+            (1 - eps) * (l - static_cast<S>(xr[target])) + eps * (l - sums.total / static_cast<double>(C));
       }
     });
     double sum = 0;
     for (double v : row_loss) sum += v;
-    *out.loss.data<T>() = static_cast<T>(valid > 0 ? sum / static_cast<double>(valid) : 0.0);
+    *out.loss.data<S>() = static_cast<S>(valid > 0 ? sum / static_cast<double>(valid) : 0.0);
   });
   return out;
 }
 
-// dx_r = dy / valid · (e^(x_r − lse_r) − (1 − ε) onehot(t_r) − ε / C) for valid rows, 0 for ignored.
+// dx_r = dy / valid · (e^(x_r − lse_r) − (1 − ε) onehot(t_r) − ε / C) for valid rows, 0 for ignored;
+// for bfloat16 logits computed in float32 (dy and lse are float32) and rounded once.
 Tensor cross_entropy_backward(const Tensor& dy, const Tensor& logits, const Tensor& targets, const Tensor& lse_t,
                               int64_t ignore_index, double eps, int64_t valid) {
   Tensor dx = empty(logits.shape(), logits.options());
@@ -169,16 +173,17 @@ Tensor cross_entropy_backward(const Tensor& dy, const Tensor& logits, const Tens
       }))
     return dx;
   const int64_t C = logits.shape().back(), R = targets.numel();
-  visit_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
+  visit_floating_or_bfloat16(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
+    using S = compute_t<T>;
     visit_index(targets.dtype(), "cross_entropy", [&](auto index_tag) {
       using I = decltype(index_tag);
       const T* x = logits.data<T>();
       const I* t = targets.data<I>();
-      const T* lse = lse_t.data<T>();
+      const S* lse = lse_t.data<S>();
       T* d = dx.data<T>();
-      const T scale = valid > 0 ? static_cast<T>(dy.item<double>() / static_cast<double>(valid)) : T(0);
-      const T on = static_cast<T>(1 - eps), off = static_cast<T>(eps / static_cast<double>(C));
+      const S scale = valid > 0 ? static_cast<S>(dy.item<double>() / static_cast<double>(valid)) : S(0);
+      const S on = static_cast<S>(1 - eps), off = static_cast<S>(eps / static_cast<double>(C));
 #pragma omp parallel for schedule(static) if (R > 1 && R * C > kParallelWork)
       for (int64_t r = 0; r < R; ++r) {
         const int64_t target = static_cast<int64_t>(t[r]);
@@ -188,9 +193,9 @@ Tensor cross_entropy_backward(const Tensor& dy, const Tensor& logits, const Tens
           continue;
         }
         const T* xr = x + r * C;
-        const T lse_r = lse[r];  // ≥ every logit of the row: lse = max + log of a sum ≥ 1
+        const S lse_r = lse[r];  // ≥ every logit of the row: lse = max + log of a sum ≥ 1
         for (int64_t c = 0; c < C; ++c)
-          dr[c] = scale * (exp_of_nonpositive(xr[c] - lse_r) - off - (c == target ? on : T(0)));
+          dr[c] = T(scale * (exp_of_nonpositive(S(xr[c]) - lse_r) - off - (c == target ? on : S(0))));
       }
     });
   });
@@ -298,8 +303,8 @@ void check_pair(const char* op, const Tensor& input, const char* input_name, con
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing) {
-  if (autocast_widens({&logits}))  // ops/autocast.h
-    return cross_entropy(autocast_float32(logits), targets, ignore_index, label_smoothing);
+  // bfloat16 logits need no widening (the float32 loss of autocast's policy, ops/autocast.h): the
+  // kernels read them as float32.
   const char* op = "cross_entropy";
   const int64_t valid = check_class_targets(op, logits, "logits", targets, ignore_index);
   TP_CHECK(label_smoothing >= 0 && label_smoothing < 1, op, "label_smoothing must lie in [0, 1), got ",

@@ -221,6 +221,29 @@ TEST_CASE("bfloat16 matmul through oneDNN: the float32 product's value within th
   check_product(p16.grad(), p32.grad(), matmul(abs(f32(seed)), transpose(abs(f32(b)), 0, 1)), 5);
 }
 
+TEST_CASE("bfloat16 cross-entropy: the float32 loss of the same values to the bit, the gradient rounded once") {
+  // Read as float32 in the kernel, without a float32 copy of the logits: what widening them first
+  // gives, and the same under autocast.
+  const Tensor logits = bf16_uniform({37, 21}, 60, -4, 4);
+  std::vector<int64_t> ids(37);
+  for (size_t r = 0; r < ids.size(); ++r) ids[r] = r % 5 == 0 ? -100 : static_cast<int64_t>((r * 7) % 21);
+  const Tensor targets = from_vector<int64_t>(ids, {37});
+  for (const bool autocast_on : {false, true}) {
+    CAPTURE(autocast_on);
+    const AutocastScope autocast(autocast_on);
+    Tensor x16 = logits.detach(), x32 = to(logits, DType::Float32).detach();
+    x16.set_requires_grad(true);
+    x32.set_requires_grad(true);
+    const Tensor l16 = cross_entropy(x16, targets, -100, 0.1), l32 = cross_entropy(x32, targets, -100, 0.1);
+    CHECK(l16.dtype() == DType::Float32);
+    check_same(l16, l32);
+    l16.backward();
+    l32.backward();
+    CHECK(x16.grad().dtype() == DType::BFloat16);
+    check_same(x16.grad(), rounded(x32.grad()));
+  }
+}
+
 TEST_CASE("bfloat16 gradients: within a few roundings of the float32 gradient at the same values") {
   // Each bfloat16 op rounds its result (at most 2^-9 relative), and the tape adds the gradients of
   // the branches in bfloat16, so a gradient whose terms cancel keeps the error of its largest term:

@@ -24,47 +24,48 @@ namespace tapestry::cuda {
 
 namespace {
 
-// lse (R) and the rows' losses (R, double) of valid rows; 0 for ignored ones. Shared memory:
-// blockDim.x doubles.
-template <class T, class I>
+// lse (R) and the rows' losses (R, double) of valid rows; 0 for ignored ones, in S (float for
+// bfloat16 logits, which are read as float). Shared memory: blockDim.x doubles.
+template <class T, class I, class S = compute_t<T>>
 __global__ void cross_entropy_rows_kernel(const T* x, const I* targets, int64_t R, int64_t C, int64_t ignore_index,
-                                          double eps, T* lse, double* row_loss) {
+                                          double eps, S* lse, double* row_loss) {
   extern __shared__ __align__(16) unsigned char shared[];
   const SumReducer<double> add;
   for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
     const int64_t target = static_cast<int64_t>(targets[r]);
     if (target == ignore_index) {  // the same in every thread of the block
-      if (threadIdx.x == 0) lse[r] = T(0), row_loss[r] = 0.0;
+      if (threadIdx.x == 0) lse[r] = S(0), row_loss[r] = 0.0;
       continue;
     }
     const T* xr = x + r * C;
-    T m = xr[0];  // the CPU folds from the first class with >: every thread starts there too
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) m = xr[c] > m ? xr[c] : m;
-    m = block_reduce(reinterpret_cast<T*>(shared), m, MaxReducer<T>{});
+    S m = S(xr[0]);  // the CPU folds from the first class with >: every thread starts there too
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) m = S(xr[c]) > m ? S(xr[c]) : m;
+    m = block_reduce(reinterpret_cast<S*>(shared), m, MaxReducer<S>{});
     double s = 0, total = 0;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-      s += static_cast<double>(std::exp(xr[c] - m));
-      total += xr[c];
+      s += static_cast<double>(std::exp(S(xr[c]) - m));
+      total += S(xr[c]);
     }
     s = block_reduce(reinterpret_cast<double*>(shared), s, add);
     total = block_reduce(reinterpret_cast<double*>(shared), total, add);
     if (threadIdx.x == 0) {
       const double l = static_cast<double>(m) + std::log(s);
-      lse[r] = static_cast<T>(l);
-      row_loss[r] = (1 - eps) * (l - xr[target]) + eps * (l - total / static_cast<double>(C));
+      lse[r] = static_cast<S>(l);
+      row_loss[r] = (1 - eps) * (l - S(xr[target])) + eps * (l - total / static_cast<double>(C));
     }
   }
 }
 
-template <class T, class I>
-__global__ void cross_entropy_backward_kernel(const T* dy, const T* x, const I* targets, const T* lse, int64_t R,
+template <class T, class I, class S = compute_t<T>>
+__global__ void cross_entropy_backward_kernel(const S* dy, const T* x, const I* targets, const S* lse, int64_t R,
                                               int64_t C, int64_t ignore_index, double eps, int64_t valid, T* dx) {
-  const T scale = valid > 0 ? static_cast<T>(static_cast<double>(*dy) / static_cast<double>(valid)) : T(0);
-  const T on = static_cast<T>(1 - eps), off = static_cast<T>(eps / static_cast<double>(C));
+  const S scale = valid > 0 ? static_cast<S>(static_cast<double>(*dy) / static_cast<double>(valid)) : S(0);
+  const S on = static_cast<S>(1 - eps), off = static_cast<S>(eps / static_cast<double>(C));
   TP_GRID_STRIDE_LOOP(i, R * C) {
     const int64_t r = i / C, c = i % C;
     const int64_t target = static_cast<int64_t>(targets[r]);
-    dx[i] = target == ignore_index ? T(0) : scale * (std::exp(x[i] - lse[r]) - off - (c == target ? on : T(0)));
+    dx[i] = target == ignore_index ? T(S(0))
+                                   : T(scale * (std::exp(S(x[i]) - lse[r]) - off - (c == target ? on : S(0))));
   }
 }
 
@@ -114,8 +115,9 @@ void mean_into(CudaContext& ctx, const char* op, const Tensor& terms, int64_t co
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double eps,
                            int64_t valid, const Tensor& loss, const Tensor& lse) {
   const char* op = "cross_entropy";
-  visit_floating(logits.dtype(), op, [&](auto tag) {
+  visit_floating_or_bfloat16(logits.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
+    using S = compute_t<T>;
     visit_index(targets.dtype(), op, [&](auto index_tag) {
       using I = decltype(index_tag);
       const int64_t C = logits.shape().back(), R = targets.numel();
@@ -126,10 +128,10 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t 
         cross_entropy_rows_kernel<T, I><<<static_cast<unsigned>(std::min(R, kMaxBlocks)), threads,
                                           threads * sizeof(double), ctx.stream()>>>(
             static_cast<const T*>(logits.raw_data()), static_cast<const I*>(targets.raw_data()), R, C,
-            ignore_index, eps, static_cast<T*>(lse.raw_data()), row_loss.data<double>());
+            ignore_index, eps, static_cast<S*>(lse.raw_data()), row_loss.data<double>());
         TP_CUDA_CHECK_LAUNCH();
       }
-      mean_into<T>(ctx, op, row_loss, valid, loss);
+      mean_into<S>(ctx, op, row_loss, valid, loss);
     });
   });
 }
@@ -137,16 +139,17 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t 
 void cross_entropy_backward(const Tensor& dy, const Tensor& logits, const Tensor& targets, const Tensor& lse,
                             int64_t ignore_index, double eps, int64_t valid, const Tensor& dx) {
   const char* op = "cross_entropy";
-  visit_floating(logits.dtype(), op, [&](auto tag) {
+  visit_floating_or_bfloat16(logits.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
+    using S = compute_t<T>;
     visit_index(targets.dtype(), op, [&](auto index_tag) {
       using I = decltype(index_tag);
       const int64_t C = logits.shape().back(), R = targets.numel();
       if (R * C == 0) return;
       CudaContext& ctx = active_context(logits.device());
       cross_entropy_backward_kernel<T, I><<<blocks_for(R * C), kThreads, 0, ctx.stream()>>>(
-          static_cast<const T*>(dy.raw_data()), static_cast<const T*>(logits.raw_data()),
-          static_cast<const I*>(targets.raw_data()), static_cast<const T*>(lse.raw_data()), R, C, ignore_index,
+          static_cast<const S*>(dy.raw_data()), static_cast<const T*>(logits.raw_data()),
+          static_cast<const I*>(targets.raw_data()), static_cast<const S*>(lse.raw_data()), R, C, ignore_index,
           eps, valid, static_cast<T*>(dx.raw_data()));
       TP_CUDA_CHECK_LAUNCH();
     });

@@ -1,8 +1,9 @@
 // bfloat16 on the GPU against the CPU: the conversions bit for bit, the elementwise ops, sums,
-// embedding, matmul through cuBLAS's bfloat16 GEMM, dropout, fused attention, and a linear layer
-// under autocast (ops/autocast.h), values and gradients.
+// embedding, matmul through cuBLAS's bfloat16 GEMM, dropout, cross-entropy of bfloat16 logits, fused
+// attention, and a linear layer under autocast (ops/autocast.h), values and gradients.
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "ops/autocast.h"
 #include "tests/cuda/parity.h"
@@ -68,6 +69,20 @@ TEST_CASE("bfloat16: elementwise ops, sums, dropout, embedding and matmul agree 
     const Tensor x = bf16_input({s[0], s[1], s[2]}, ++seed), w = bf16_input({s[2], s[1]}, ++seed);
     check_parity([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); }, {x, w}, kBackward);
     check_parity([](const std::vector<Tensor>& in) { return matmul(transpose(in[0], 1, 2), in[0]); }, {x}, kBackward);
+  }
+}
+
+TEST_CASE("bfloat16: cross-entropy reads bfloat16 logits as float32 on both devices") {
+  uint64_t seed = 150;
+  for (int64_t n : parity_sizes()) {
+    if (n == 0) continue;  // at least one class
+    INFO("classes " << n);
+    Generator gen(++seed);
+    std::vector<int64_t> ids = randint(0, n, {33}, gen).to_vector<int64_t>();
+    for (size_t r = 0; r < ids.size(); r += 7) ids[r] = -100;  // every 7th row ignored
+    const Tensor targets = from_vector<int64_t>(ids, {33});
+    check_parity([](const std::vector<Tensor>& in) { return cross_entropy(in[0], in[1], -100, 0.1); },
+                 {bf16_input({33, n}, ++seed, -4, 4), targets}, kBackward);
   }
 }
 
