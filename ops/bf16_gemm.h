@@ -14,8 +14,9 @@ namespace tapestry {
 /// first, then rows and columns (a transposed operand is its strides swapped). A batch dim along
 /// which the operand is broadcast has size 1.
 struct Bf16Matrix {
-  void* data = nullptr;
-  std::vector<int64_t> dims, strides;
+  void* data = nullptr;          ///< the first element's bfloat16
+  std::vector<int64_t> dims;     ///< batch dims (1 where broadcast), then rows and columns
+  std::vector<int64_t> strides;  ///< in elements, one per dim
 };
 
 /// Whether cpu_bf16_gemm runs here: this build has oneDNN (TAPESTRY_HAS_ONEDNN, CMakeLists.txt) and

@@ -27,8 +27,8 @@ constexpr int64_t kParallelWork = 32768;  // elements below which a loop stays o
 constexpr int64_t kSumChunk = 4096;       // elements per partial sum in ordered_sum
 
 // e^x for x ≤ 0 (a logit less its row's max or log-partition): in float32 the polynomial of
-// ops/fast_exp.h, which the compiler vectorises (libm's expf is a call per element, and made
-// cross-entropy's backward a seventh of the translation model's step); in float64 libm's.
+// ops/fast_exp.h, which the compiler vectorises (libm's expf is a call per element, which keeps the
+// loop over a row of logits scalar); in float64 libm's.
 template <class T>
 T exp_of_nonpositive(T x) {
   if constexpr (std::is_same_v<T, float>)
@@ -52,7 +52,10 @@ RowSumsOf<C> row_sums(const T* x, int64_t n) {
   C lane_max[kLanes];
   for (int64_t l = 0; l < kLanes; ++l) lane_max[l] = C(x[0]);
   for (int64_t c = 0; c < n; c += kLanes)
-    for (int64_t l = 0; l < kLanes && c + l < n; ++l) lane_max[l] = C(x[c + l]) > lane_max[l] ? C(x[c + l]) : lane_max[l];
+    for (int64_t l = 0; l < kLanes && c + l < n; ++l) {
+      const C v = C(x[c + l]);
+      lane_max[l] = v > lane_max[l] ? v : lane_max[l];
+    }
   C m = lane_max[0];
   for (int64_t l = 1; l < kLanes; ++l) m = lane_max[l] > m ? lane_max[l] : m;
   double exp_lanes[kLanes] = {}, total_lanes[kLanes] = {};

@@ -85,7 +85,7 @@ Bf16Matrix bf16_matrix(const Tensor& t, Transpose transpose, const Shape& batch)
   return m;
 }
 
-// bfloat16 on the CPU: oneDNN's bfloat16 GEMM (ops/blas.h: AMX or AVX-512 BF16) at the AVX-512
+// bfloat16 on the CPU: oneDNN's bfloat16 GEMM (ops/bf16_gemm.h: AMX or AVX-512 BF16) at the AVX-512
 // capability (core/cpu_capability.h), where this build and CPU have it and it takes these layouts;
 // else in float32. Both sum the products in float32 and round once. An `out` that accumulates over a
 // broadcast batch dim (stride 0) has no oneDNN form.
@@ -95,10 +95,10 @@ void gemm_bf16_on_cpu(const Shape& batch, const Tensor& a, Transpose ta, const T
   const int64_t m = out.shape()[out.dim() - 2], n = out.shape()[out.dim() - 1];
   const int64_t k = a.shape()[a.dim() - (ta == Transpose::Yes ? 2 : 1)];
   const bool use_onednn = a.dtype() == DType::BFloat16 && b.dtype() == DType::BFloat16 &&
-                      cpu_capability() == CpuCapability::Avx512 && cpu_bf16_gemm_available() &&
-                      std::find(sc.begin(), sc.end(), 0) == sc.end() && numel(batch) * m * n * k > 0;
+                          cpu_capability() == CpuCapability::Avx512 && cpu_bf16_gemm_available() &&
+                          std::find(sc.begin(), sc.end(), 0) == sc.end() && numel(batch) * m * n * k > 0;
   if (use_onednn && cpu_bf16_gemm(bf16_matrix(a, ta, batch), bf16_matrix(b, tb, batch),
-                              bf16_matrix(out, Transpose::No, batch), static_cast<float>(beta))) {
+                                  bf16_matrix(out, Transpose::No, batch), static_cast<float>(beta))) {
     profile_flops(2.0 * static_cast<double>(numel(batch)) * static_cast<double>(m) * static_cast<double>(n) *
                   static_cast<double>(k));
     return;
