@@ -63,12 +63,6 @@ struct Visibility {
   }
 };
 
-template <class T>
-T exp_nonpositive_of(T x) {
-  if constexpr (std::is_same_v<T, float>) return exp_nonpositive(x);
-  else return std::exp(x);
-}
-
 // ---- a tile's elementwise work, compiled for each CPU capability (core/cpu_capability.h) ----
 
 // One tile of scores, rows × cols, row-major; row r sees its first seen[r] columns.

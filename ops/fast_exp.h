@@ -4,8 +4,10 @@
 /// layer's time on the CPU.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace tapestry {
 
@@ -38,6 +40,15 @@ inline float exp_nonpositive(float x) {
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return x < kLowest ? 0.0f : er * scale;
+}
+
+/// e^x for x ≤ 0 in a kernel templated on its dtype: exp_nonpositive in float32, libm's in float64.
+template <class T>
+T exp_nonpositive_of(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return exp_nonpositive(x);
+  else
+    return std::exp(x);
 }
 
 }  // namespace tapestry

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "ops/autocast.h"
@@ -25,17 +24,6 @@ namespace {
 
 constexpr int64_t kParallelWork = 32768;  // elements below which a loop stays on one thread
 constexpr int64_t kSumChunk = 4096;       // elements per partial sum in ordered_sum
-
-// e^x for x ≤ 0 (a logit less its row's max or log-partition): in float32 the polynomial of
-// ops/fast_exp.h, which the compiler vectorises (libm's expf is a call per element, which keeps the
-// loop over a row of logits scalar); in float64 libm's.
-template <class T>
-T exp_of_nonpositive(T x) {
-  if constexpr (std::is_same_v<T, float>)
-    return exp_nonpositive(x);
-  else
-    return std::exp(x);
-}
 
 // A row of logits' max m, Σ_c e^(x_c − m) and Σ_c x_c, the sums in double. Element c goes to lane
 // c mod kLanes and the lanes are added in order at the end: a fixed order, whatever the CPU, that the
@@ -62,11 +50,11 @@ RowSumsOf<C> row_sums(const T* x, int64_t n) {
   const int64_t whole = n / kLanes * kLanes;
   for (int64_t c = 0; c < whole; c += kLanes)
     for (int64_t l = 0; l < kLanes; ++l) {
-      exp_lanes[l] += static_cast<double>(exp_of_nonpositive(C(x[c + l]) - m));
+      exp_lanes[l] += static_cast<double>(exp_nonpositive_of(C(x[c + l]) - m));
       total_lanes[l] += static_cast<double>(C(x[c + l]));
     }
   for (int64_t c = whole; c < n; ++c) {
-    exp_lanes[c - whole] += static_cast<double>(exp_of_nonpositive(C(x[c]) - m));
+    exp_lanes[c - whole] += static_cast<double>(exp_nonpositive_of(C(x[c]) - m));
     total_lanes[c - whole] += static_cast<double>(C(x[c]));
   }
   RowSumsOf<C> sums{m, 0, 0};
@@ -198,7 +186,7 @@ Tensor cross_entropy_backward(const Tensor& dy, const Tensor& logits, const Tens
         const T* xr = x + r * C;
         const S lse_r = lse[r];  // ≥ every logit of the row: lse = max + log of a sum ≥ 1
         for (int64_t c = 0; c < C; ++c)
-          dr[c] = T(scale * (exp_of_nonpositive(S(xr[c]) - lse_r) - off - (c == target ? on : S(0))));
+          dr[c] = T(scale * (exp_nonpositive_of(S(xr[c]) - lse_r) - off - (c == target ? on : S(0))));
       }
     });
   });

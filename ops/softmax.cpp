@@ -38,12 +38,6 @@ cuda::SoftmaxKind cuda_kind(Kind kind) {
 
 // ---- kernels (the CPU loops; a tensor on a GPU takes the CUDA launcher of ops/cuda/softmax.h) ----
 
-template <class T>
-T exp_of_nonpositive(T x) {
-  if constexpr (std::is_same_v<T, float>) return exp_nonpositive(x);
-  else return std::exp(x);
-}
-
 // Normalises each row of y in place; y holds z = x (+ bias), −inf where masked.
 // The loops are `omp simd` reductions: lanes keep partial maxima and sums, so they vectorise
 // (a single running double sum is a chain of dependent adds); float32 takes exp_nonpositive.
@@ -69,14 +63,14 @@ void normalize_row(Kind kind, T* y, int64_t C) {
   if (kind == Kind::Softmax) {
 #pragma omp simd reduction(+ : s)
     for (int64_t c = 0; c < C; ++c) {
-      y[c] = exp_of_nonpositive(y[c] - m);  // masked: e^−inf = 0 exactly
+      y[c] = exp_nonpositive_of(y[c] - m);  // masked: e^−inf = 0 exactly
       s += y[c];
     }
     const T inv = static_cast<T>(1.0 / s);
     for (int64_t c = 0; c < C; ++c) y[c] *= inv;
   } else {
 #pragma omp simd reduction(+ : s)
-    for (int64_t c = 0; c < C; ++c) s += exp_of_nonpositive(y[c] - m);
+    for (int64_t c = 0; c < C; ++c) s += exp_nonpositive_of(y[c] - m);
     const T log_s = static_cast<T>(std::log(s));
     for (int64_t c = 0; c < C; ++c) y[c] = (y[c] - m) - log_s;  // −inf stays −inf
   }
@@ -144,7 +138,7 @@ Tensor softmax_backward(const char* op, Kind kind, const Tensor& dy_in, const Te
         for (int64_t c = 0; c < C; ++c)
           if (yr[c] != -inf) acc += gr[c];
         const T total = static_cast<T>(acc);
-        for (int64_t c = 0; c < C; ++c) dr[c] = yr[c] == -inf ? T(0) : gr[c] - exp_of_nonpositive(yr[c]) * total;
+        for (int64_t c = 0; c < C; ++c) dr[c] = yr[c] == -inf ? T(0) : gr[c] - exp_nonpositive_of(yr[c]) * total;
       }
     }
   });
