@@ -15,13 +15,13 @@
 #include "core/cpu_capability.h"
 #include "core/profiler.h"
 #include "ops/autocast.h"
-#include "ops/blas.h"
 #include "ops/common.h"
 #include "ops/cuda/attention.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/fast_exp.h"
 #include "ops/shape.h"
+#include "ops/tile_gemm.h"
 
 namespace tapestry {
 
@@ -33,6 +33,11 @@ using Shape4 = cuda::FusedAttentionShape;
 // peak, and a thread's workspace (three such tiles) stays at 0.75 MiB in float32 whatever N is.
 constexpr int64_t kQueryTile = 128;
 constexpr int64_t kKeyTile = 512;
+
+// A row stride for a transposed operand of n columns: n and a cache line more, so that its rows,
+// which tile_gemm reads one after another, do not all fall in the same set of the L1 cache (a
+// stride of a multiple of 4 KiB maps every row to one set).
+constexpr int64_t padded(int64_t n) { return n + 16; }
 
 // Which keys each query sees, as fused_attention and fused_attention_ends were given it: the key
 // lengths (B,) with s.causal, or each query's own end (B, N); int64 on the tensors' device, each
@@ -229,10 +234,12 @@ void forward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Rows
   const Visibility visible(s, limits);
   const TileKernels<T> kernels = tile_kernels<T>();
   const int64_t G = s.B * s.H, tiles = (s.N + kQueryTile - 1) / kQueryTile;
-  const SingleThreadedBlas one_thread;
 #pragma omp parallel
   {
     std::vector<T> p(kQueryTile * kKeyTile), row_max(kQueryTile), row_sum(kQueryTile);
+    const int64_t ldkt = padded(s.S);
+    std::vector<T> kt(s.E * ldkt);  // (E, S), row stride ldkt: Kᵀ of the head this thread works on
+    int64_t kt_head = -1;
     std::vector<int64_t> seen(kQueryTile);
 #pragma omp for schedule(dynamic)
     for (int64_t w = 0; w < G * tiles; ++w) {
@@ -243,13 +250,14 @@ void forward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Rows
       std::fill(row_max.begin(), row_max.end(), -inf);
       std::fill(row_sum.begin(), row_sum.end(), T(0));
       const int64_t keys = visible.tile_end(g, i0, rows);
+      if (kt_head != g) transpose_rows(s.S, s.E, k.at(g, 0), k.row, kt.data(), ldkt), kt_head = g;
       for (int64_t j0 = 0; j0 < keys; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, keys - j0);
         // s_ij = scale · q_i · k_j for the tile (eq. 1 of the clustered-attention paper, before softmax)
-        cpu_gemm<T>(false, true, rows, cols, s.E, T(s.scale), qt, q.row, k.at(g, j0), k.row, T(0), p.data(), cols);
+        tile_gemm<T>(rows, cols, s.E, T(s.scale), qt, q.row, 1, kt.data() + j0, ldkt, T(0), p.data(), cols);
         for (int64_t r = 0; r < rows; ++r) seen[r] = std::clamp<int64_t>(visible.end(g, i0 + r) - j0, 0, cols);
         kernels.online_softmax({p.data(), rows, cols, seen.data()}, row_max.data(), row_sum.data(), o, s.M);
-        cpu_gemm<T>(false, false, rows, s.M, cols, T(1), p.data(), cols, v.at(g, j0), v.row, T(1), o, s.M);
+        tile_gemm<T>(rows, s.M, cols, T(1), p.data(), cols, 1, v.at(g, j0), v.row, T(1), o, s.M);  // O += P V
       }
       for (int64_t r = 0; r < rows; ++r) {
         const bool none = row_sum[r] == T(0);  // the query sees no key
@@ -286,10 +294,11 @@ void backward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Row
   const int threads = omp_get_max_threads();
   const bool by_head = G >= threads || tiles == 1;
   std::vector<T> dq_partial(by_head ? 0 : static_cast<size_t>(threads) * G * s.N * s.E, T(0));
-  const SingleThreadedBlas one_thread;
 #pragma omp parallel
   {
     std::vector<T> p(kQueryTile * kKeyTile), dp(kQueryTile * kKeyTile);
+    constexpr int64_t ldt = padded(kKeyTile);
+    std::vector<T> kt(s.E * ldt), vt(s.M * ldt);  // (E, cols), (M, cols), row stride ldt: the key tile's Kᵀ, Vᵀ
     std::vector<int64_t> seen(kQueryTile);
     T* dq_mine = by_head ? dq : dq_partial.data() + static_cast<size_t>(omp_get_thread_num()) * G * s.N * s.E;
 #pragma omp for schedule(dynamic)
@@ -297,26 +306,27 @@ void backward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Row
       const int64_t g = by_head ? w : w / tiles;
       for (int64_t t = by_head ? 0 : w % tiles; t < (by_head ? tiles : w % tiles + 1); ++t) {
         const int64_t j0 = t * kKeyTile, cols = std::min(kKeyTile, s.S - j0);
-        const T* kt = k.at(g, j0);
-        const T* vt = v.at(g, j0);
+        const T* k_tile = k.at(g, j0);
         T* dkt = dk + (g * s.S + j0) * s.E;
         T* dvt = dv + (g * s.S + j0) * s.M;
+        transpose_rows(cols, s.E, k_tile, k.row, kt.data(), ldt);
+        transpose_rows(cols, s.M, v.at(g, j0), v.row, vt.data(), ldt);
         // With a causal mask no query before j0 sees the tile; padding hides it from all or none.
         for (int64_t i0 = s.causal ? j0 / kQueryTile * kQueryTile : 0; i0 < s.N; i0 += kQueryTile) {
           const int64_t rows = std::min(kQueryTile, s.N - i0);
           if (visible.tile_end(g, i0, rows) <= j0) continue;
           const T* qt = q.at(g, i0);
           const T* dot = dout + (g * s.N + i0) * s.M;
+          T* dqt = dq_mine + (g * s.N + i0) * s.E;
           const Tile<T> tile{p.data(), rows, cols, seen.data()};
           for (int64_t r = 0; r < rows; ++r) seen[r] = std::clamp<int64_t>(visible.end(g, i0 + r) - j0, 0, cols);
-          cpu_gemm<T>(false, true, rows, cols, s.E, scale, qt, q.row, kt, k.row, T(0), p.data(), cols);
+          tile_gemm<T>(rows, cols, s.E, scale, qt, q.row, 1, kt.data(), ldt, T(0), p.data(), cols);  // S
           kernels.probabilities(tile, lse + g * s.N + i0);
-          cpu_gemm<T>(true, false, cols, s.M, rows, T(1), p.data(), cols, dot, s.M, T(1), dvt, s.M);  // dV += Pᵀ dO
-          cpu_gemm<T>(false, true, rows, cols, s.M, T(1), dot, s.M, vt, v.row, T(0), dp.data(), cols);  // dP = dO Vᵀ
-          kernels.score_gradients(tile, dp.data(), d.data() + g * s.N + i0);                         // dS
-          cpu_gemm<T>(true, false, cols, s.E, rows, scale, dp.data(), cols, qt, q.row, T(1), dkt, s.E);  // dK += scale dSᵀ Q
-          cpu_gemm<T>(false, false, rows, s.E, cols, scale, dp.data(), cols, kt, k.row, T(1),
-                      dq_mine + (g * s.N + i0) * s.E, s.E);  // dQ += scale dS K
+          tile_gemm<T>(cols, s.M, rows, T(1), p.data(), 1, cols, dot, s.M, T(1), dvt, s.M);  // dV += Pᵀ dO
+          tile_gemm<T>(rows, cols, s.M, T(1), dot, s.M, 1, vt.data(), ldt, T(0), dp.data(), cols);  // dP = dO Vᵀ
+          kernels.score_gradients(tile, dp.data(), d.data() + g * s.N + i0);                       // dS
+          tile_gemm<T>(cols, s.E, rows, scale, dp.data(), 1, cols, qt, q.row, T(1), dkt, s.E);  // dK += scale dSᵀ Q
+          tile_gemm<T>(rows, s.E, cols, scale, dp.data(), cols, 1, k_tile, k.row, T(1), dqt, s.E);  // dQ += scale dS K
         }
       }
     }

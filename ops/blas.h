@@ -1,7 +1,7 @@
 /// @file
 /// Matrix products on raw buffers on the CPU through BLAS (OpenBLAS's cblas_?gemm), for the ops
-/// that work on buffers rather than tensors: matmul's batches (ops/matmul.cpp) and fused attention's
-/// tiles (ops/attention.cpp), each running BLAS on one thread inside its own OpenMP threads.
+/// that work on buffers rather than tensors: matmul's batches (ops/matmul.cpp), running BLAS on one
+/// thread inside its own OpenMP threads. (Fused attention's tile products: ops/tile_gemm.h.)
 /// (bfloat16 products go through oneDNN where they can: ops/bf16_gemm.h.)
 #pragma once
 
@@ -29,8 +29,8 @@ void cpu_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alp
 /// OpenBLAS on one thread while it lives (the previous count restored after). Tapestry's CPU kernels
 /// that call BLAS split the work among OpenMP's threads themselves and run BLAS on one thread in
 /// each: OpenBLAS's own threads beside OpenMP's would contend for the cores (OpenMP's idle workers
-/// spin for a while after each parallel region), which made fused attention about 4× and the
-/// copy-task model's training step 2.5× slower (docs/PERFORMANCE.md). Not for concurrent use from
+/// spin for a while after each parallel region), which made fused attention (then on BLAS) about 4×
+/// and the copy-task model's training step 2.5× slower (docs/PERFORMANCE.md). Not for concurrent use from
 /// several threads of the caller's own: the count is global to OpenBLAS.
 class SingleThreadedBlas {
  public:

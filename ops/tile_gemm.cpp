@@ -1,0 +1,229 @@
+// Fused attention's tile products (ops/tile_gemm.h): a driver that cuts C into register blocks, and a
+// kernel per CPU capability for one block. A block's accumulators stay in registers for the whole
+// sum over p: per p, one row of B (a few vectors) and one broadcast element of A per row of C.
+#include "ops/tile_gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "core/cpu_capability.h"
+
+#if TP_CPU_DISPATCH
+#include <immintrin.h>
+#endif
+
+namespace tapestry {
+
+namespace {
+
+// One block of C (rows × cols) with the rows of A and the columns of B it needs.
+template <class T>
+struct Block {
+  int64_t rows, cols, k;
+  T alpha, beta;
+  const T* a;  // row i of the block at a + i · a_row, element p at + p · a_col
+  int64_t a_row, a_col;
+  const T* b;  // (k, cols), row stride ldb
+  int64_t ldb;
+  T* c;  // (rows, cols), row stride ldc
+  int64_t ldc;
+};
+
+using Kernel = void (*)(const Block<float>&);
+
+// How one capability cuts C: blocks of up to `rows` × `cols`, and the kernel for a block's shape.
+struct Blocking {
+  int64_t rows, cols;
+  Kernel (*kernel)(int64_t rows, int64_t cols);
+};
+
+// ---- the baseline (and float64): element by element, the sum through libm's fma ----
+
+constexpr int64_t kScalarRows = 6, kScalarCols = 64;
+
+template <class T>
+void block_scalar(const Block<T>& x) {
+  for (int64_t i = 0; i < x.rows; ++i) {
+    T acc[kScalarCols] = {};
+    const T* a = x.a + i * x.a_row;
+    for (int64_t p = 0; p < x.k; ++p)
+      for (int64_t j = 0; j < x.cols; ++j) acc[j] = std::fma(a[p * x.a_col], x.b[p * x.ldb + j], acc[j]);
+    T* c = x.c + i * x.ldc;
+    // alpha · sum, then beta · c added (each product rounded once): as the vector kernels round it
+    for (int64_t j = 0; j < x.cols; ++j) c[j] = x.beta == T(0) ? x.alpha * acc[j] : x.alpha * acc[j] + x.beta * c[j];
+  }
+}
+
+Kernel scalar_kernel(int64_t, int64_t) { return block_scalar<float>; }
+
+#if TP_CPU_DISPATCH
+
+// ---- AVX-512: blocks of 6 rows × 4 vectors of 16 (24 accumulators of the 32 registers) ----
+
+// R rows × V vectors; columns of the last vector beyond x.cols are masked off.
+template <int R, int V>
+TP_TARGET_AVX512 void block_avx512(const Block<float>& x) {
+  const int64_t tail = x.cols - 16 * (V - 1);  // 1 … 16
+  const __mmask16 last = static_cast<__mmask16>(tail >= 16 ? 0xFFFF : (1u << tail) - 1);
+  const auto mask = [last](int v) { return v == V - 1 ? last : static_cast<__mmask16>(0xFFFF); };
+  // The unroll pragmas let the compiler keep acc in registers (without them it stored acc to the
+  // stack on every p and ran at half the speed).
+  __m512 acc[R][V];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < x.k; ++p) {
+    __m512 b[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) b[v] = _mm512_maskz_loadu_ps(mask(v), x.b + p * x.ldb + 16 * v);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(x.a[r * x.a_row + p * x.a_col]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
+    }
+  }
+  const __m512 alpha = _mm512_set1_ps(x.alpha), beta = _mm512_set1_ps(x.beta);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      float* c = x.c + r * x.ldc + 16 * v;
+      __m512 y = _mm512_mul_ps(alpha, acc[r][v]);
+      if (x.beta != 0.0f) y = _mm512_add_ps(y, _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(mask(v), c)));
+      _mm512_mask_storeu_ps(c, mask(v), y);
+    }
+}
+
+template <int R>
+Kernel avx512_of_width(int64_t cols) {
+  switch ((cols + 15) / 16) {
+    case 1: return block_avx512<R, 1>;
+    case 2: return block_avx512<R, 2>;
+    case 3: return block_avx512<R, 3>;
+    default: return block_avx512<R, 4>;
+  }
+}
+
+Kernel avx512_kernel(int64_t rows, int64_t cols) {
+  switch (rows) {
+    case 1: return avx512_of_width<1>(cols);
+    case 2: return avx512_of_width<2>(cols);
+    case 3: return avx512_of_width<3>(cols);
+    case 4: return avx512_of_width<4>(cols);
+    case 5: return avx512_of_width<5>(cols);
+    default: return avx512_of_width<6>(cols);
+  }
+}
+
+// ---- AVX2: blocks of 4 rows × 3 vectors of 8 (12 accumulators of the 16 registers) ----
+
+template <int R, int V>
+TP_TARGET_AVX2 void block_avx2(const Block<float>& x) {
+  const int64_t tail = x.cols - 8 * (V - 1);  // 1 … 8: lanes below it are loaded and stored
+  const __m256i last = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(tail)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i all = _mm256_set1_epi32(-1);
+  __m256 acc[R][V];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < x.k; ++p) {
+    __m256 b[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) b[v] = _mm256_maskload_ps(x.b + p * x.ldb + 8 * v, v == V - 1 ? last : all);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 a = _mm256_set1_ps(x.a[r * x.a_row + p * x.a_col]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fmadd_ps(a, b[v], acc[r][v]);
+    }
+  }
+  const __m256 alpha = _mm256_set1_ps(x.alpha), beta = _mm256_set1_ps(x.beta);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      float* c = x.c + r * x.ldc + 8 * v;
+      const __m256i m = v == V - 1 ? last : all;
+      __m256 y = _mm256_mul_ps(alpha, acc[r][v]);
+      if (x.beta != 0.0f) y = _mm256_add_ps(y, _mm256_mul_ps(beta, _mm256_maskload_ps(c, m)));
+      _mm256_maskstore_ps(c, m, y);
+    }
+}
+
+template <int R>
+Kernel avx2_of_width(int64_t cols) {
+  switch ((cols + 7) / 8) {
+    case 1: return block_avx2<R, 1>;
+    case 2: return block_avx2<R, 2>;
+    default: return block_avx2<R, 3>;
+  }
+}
+
+Kernel avx2_kernel(int64_t rows, int64_t cols) {
+  switch (rows) {
+    case 1: return avx2_of_width<1>(cols);
+    case 2: return avx2_of_width<2>(cols);
+    case 3: return avx2_of_width<3>(cols);
+    default: return avx2_of_width<4>(cols);
+  }
+}
+
+#endif  // TP_CPU_DISPATCH
+
+Blocking blocking() {
+#if TP_CPU_DISPATCH
+  switch (cpu_capability()) {
+    case CpuCapability::Avx512: return {6, 64, avx512_kernel};
+    case CpuCapability::Avx2: return {4, 24, avx2_kernel};
+    case CpuCapability::Baseline: break;
+  }
+#endif
+  return {kScalarRows, kScalarCols, scalar_kernel};
+}
+
+}  // namespace
+
+template <class T>
+void tile_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_row, int64_t a_col, const T* b,
+               int64_t ldb, T beta, T* c, int64_t ldc) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "tile_gemm takes float32 or float64");
+  Blocking cut{kScalarRows, kScalarCols, nullptr};
+  if constexpr (std::is_same_v<T, float>) cut = blocking();
+  // Column blocks outside, row blocks inside: a block of B's columns (k × 64 at most) is read by
+  // every row block while it is in L1.
+  for (int64_t j = 0; j < n; j += cut.cols) {
+    const int64_t cols = std::min(cut.cols, n - j);
+    for (int64_t i = 0; i < m; i += cut.rows) {
+      const int64_t rows = std::min(cut.rows, m - i);
+      const Block<T> x{rows, cols, k, alpha, beta, a + i * a_row, a_row, a_col, b + j, ldb, c + i * ldc + j, ldc};
+      if constexpr (std::is_same_v<T, float>)
+        cut.kernel(rows, cols)(x);
+      else
+        block_scalar(x);
+    }
+  }
+}
+
+template <class T>
+void transpose_rows(int64_t rows, int64_t cols, const T* src, int64_t ld_src, T* dst, int64_t ld_dst) {
+  constexpr int64_t kSide = 16;  // squares of 16 × 16: each read and written a cache line at a time
+  for (int64_t i0 = 0; i0 < rows; i0 += kSide)
+    for (int64_t j0 = 0; j0 < cols; j0 += kSide) {
+      const int64_t i1 = std::min(rows, i0 + kSide), j1 = std::min(cols, j0 + kSide);
+      for (int64_t j = j0; j < j1; ++j)
+        for (int64_t i = i0; i < i1; ++i) dst[j * ld_dst + i] = src[i * ld_src + j];
+    }
+}
+
+template void tile_gemm<float>(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*,
+                               int64_t, float, float*, int64_t);
+template void tile_gemm<double>(int64_t, int64_t, int64_t, double, const double*, int64_t, int64_t,
+                                const double*, int64_t, double, double*, int64_t);
+template void transpose_rows<float>(int64_t, int64_t, const float*, int64_t, float*, int64_t);
+template void transpose_rows<double>(int64_t, int64_t, const double*, int64_t, double*, int64_t);
+
+}  // namespace tapestry
