@@ -143,6 +143,28 @@ TEST_CASE("Proposition 2: improved clustered is never further from full attentio
   }
 }
 
+TEST_CASE("improved-clustered holds one C x S tensor for its backward, A^c") {
+  // Eq. 17's rest as A^c V less its top-k part: no C × S mask of the top keys and no C × S copy of
+  // A^c with them zeroed, both of which the backward held before.
+  const int64_t B = 1, H = 2, N = 2048, E = 16, C = 64;
+  Generator gen(21);
+  Tensor q = rand({B, H, N, E}, gen, {DType::Float32}), k = rand({B, H, N, E}, gen, {DType::Float32}),
+         v = rand({B, H, N, E}, gen, {DType::Float32});
+  const QueryClusters clusters = cluster_queries(q, Tensor(), {C, 63, 5}, gen);
+  for (Tensor* t : {&q, &k, &v}) t->set_requires_grad(true);
+  Allocator& alloc = context(Device::cpu()).allocator();
+  alloc.empty_cache();
+  const int64_t before = alloc.stats().in_use;
+  const Tensor out = improved_clustered_attention(q, k, v, clusters, 32, {});
+  const int64_t held = alloc.stats().in_use - before, weights = B * H * C * N * 4;  // A^c in float32
+  INFO("held for the backward " << held << " bytes; A^c is " << weights);
+  // A^c and the exact part's N × k dot products, softmax and weights (together 2.9 × A^c here); the
+  // mask and the zeroed copy made it 4.2 ×.
+  CHECK(held < 3.5 * double(weights));
+  sum(out).backward();  // and the backward runs from what is held
+  CHECK(q.grad().defined());
+}
+
 TEST_CASE("clustered and improved-clustered gradcheck (q, k, v; fixed clusters)") {
   const Tensor q = uniform({2, 2, 6, 3}, 20), k = uniform({2, 2, 5, 3}, 21), v = uniform({2, 2, 5, 2}, 22);
   const Tensor q_lengths = from_vector<int64_t>({6, 4}, {2}), k_lengths = from_vector<int64_t>({5, 3}, {2});

@@ -48,6 +48,20 @@ Tensor centroids(const Tensor& q, const QueryClusters& clusters) {
   return slice(means, 2, 0, C);
 }
 
+// Σ_{l ∈ T_j} A_jl v_l for each row j of a softmax A (B, H, R, S) whose top-k keys T_j and their
+// weights are `top` (B, H, R, k), v (B, H, S, M) -> (B, H, R, M): the part of A V on the top keys.
+// Eq. 17's rest is A V minus it, V̂^b_j = Σ_l (1 − T_jl) A_jl v_l = (A V)_j − Σ_{l ∈ T_j} A_jl v_l,
+// which needs neither an R × S mask of T nor an R × S copy of A with T zeroed (both were held for the
+// backward). It subtracts: an error of order 2⁻²⁴ |A V|, not of the rest.
+Tensor top_keys_part(const Sorted& top, const Tensor& v) {
+  const int64_t B = v.size(0), H = v.size(1), S = v.size(2), M = v.size(3), R = top.indices.size(2),
+                kk = top.indices.size(3);
+  const Tensor rows = contiguous(expand(reshape(arange(R, {DType::Int64, v.device()}), {1, R}), {B * H, R}));
+  const Tensor sum = clustered_sparse_weighted_sum(reshape(top.values, {B * H, R, kk}), reshape(v, {B * H, S, M}),
+                                                   reshape(top.indices, {B * H, R, kk}), rows);
+  return reshape(sum, {B, H, R, M});
+}
+
 void check_clusters(const char* op, const QueryClusters& clusters, const QkvShape& s) {
   TP_CHECK(clusters.count >= 1, op, "needs at least one cluster, got ", clusters.count);
   TP_CHECK(clusters.ids.defined() && clusters.ids.dtype() == DType::Int64 &&
@@ -152,11 +166,8 @@ Tensor causal_improved_clustered_attention(const Tensor& q, const Tensor& k, con
   // T_i, m̂_i (eq. 14) per query; hidden keys have A^c = 0 and are never kept by the exact part.
   const Sorted top = topk(attention, std::min(topk_keys, s.S), -1);  // (B, H, N, k)
   const Tensor mass = sum(top.values, {-1}, KeepDim::Yes);           // (B, H, N, 1)
-  const Tensor in_top = gt(scatter_add(zeros(attention.shape(), {DType::Int64, q.device()}), 3, top.indices,
-                                       ones(top.indices.shape(), {DType::Int64, q.device()})),
-                           scalar(0, {DType::Int64, q.device()}));
   // Eq. 17: Σ_{j∉T_i} A^c_ij v_j; eq. 13 and 16: m̂_i Σ_{j∈T_i} softmax_T(q_i·k_j/√E) v_j; eq. 15: their sum.
-  const Tensor rest = matmul(where(in_top, zeros({}, attention.options()), attention), v);
+  const Tensor rest = matmul(attention, v) - top_keys_part(top, v);
   return listed_keys_attention(q, k, v, top.indices, gather(keep, 3, top.indices)) * mass + rest;
 }
 
@@ -199,12 +210,9 @@ Tensor improved_clustered_attention(const Tensor& q, const Tensor& k, const Tens
   // T: the top-k keys of each cluster; eq. 14: m̂_j = Σ_r T_jr A^c_jr.
   const Sorted top = topk(attention, kk, -1);                 // (B, H, C, k)
   const Tensor mass = sum(top.values, {-1}, KeepDim::Yes);   // (B, H, C, 1)
-  const Tensor in_top = gt(scatter_add(zeros(attention.shape(), {DType::Int64, q.device()}), 3, top.indices,
-                                       ones(top.indices.shape(), {DType::Int64, q.device()})),
-                           scalar(0, {DType::Int64, q.device()}));
 
-  // Eq. 17: V̂^b_i = Σ_l (1 − T_jl) A^c_jl V_l, once per cluster.
-  const Tensor rest = matmul(where(in_top, zeros({}, attention.options()), attention), v);
+  // Eq. 17: V̂^b_i = Σ_l (1 − T_jl) A^c_jl V_l, once per cluster, as A^c V less its top-k part.
+  const Tensor rest = matmul(attention, v) - top_keys_part(top, v);
 
   // Eq. 13: on T_j, query i's own softmax over its dot products with the k keys, scaled by m̂_j.
   // The dot products and the weighted sum are sparse: all queries of a cluster share its k keys.
