@@ -15,6 +15,7 @@
 #include "core/cpu_capability.h"
 #include "core/profiler.h"
 #include "ops/autocast.h"
+#include "ops/blas.h"
 #include "ops/common.h"
 #include "ops/cuda/attention.h"
 #include "ops/dispatch.h"
@@ -234,6 +235,7 @@ void forward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Rows
   const Visibility visible(s, limits);
   const TileKernels<T> kernels = tile_kernels<T>();
   const int64_t G = s.B * s.H, tiles = (s.N + kQueryTile - 1) / kQueryTile;
+  const SingleThreadedBlas one_thread;  // where tile_gemm runs BLAS (ops/tile_gemm.h)
 #pragma omp parallel
   {
     std::vector<T> p(kQueryTile * kKeyTile), row_max(kQueryTile), row_sum(kQueryTile);
@@ -294,6 +296,7 @@ void backward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Row
   const int threads = omp_get_max_threads();
   const bool by_head = G >= threads || tiles == 1;
   std::vector<T> dq_partial(by_head ? 0 : static_cast<size_t>(threads) * G * s.N * s.E, T(0));
+  const SingleThreadedBlas one_thread;  // where tile_gemm runs BLAS (ops/tile_gemm.h)
 #pragma omp parallel
   {
     std::vector<T> p(kQueryTile * kKeyTile), dp(kQueryTile * kKeyTile);

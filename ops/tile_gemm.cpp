@@ -8,6 +8,8 @@
 #include <type_traits>
 
 #include "core/cpu_capability.h"
+#include "core/error.h"
+#include "ops/blas.h"
 
 #if TP_CPU_DISPATCH
 #include <immintrin.h>
@@ -37,25 +39,6 @@ struct Blocking {
   int64_t rows, cols;
   Kernel (*kernel)(int64_t rows, int64_t cols);
 };
-
-// ---- the baseline (and float64): element by element, the sum through libm's fma ----
-
-constexpr int64_t kScalarRows = 6, kScalarCols = 64;
-
-template <class T>
-void block_scalar(const Block<T>& x) {
-  for (int64_t i = 0; i < x.rows; ++i) {
-    T acc[kScalarCols] = {};
-    const T* a = x.a + i * x.a_row;
-    for (int64_t p = 0; p < x.k; ++p)
-      for (int64_t j = 0; j < x.cols; ++j) acc[j] = std::fma(a[p * x.a_col], x.b[p * x.ldb + j], acc[j]);
-    T* c = x.c + i * x.ldc;
-    // alpha · sum, then beta · c added (each product rounded once): as the vector kernels round it
-    for (int64_t j = 0; j < x.cols; ++j) c[j] = x.beta == T(0) ? x.alpha * acc[j] : x.alpha * acc[j] + x.beta * c[j];
-  }
-}
-
-Kernel scalar_kernel(int64_t, int64_t) { return block_scalar<float>; }
 
 #if TP_CPU_DISPATCH
 
@@ -174,38 +157,47 @@ Kernel avx2_kernel(int64_t rows, int64_t cols) {
 
 #endif  // TP_CPU_DISPATCH
 
-Blocking blocking() {
-#if TP_CPU_DISPATCH
-  switch (cpu_capability()) {
-    case CpuCapability::Avx512: return {6, 64, avx512_kernel};
-    case CpuCapability::Avx2: return {4, 24, avx2_kernel};
-    case CpuCapability::Baseline: break;
-  }
-#endif
-  return {kScalarRows, kScalarCols, scalar_kernel};
-}
-
 }  // namespace
 
 template <class T>
 void tile_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_row, int64_t a_col, const T* b,
                int64_t ldb, T beta, T* c, int64_t ldc) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "tile_gemm takes float32 or float64");
-  Blocking cut{kScalarRows, kScalarCols, nullptr};
-  if constexpr (std::is_same_v<T, float>) cut = blocking();
-  // Column blocks outside, row blocks inside: a block of B's columns (k × 64 at most) is read by
-  // every row block while it is in L1.
-  for (int64_t j = 0; j < n; j += cut.cols) {
-    const int64_t cols = std::min(cut.cols, n - j);
-    for (int64_t i = 0; i < m; i += cut.rows) {
-      const int64_t rows = std::min(cut.rows, m - i);
-      const Block<T> x{rows, cols, k, alpha, beta, a + i * a_row, a_row, a_col, b + j, ldb, c + i * ldc + j, ldc};
-      if constexpr (std::is_same_v<T, float>)
-        cut.kernel(rows, cols)(x);
-      else
-        block_scalar(x);
+  TP_CHECK(a_col == 1 || a_row == 1, "tile_gemm", "A needs rows or columns of stride 1, got strides ", a_row, " and ",
+           a_col);
+  if (m == 0 || n == 0) return;
+#if TP_CPU_DISPATCH
+  if constexpr (std::is_same_v<T, float>) {
+    Blocking cut{0, 0, nullptr};
+    if (cpu_capability() == CpuCapability::Avx512) cut = {6, 64, avx512_kernel};
+    if (cpu_capability() == CpuCapability::Avx2) cut = {4, 24, avx2_kernel};
+    if (cut.kernel) {
+      // Column blocks outside, row blocks inside: a block of B's columns (k × 64 at most) is read by
+      // every row block while it is in L1.
+      for (int64_t j = 0; j < n; j += cut.cols) {
+        const int64_t cols = std::min(cut.cols, n - j);
+        for (int64_t i = 0; i < m; i += cut.rows) {
+          const int64_t rows = std::min(cut.rows, m - i);
+          cut.kernel(rows, cols)({rows, cols, k, alpha, beta, a + i * a_row, a_row, a_col, b + j, ldb,
+                                  c + i * ldc + j, ldc});
+        }
+      }
+      return;
     }
   }
+#endif
+  // The baseline's only fused multiply-add is libm's, a call per product: there, and in float64,
+  // BLAS (its own kernels and order of summation).
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+    return;
+  }
+  // BLAS reads A as stored row-major (a_col = 1) or transposed (a_row = 1). A stride that is never
+  // stepped (one row, or one column) may be anything here; BLAS wants it at least the row's length.
+  const bool trans_a = a_col != 1;
+  const int64_t lda = trans_a ? (k == 1 ? std::max(a_col, m) : a_col) : (m == 1 ? std::max(a_row, k) : a_row);
+  cpu_gemm<T>(trans_a, false, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 template <class T>

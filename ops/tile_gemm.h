@@ -5,10 +5,10 @@
 /// a sixth of a full-attention training step (docs/PERFORMANCE.md); these kernels read the operands
 /// where they lie, from registers blocked 6 rows × 64 columns (AVX-512) or 4 × 24 (AVX2).
 ///
-/// Every element of C is Σ_p a_ip b_pj summed in the order p = 0, 1, …, k − 1 by fused multiply-adds,
-/// then scaled: the same bits at every CPU capability (core/cpu_capability.h) and every thread count.
-/// The baseline (no FMA instruction) gets the same bits from libm's fma, one call per product: slow,
-/// for CPUs without AVX2 and for comparing the capabilities.
+/// With AVX2 or AVX-512 (core/cpu_capability.h), every element of C is Σ_p a_ip b_pj summed in the
+/// order p = 0, 1, …, k − 1 by fused multiply-adds, then scaled: the same bits under both and at every
+/// thread count. The baseline, whose only fused multiply-add is libm's (a call per product), and
+/// float64 run BLAS instead, in BLAS's order of summation: there the bits differ in the last places.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +17,9 @@ namespace tapestry {
 
 /// c (m × n, row stride ldc) = alpha · A B + beta · c, where A's element (i, p) lies at
 /// a[i · a_row + p · a_col] (a transposed A is a swap of its strides) and B is row-major (k × n, row
-/// stride ldb). beta = 0 overwrites c without reading it; otherwise the sum is alpha · (A B) rounded,
-/// then beta · c added. float32 or float64 (float64 runs the baseline's loop).
+/// stride ldb); one of A's strides must be 1. beta = 0 overwrites c without reading it; otherwise the
+/// sum is alpha · (A B) rounded, then beta · c added. float32 or float64. Runs on the calling thread
+/// (BLAS too, inside a SingleThreadedBlas scope, ops/blas.h, as fused attention holds one).
 template <class T>
 void tile_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_row, int64_t a_col, const T* b,
                int64_t ldb, T beta, T* c, int64_t ldc);
