@@ -96,8 +96,8 @@ template <class T>
 
 // The online softmax over one key tile: the scores become e^(s − m), m each row's running maximum;
 // the running sums take the tile's, and a row of o (the output so far, M wide) is rescaled when its
-// maximum rises.
-template <class T>
+// maximum rises. `fused`: the exponential's multiply-adds fused (ops/fast_exp.h), for AVX2 and AVX-512.
+template <class T, bool fused>
 [[gnu::always_inline]] inline void online_softmax(const Tile<T>& t, T* row_max, T* row_sum, T* o, int64_t M) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   for (int64_t r = 0; r < t.rows; ++r) {
@@ -114,13 +114,13 @@ template <class T>
     T sum = 0;
     if (m != -inf) {
 #pragma omp simd
-      for (int64_t c = 0; c < seen; ++c) pr[c] = exp_nonpositive_of<T>(pr[c] - m);
+      for (int64_t c = 0; c < seen; ++c) pr[c] = exp_nonpositive_of<T, fused>(pr[c] - m);
       sum = lane_sum(pr, seen);
     }
     std::fill(pr + (m == -inf ? 0 : seen), pr + t.cols, T(0));
     // The running sum and output were taken against the old maximum: rescale them to the new one.
     if (row_max[r] != m && row_max[r] != -inf) {
-      const T factor = exp_nonpositive_of<T>(row_max[r] - m);
+      const T factor = exp_nonpositive_of<T, fused>(row_max[r] - m);
       row_sum[r] *= factor;
       for (int64_t c = 0; c < M; ++c) o[r * M + c] *= factor;
     }
@@ -130,7 +130,7 @@ template <class T>
 }
 
 // p_ij = e^(s_ij − lse_i) in place of the tile's scores, 0 where hidden (lse: the tile's rows').
-template <class T>
+template <class T, bool fused>
 [[gnu::always_inline]] inline void probabilities(const Tile<T>& t, const T* lse) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   for (int64_t r = 0; r < t.rows; ++r) {
@@ -138,7 +138,7 @@ template <class T>
     const T l = lse[r];
     const int64_t seen = l == -inf ? 0 : t.seen[r];
 #pragma omp simd
-    for (int64_t c = 0; c < seen; ++c) pr[c] = exp_nonpositive_of<T>(std::min(pr[c] - l, T(0)));
+    for (int64_t c = 0; c < seen; ++c) pr[c] = exp_nonpositive_of<T, fused>(std::min(pr[c] - l, T(0)));
     std::fill(pr + seen, pr + t.cols, T(0));
   }
 }
@@ -165,11 +165,11 @@ struct TileKernels {
 
 template <class T>
 void online_softmax_baseline(const Tile<T>& t, T* row_max, T* row_sum, T* o, int64_t M) {
-  online_softmax(t, row_max, row_sum, o, M);
+  online_softmax<T, false>(t, row_max, row_sum, o, M);
 }
 template <class T>
 void probabilities_baseline(const Tile<T>& t, const T* lse) {
-  probabilities(t, lse);
+  probabilities<T, false>(t, lse);
 }
 template <class T>
 void score_gradients_baseline(const Tile<T>& t, T* dp, const T* d) {
@@ -178,17 +178,19 @@ void score_gradients_baseline(const Tile<T>& t, T* dp, const T* d) {
 
 #if TP_CPU_DISPATCH
 TP_TARGET_AVX2 void online_softmax_avx2(const Tile<float>& t, float* row_max, float* row_sum, float* o, int64_t M) {
-  online_softmax(t, row_max, row_sum, o, M);
+  online_softmax<float, true>(t, row_max, row_sum, o, M);
 }
-TP_TARGET_AVX2 void probabilities_avx2(const Tile<float>& t, const float* lse) { probabilities(t, lse); }
+TP_TARGET_AVX2 void probabilities_avx2(const Tile<float>& t, const float* lse) { probabilities<float, true>(t, lse); }
 TP_TARGET_AVX2 void score_gradients_avx2(const Tile<float>& t, float* dp, const float* d) {
   score_gradients(t, dp, d);
 }
 TP_TARGET_AVX512 void online_softmax_avx512(const Tile<float>& t, float* row_max, float* row_sum, float* o,
                                             int64_t M) {
-  online_softmax(t, row_max, row_sum, o, M);
+  online_softmax<float, true>(t, row_max, row_sum, o, M);
 }
-TP_TARGET_AVX512 void probabilities_avx512(const Tile<float>& t, const float* lse) { probabilities(t, lse); }
+TP_TARGET_AVX512 void probabilities_avx512(const Tile<float>& t, const float* lse) {
+  probabilities<float, true>(t, lse);
+}
 TP_TARGET_AVX512 void score_gradients_avx512(const Tile<float>& t, float* dp, const float* d) {
   score_gradients(t, dp, d);
 }

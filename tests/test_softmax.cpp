@@ -191,34 +191,39 @@ TEST_CASE("softmax on inputs large enough to run on several threads matches the 
 }
 
 TEST_CASE("exp_nonpositive is within 2 ulp of e^x on all of [−87, 0]; exact at 0 and −inf") {
-  // Every float in [−87, 0] (about 1.1e9 values) would take too long; every 97th bit pattern from
-  // −87 up to −0 covers each binade densely. Reference: e^x in double, rounded to float.
-  auto ulp_error = [](float x) {
-    const float got = exp_nonpositive(x);
-    const double want = std::exp(static_cast<double>(x));
-    const float want_f = static_cast<float>(want);
-    const double ulp = std::nextafter(want_f, std::numeric_limits<float>::infinity()) - want_f;
-    return std::abs(static_cast<double>(got) - want) / ulp;
+  // Both forms: rounded multiply-adds (exp_nonpositive) and fused ones (fused attention's kernels).
+  const auto check_form = [](const std::string& name, float (*exp_of)(float)) {
+    // Every float in [−87, 0] (about 1.1e9 values) would take too long; every 97th bit pattern from
+    // −87 up to −0 covers each binade densely. Reference: e^x in double, rounded to float.
+    auto ulp_error = [&](float x) {
+      const float got = exp_of(x);
+      const double want = std::exp(static_cast<double>(x));
+      const float want_f = static_cast<float>(want);
+      const double ulp = std::nextafter(want_f, std::numeric_limits<float>::infinity()) - want_f;
+      return std::abs(static_cast<double>(got) - want) / ulp;
+    };
+    uint32_t lowest_bits, bits;
+    const float lowest = -87.0f;
+    std::memcpy(&lowest_bits, &lowest, 4);
+    double worst = 0;
+    float worst_x = 0;
+    int64_t checked = 0;
+    for (bits = 0x80000000u; bits <= lowest_bits; bits += 97, ++checked) {  // −0 down to −87
+      float x;
+      std::memcpy(&x, &bits, 4);
+      const double e = ulp_error(x);
+      if (e > worst) worst = e, worst_x = x;
+    }
+    INFO(name << ": worst " << worst << " ulp at x = " << worst_x << " over " << checked << " values");
+    CHECK(checked > 10000000);
+    MESSAGE(name << ": worst " << worst << " ulp at x = " << worst_x);
+    CHECK(worst <= 2.0);
+    CHECK(exp_of(0.0f) == 1.0f);
+    CHECK(exp_of(-0.0f) == 1.0f);
+    CHECK(exp_of(-std::numeric_limits<float>::infinity()) == 0.0f);
+    CHECK(exp_of(-88.0f) == 0.0f);
+    CHECK(std::isnan(exp_of(std::numeric_limits<float>::quiet_NaN())));
   };
-  uint32_t lowest_bits, bits;
-  const float lowest = -87.0f;
-  std::memcpy(&lowest_bits, &lowest, 4);
-  double worst = 0;
-  float worst_x = 0;
-  int64_t checked = 0;
-  for (bits = 0x80000000u; bits <= lowest_bits; bits += 97, ++checked) {  // −0 down to −87
-    float x;
-    std::memcpy(&x, &bits, 4);
-    const double e = ulp_error(x);
-    if (e > worst) worst = e, worst_x = x;
-  }
-  INFO("worst " << worst << " ulp at x = " << worst_x << " over " << checked << " values");
-  CHECK(checked > 10000000);
-  MESSAGE("exp_nonpositive: worst " << worst << " ulp at x = " << worst_x);
-  CHECK(worst <= 2.0);
-  CHECK(exp_nonpositive(0.0f) == 1.0f);
-  CHECK(exp_nonpositive(-0.0f) == 1.0f);
-  CHECK(exp_nonpositive(-std::numeric_limits<float>::infinity()) == 0.0f);
-  CHECK(exp_nonpositive(-88.0f) == 0.0f);
-  CHECK(std::isnan(exp_nonpositive(std::numeric_limits<float>::quiet_NaN())));
+  check_form("exp_nonpositive", exp_nonpositive);
+  check_form("exp_nonpositive_as<fused>", [](float x) { return exp_nonpositive_as<true>(x); });
 }
