@@ -4,11 +4,12 @@
 /// decides the time (fused attention's softmax tiles, ops/attention.cpp, and its tile products,
 /// ops/tile_gemm.cpp; dropout's Philox draws, ops/dropout.cpp) are compiled again for AVX2 and AVX-512
 /// and the widest the CPU has is chosen when they run. Every capability gives the same bits, but for
-/// fused attention's tile products at the baseline: those kernels contract no multiply-add into a
-/// fused one unless they write it out (the tile products, in AVX2 and AVX-512 alike), and sum in a
-/// fixed order, so a result does not depend on the CPU it was computed on (OpenBLAS's own kernels
-/// aside, which OPENBLAS_CORETYPE pins). The baseline has no fused multiply-add instruction, so its
-/// tile products run on BLAS (ops/tile_gemm.h).
+/// fused attention at the baseline: those kernels contract no multiply-add into a fused one unless
+/// they write it out (fused attention's tile products and exponentials, in AVX2 and AVX-512 alike),
+/// and sum in a fixed order, so a result does not depend on the CPU it was computed on (OpenBLAS's
+/// own kernels aside, which OPENBLAS_CORETYPE pins). The baseline has no fused multiply-add
+/// instruction: there fused attention rounds its exponentials' multiply-adds and runs its tile
+/// products on BLAS (ops/tile_gemm.h).
 ///
 /// The environment variable TAPESTRY_CPU_CAPABILITY=baseline|avx2|avx512 lowers the choice (to compare
 /// them, or to rule one out); asking for more than the CPU has is an error naming what it has.
