@@ -1,6 +1,6 @@
 // The baseline attentions on the GPU against the CPU, values and the gradients of q, k and v:
 // oracle-top, attention over listed keys, shared-QK full attention, sliding-window (local) attention,
-// causal improved-clustered,
+// improved-clustered and its causal form,
 // routing, Reformer's LSH attention and neural clustering attention with each form of its losses, with
 // key padding and causal masks, at lengths around a warp
 // and beyond one block. They are compositions of ops that run on the GPU already (matmul, softmax,
@@ -8,7 +8,7 @@
 //
 // Discrete choices (top-k keys, nearest centroids, LSH buckets) are made on each device from values
 // that agree to rounding; the inputs are random, so a near-tie that would flip a choice is unlikely,
-// and the clusters of causal improved-clustered are computed once, on the CPU, for both devices.
+// and the clusters of improved-clustered are computed once, on the CPU, for both devices.
 #include "nn/attention/clustered.h"
 #include "nn/attention/config.h"
 #include "nn/attention/full.h"
@@ -73,6 +73,23 @@ TEST_CASE("local attention: values and gradients (windows, padding, causal)") {
             return local_attention(in[0], in[1], in[2], window, key_padding(2, n, in[0]), causal);
           }, qkv, attention_tol(dtype));
         }
+}
+
+TEST_CASE("improved-clustered: values and gradients with the CPU's clusters") {
+  // Eq. 17's rest as A^c V less its top-k part (nn/attention/clustered.cpp), with padded keys, more
+  // top keys than some rows have, and more clusters than queries.
+  uint64_t seed = 300;
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (int64_t n : lengths()) {
+      INFO(dtype << " N " << n);
+      const Tensor q = input({2, 2, n, 8}, ++seed, dtype);
+      Generator gen(5);
+      const QueryClusters clusters = cluster_queries(q, Tensor(), {4, 63, 3}, gen);
+      check_parity([&](const std::vector<Tensor>& in) {
+        const QueryClusters here{to(clusters.ids, in[0].device()), clusters.count};
+        return improved_clustered_attention(in[0], in[1], in[2], here, 5, key_padding(2, n, in[0]));
+      }, {q, input({2, 2, n, 8}, ++seed, dtype), input({2, 2, n, 4}, ++seed, dtype)}, attention_tol(dtype));
+    }
 }
 
 TEST_CASE("causal improved-clustered: values and gradients with the CPU's clusters") {
