@@ -81,23 +81,62 @@ CLI::App* CommandLine::add_group(const std::string& name, const std::string& des
 
 namespace {
 
-// The first word of argv that is not a command of the group it follows ("frobnicate" in
-// `tapestry frobnicate`, "nope" in `tapestry bench nope`), with the commands that group has; empty
-// when the words before the first flag all name commands.
-std::pair<std::string, std::string> unknown_command(const CLI::App& top, int argc, char** argv) {
+// The command of `group` named `word`, or null.
+const CLI::App* command_named(const CLI::App& group, const std::string& word) {
+  for (const CLI::App* c : group.get_subcommands([](const CLI::App*) { return true; }))
+    if (c->get_name() == word) return c;
+  return nullptr;
+}
+
+// A word before the command that a group needs: one that names no command of the group it follows
+// ("frobnicate" in `tapestry frobnicate`, "nope" in `tapestry bench nope`), or a flag the group does
+// not take (`tapestry --bogus`, `tapestry asr --bogus train`), with the commands that group has. CLI11
+// says "A subcommand is required" or "not expected" for these, naming no command. Empty when the words
+// before the first flag all name commands.
+struct MisplacedWord {
+  std::string word, commands;
+  bool flag = false;
+};
+MisplacedWord misplaced_word(const CLI::App& top, int argc, char** argv) {
   const CLI::App* at = &top;
   for (int i = 1; i < argc; ++i) {
     const std::string word = argv[i];
     const auto commands = at->get_subcommands([](const CLI::App*) { return true; });
-    if (word.empty() || word[0] == '-' || commands.empty()) break;
-    const CLI::App* next = nullptr;
+    if (word.empty() || commands.empty()) break;
     std::string names;
-    for (const CLI::App* c : commands) {
-      if (c->get_name() == word) next = c;
-      names += (names.empty() ? "" : ", ") + c->get_name();
+    for (const CLI::App* c : commands) names += (names.empty() ? "" : ", ") + c->get_name();
+    if (word[0] == '-') {
+      const bool group = at->get_require_subcommand_min() > 0;  // its only flag is --help
+      if (group && !at->get_option_no_throw(word.substr(0, word.find('=')))) return {word, names, true};
+      break;
     }
+    const CLI::App* next = command_named(*at, word);
     if (!next) return {word, names};
     at = next;
+  }
+  return {};
+}
+
+// The first `--flag=` of argv with nothing after the '=' (or, for a switch, `--flag={}`, CLI11's
+// spelling of no value), and whether the flag is a switch; an empty flag when there is none. CLI11
+// gives such a switch its default, true (`--json=` printed JSON), and an option the next word as its
+// value (`--save= --json` saved the checkpoint as a file named --json).
+std::pair<std::string, bool> flag_without_value(const CLI::App& top, int argc, char** argv) {
+  const CLI::App* at = &top;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") break;  // positionals follow
+    if (const CLI::App* command = word.empty() || word[0] == '-' ? nullptr : command_named(*at, word)) {
+      at = command;
+      continue;
+    }
+    const size_t equals = word.find('=');
+    if (word.rfind("--", 0) != 0 || equals == std::string::npos) continue;
+    const CLI::Option* option = at->get_option_no_throw(word.substr(0, equals));
+    if (!option) continue;  // an unknown flag, which CLI11 names
+    const bool is_switch = option->get_items_expected_max() == 0;
+    const std::string value = word.substr(equals + 1);
+    if (value.empty() || (is_switch && value == "{}")) return {word.substr(0, equals), is_switch};
   }
   return {};
 }
@@ -105,14 +144,29 @@ std::pair<std::string, std::string> unknown_command(const CLI::App& top, int arg
 }  // namespace
 
 int CommandLine::main(int argc, char** argv) {
+  if (const auto [flag, is_switch] = flag_without_value(app_, argc, argv); !flag.empty()) {
+    if (is_switch)
+      std::fprintf(stderr, "tapestry: %s: given no value after '=' (a switch: %s, %s=true, %s=false)\n", flag.c_str(),
+                   flag.c_str(), flag.c_str(), flag.c_str());
+    else
+      std::fprintf(stderr, "tapestry: %s: given no value after '=' (give %s=VALUE or %s VALUE)\n", flag.c_str(),
+                   flag.c_str(), flag.c_str());
+    std::fprintf(stderr, "Run with --help for more information.\n");
+    return kExitUsage;
+  }
   try {
     app_.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // CLI11 says "A subcommand is required" for a misspelt command: name it instead.
-    const auto [word, commands] = unknown_command(app_, argc, argv);
-    if (!word.empty() && e.get_exit_code() != 0) {
-      std::fprintf(stderr, "tapestry: unknown command '%s' (commands: %s)\nRun with --help for more information.\n",
-                   word.c_str(), commands.c_str());
+    // CLI11 says "A subcommand is required" for a misspelt command or a flag before one: name it instead.
+    const MisplacedWord misplaced = misplaced_word(app_, argc, argv);
+    if (!misplaced.word.empty() && e.get_exit_code() != 0) {
+      if (misplaced.flag)
+        std::fprintf(stderr, "tapestry: unknown flag '%s' before a command (commands: %s; their flags follow them)\n",
+                     misplaced.word.c_str(), misplaced.commands.c_str());
+      else
+        std::fprintf(stderr, "tapestry: unknown command '%s' (commands: %s)\n", misplaced.word.c_str(),
+                     misplaced.commands.c_str());
+      std::fprintf(stderr, "Run with --help for more information.\n");
       return kExitUsage;
     }
     // --help prints and succeeds; anything else is a bad command line, whatever CLI11's own code.

@@ -53,16 +53,18 @@ std::string integer_problem(const std::string& text) {
          std::to_string(std::numeric_limits<T>::max()) + "]";
 }
 
-// A CLI11 check for an integer flag of type T (integer_problem) that is at least `low`; a failure is
-// a usage error. (CLI11's PositiveNumber prints its bound, DBL_MAX, in 300 digits.)
+// A CLI11 check for an integer flag of type T (integer_problem) that is at least `low` and at most
+// `high`; a failure is a usage error. (CLI11's PositiveNumber prints its bound, DBL_MAX, in 300 digits.)
 template <class T>
-CLI::Validator integer_check(T low = std::numeric_limits<T>::min()) {
+CLI::Validator integer_check(T low = std::numeric_limits<T>::min(), T high = std::numeric_limits<T>::max()) {
   return CLI::Validator(
-      [low](std::string& input) {
+      [low, high](std::string& input) {
         const std::string problem = integer_problem<T>(input);
         if (!problem.empty()) return problem;
         T value{};
         std::from_chars(input.data(), input.data() + input.size(), value);
+        if (high < std::numeric_limits<T>::max() && (value < low || value > high))
+          return "must lie in [" + std::to_string(low) + ", " + std::to_string(high) + "], got " + input;
         return value < low ? "must be at least " + std::to_string(low) + ", got " + input : std::string();
       },
       "", "integer");
@@ -75,8 +77,10 @@ std::string number_problem(const std::string& text);
 // reads --cache=2 as true. The problem with `text` as a switch's value ("" when none).
 std::string switch_problem(const std::string& text);
 
-// The CLI11 check every flag of type T gets: an integer (integer_problem), a number (number_problem)
-// or a switch (switch_problem); none for text. For a list, each element's (so --clusters 5, is refused).
+// The CLI11 check every flag of type T gets: an integer (integer_problem), a number (number_problem),
+// a switch (switch_problem) or a text that is not empty (CLI11 takes --resume '' as the flag left out:
+// training from scratch; --save '' saved nothing). For a list, each element's (so --clusters 5, is
+// refused). Configs are their parsers' business (an optional config's empty text is "none").
 template <class T>
 CLI::Validator value_check() {
   if constexpr (std::is_same_v<T, bool>) {
@@ -86,7 +90,9 @@ CLI::Validator value_check() {
   } else if constexpr (std::is_floating_point_v<T>) {
     return CLI::Validator([](std::string& input) { return number_problem(input); }, "", "number");
   } else {
-    return CLI::Validator([](std::string&) { return std::string(); }, "", "");
+    return CLI::Validator(
+        [](std::string& input) { return input.empty() ? "an empty value (give one, or leave the flag out)" : ""; },
+        "", "");
   }
 }
 template <class T>

@@ -51,7 +51,8 @@ OptionTable<AsrOptions> make_table() {
         between(0, 64), Recorded::Training);
   t.add("--time-width", &O::spec_augment, &S::time_width, "SpecAugment: the widest time mask, in frames",
         between(0, 1 << 20), Recorded::Training);
-  t.add("--beam", &O::beam, "0: greedy decoding; N: CTC prefix beam search keeping N prefixes", between(0, 4096));
+  t.add("--beam", &O::beam, "0: greedy decoding; N: CTC prefix beam search keeping N prefixes",
+        between(0, kAsrMaxBeam));
   add_train_options(t, &O::train);
   return t;
 }
@@ -184,6 +185,7 @@ AsrOptions asr_preset(AsrPreset preset) {
 Attentions check_asr_options(const AsrOptions& o) {
   table().check(o);
   train::check_options(o.train);
+  check_model_width(o.heads, o.head_dim);
   TP_CHECK(o.spec_augment.frequency_width <= o.mel_bins, "--freq-width", "a frequency mask of up to ",
            o.spec_augment.frequency_width, " bins does not fit --mel-bins ", o.mel_bins);
   const Attentions a = attentions(o.attention, o.eval_attention);

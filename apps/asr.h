@@ -43,6 +43,8 @@ namespace tapestry::app {
 
 // The sample rate the pipeline takes; others are refused.
 inline constexpr int64_t kAsrSampleRate = 16000;
+// The widest --beam, in every asr command.
+inline constexpr int64_t kAsrMaxBeam = 4096;
 
 struct AsrOptions {
   std::string data = "speech";       // speech | a folder of the same layout

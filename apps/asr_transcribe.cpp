@@ -17,8 +17,10 @@ void add_asr_transcribe(CommandLine& cli, CLI::App* group) {
         auto files = std::make_shared<std::vector<std::string>>();
         auto options = std::make_shared<AsrOptions>();
         add_value(command, "--model", *model, "the checkpoint (tapestry asr train --save)")->required();
-        add_value(command, "--beam", options->beam, "0: greedy decoding; N: prefix beam search keeping N prefixes")
-            ->check(integer_check<int64_t>(0));
+        // Checked here, as asr train's table checks it: a value out of range is a bad command line.
+        const std::string beam_help = "0: greedy decoding; N: prefix beam search keeping N prefixes (in [0, " +
+                                      std::to_string(kAsrMaxBeam) + "])";
+        add_value(command, "--beam", options->beam, beam_help)->check(integer_check<int64_t>(0, kAsrMaxBeam));
         add_value(command, "--eval-attention", options->eval_attention, "attention to run with (default: the model's own)");
         add_value(command, "files", *files, "audio files (WAV, FLAC, ...: what libsndfile reads), 16 kHz mono")
             ->required();

@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
-#include <sstream>
 #include <limits>
 #include <new>
 #include <optional>
@@ -57,20 +56,21 @@ void add_common_options(CLI::App& command, CommonOptions& options, Precision pre
   command.add_option("--seed", options.seed, "Seed of the inputs and parameters")
       ->check(integer_check<decltype(options.seed)>())
       ->capture_default_str();
-  command.add_option("--json", options.json, "Also write the results as JSON to this file");
-  command.add_flag("--tf32", options.tf32,
-                   "float32 matmuls on the GPU in TensorFloat-32 (Ampere and later); off: IEEE float32");
+  // Text and switches through add_value, as every app's: --json '' and --tf32=2 are refused.
+  add_value(command, "--json", options.json, "Also write the results as JSON to this file");
+  add_value(command, "--tf32", options.tf32,
+            "float32 matmuls on the GPU in TensorFloat-32 (Ampere and later); off: IEEE float32");
   if (precision == Precision::Selectable)
-    command.add_option("--precision", options.precision,
-                       "float32, or bf16: the forward passes under autocast to bfloat16 (docs/MIXED-PRECISION.md)")
+    add_value(command, "--precision", options.precision,
+              "float32, or bf16: the forward passes under autocast to bfloat16 (docs/MIXED-PRECISION.md)")
         ->check(CLI::IsMember({"float32", "bf16"}))
         ->capture_default_str();
-  command.add_option("--profile", options.profile.table,
-                     "Profile the timed runs: a table of time, FLOPs and bytes per op to FILE ('-': standard error; "
-                     "docs/PROFILING.md)");
-  command.add_option("--profile-json", options.profile.json, "Profile the timed runs: the profile as JSON to FILE");
-  command.add_option("--profile-trace", options.profile.trace,
-                     "Profile the timed runs: their timeline to FILE (Chrome trace: chrome://tracing, Perfetto)");
+  add_value(command, "--profile", options.profile.table,
+            "Profile the timed runs: a table of time, FLOPs and bytes per op to FILE ('-': standard error; "
+            "docs/PROFILING.md)");
+  add_value(command, "--profile-json", options.profile.json, "Profile the timed runs: the profile as JSON to FILE");
+  add_value(command, "--profile-trace", options.profile.trace,
+            "Profile the timed runs: their timeline to FILE (Chrome trace: chrome://tracing, Perfetto)");
 }
 
 void synchronize(Device device) { context(device).synchronize(); }
@@ -174,10 +174,12 @@ std::string failure_status(const std::exception& e) {
 }
 
 std::vector<std::string> split_at(const std::string& text, char separator) {
+  // Not std::getline, which drops an empty last piece: "2x2x2," would pass as "2x2x2".
   std::vector<std::string> parts;
-  std::stringstream in(text);
-  std::string part;
-  while (std::getline(in, part, separator)) parts.push_back(part);
+  size_t start = 0;
+  for (size_t end; (end = text.find(separator, start)) != std::string::npos; start = end + 1)
+    parts.push_back(text.substr(start, end - start));
+  parts.push_back(text.substr(start));
   return parts;
 }
 

@@ -108,7 +108,7 @@ double number(const nlohmann::json& row, const char* key);
 // else "failed: <message>".
 std::string failure_status(const std::exception& e);
 
-// "a,b,,c" -> {"a", "b", "", "c"}: text split at every `separator`.
+// "a,b,,c" -> {"a", "b", "", "c"}: text split at every `separator`, the empty pieces kept ("a," -> {"a", ""}).
 std::vector<std::string> split_at(const std::string& text, char separator);
 
 // "full,improved-clustered:clusters=15,topk=32" -> {"full", "improved-clustered:clusters=15,topk=32"}:

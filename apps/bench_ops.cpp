@@ -23,7 +23,6 @@
 #include <iostream>
 #include <limits>
 #include <memory>
-#include <sstream>
 
 #include "apps/bench.h"
 #include "tapestry.h"
@@ -48,9 +47,7 @@ struct OpsOptions {
 // "1024x1024x1024" (M×K×N) or "6x1024x64x1024" (B×M×K×N) -> {B, M, K, N}; empty when malformed.
 std::vector<int64_t> parse_shape(const std::string& text) {
   std::vector<int64_t> dims;
-  std::stringstream in(text);
-  std::string part;
-  while (std::getline(in, part, 'x')) {
+  for (const std::string& part : split_at(text, 'x')) {
     if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos || part.size() > 9) return {};
     dims.push_back(std::stoll(part));
     if (dims.back() < 1) return {};
@@ -288,9 +285,8 @@ void add_ops(CommandLine& cli, CLI::App* bench) {
     command.add_option("--elements", options->elements,
                         "Elements per tensor of the memory-bound ops (default 2^24 on CPU, 2^27 on GPU)")
         ->check(integer_check<decltype(options->elements)>(1));
-    command.add_option("--matmul", options->matmul,
-                        "Matmul shapes MxKxN or BxMxKxN, comma-separated (default: square, feed-forward and "
-                        "attention shapes)")
+    add_value(command, "--matmul", options->matmul,
+              "Matmul shapes MxKxN or BxMxKxN, comma-separated (default: square, feed-forward and attention shapes)")
         ->check(check_shapes);
     return [options] { return run_reporting_errors("bench ops", [&] { return run(*options); }); };
   };

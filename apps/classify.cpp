@@ -201,6 +201,7 @@ ClassifyOptions classify_preset(ClassifyPreset preset) {
 Attentions check_classify_options(const ClassifyOptions& o) {
   table().check(o);
   train::check_options(o.train);
+  check_model_width(o.heads, o.head_dim);
   const Attentions a = attentions(o.attention, o.eval_attention);
   const int64_t longest = o.max_length + (o.pooling == "cls" ? 1 : 0);
   TP_CHECK(o.batch_tokens >= longest, "--batch-tokens", "must hold one whole document: at least --max-length",

@@ -191,6 +191,8 @@ void check_sweep_options(const ClassifyOptions& o, const SweepOptions& s) {
   const std::filesystem::path folder = std::filesystem::path(s.out).parent_path();
   TP_CHECK(folder.empty() || std::filesystem::is_directory(folder), "--out", "'", folder.string(),
            "' is not a folder: create it first");
+  for (const char* suffix : {".md", ".json"})
+    TP_CHECK(!std::filesystem::is_directory(s.out + suffix), "--out", "'", s.out, suffix, "' is a folder");
 }
 
 nlohmann::json run_classify_sweep(const ClassifyOptions& base, const SweepOptions& s) {
@@ -233,10 +235,13 @@ nlohmann::json run_classify_sweep(const ClassifyOptions& base, const SweepOption
                                  {"device", device},
                                  {"rows", rows},
                                  {"markdown", md}};
-  std::ofstream(s.out + ".md") << md;
-  std::ofstream(s.out + ".json") << result.dump(2) << "\n";
-  TP_CHECK(std::ifstream(s.out + ".md").good() && std::ifstream(s.out + ".json").good(), "--out", "cannot write ",
-           s.out, ".md and ", s.out, ".json");
+  // The streams' own state: an ifstream opens a folder too, so reading the files back proved nothing.
+  std::ofstream md_file(s.out + ".md"), json_file(s.out + ".json");
+  md_file << md;
+  json_file << result.dump(2) << "\n";
+  md_file.close();
+  json_file.close();
+  TP_CHECK(md_file.good() && json_file.good(), "--out", "cannot write ", s.out, ".md and ", s.out, ".json");
   return result;
 }
 

@@ -178,6 +178,7 @@ CopyTaskOptions copy_task_preset(Preset preset) {
 Attentions check_copy_task_options(const CopyTaskOptions& o) {
   table().check(o);
   train::check_options(o.train);
+  check_model_width(o.heads, o.head_dim);
   const Attentions a = attentions(o.attention, o.eval_attention);
   check_attention_memory(a, o.batch, o.heads, 2 * o.length + 2);
   check_clustering_weights(o.mu, o.nu, {a.train});

@@ -92,22 +92,47 @@ void write_text(const std::string& path, const std::string& text, const char* fl
   TP_CHECK(out.good(), flag, "could not write '", path, "'");
 }
 
+// The longest line of a training log read: a logged inspection is tens of KiB (one assignment per
+// word and layer), so a longer line is not one, and a file without newlines (/dev/zero) is refused
+// once this much of it is read rather than read until memory runs out.
+constexpr size_t kMaxLogLineBytes = size_t{16} << 20;
+
+// The next line of `in` into `line`, without its '\n'; false at the end. Throws Error naming --log,
+// the file and the line for a line longer than kMaxLogLineBytes.
+bool next_log_line(std::istream& in, std::string& line, const std::string& path, int64_t number) {
+  line.clear();
+  for (int c; (c = in.get()) != std::char_traits<char>::eof();) {
+    if (c == '\n') return true;
+    TP_CHECK(line.size() < kMaxLogLineBytes, "--log", "'", path, "' line ", number, " is longer than ",
+             kMaxLogLineBytes >> 20, " MiB: not a training log");
+    line.push_back(char(c));
+  }
+  return !line.empty();
+}
+
+// nlohmann's message without its "[json.exception.parse_error.101] " tag, which means nothing to a user.
+std::string json_problem(const nlohmann::json::exception& e) {
+  const std::string what = e.what();
+  const size_t tag_end = what.rfind("[json.exception.", 0) == 0 ? what.find("] ") : std::string::npos;
+  return tag_end == std::string::npos ? what : what.substr(tag_end + 2);
+}
+
 // The "inspect" records of a JSON-lines training log, in order: {"step": s, "inspect": {...}}, followed
 // by its "eval" records ({"event": "eval", "step": s, <metrics>}) that the page plots beside them.
-// Throws Error naming --log for a missing file, a line that is not JSON, or a log with no inspect
-// record (a run trained without --inspect-every, or a log of an app that does not inspect).
+// Throws Error naming --log for a missing file, a line that is not JSON or too long, or a log with no
+// inspect record (a run trained without --inspect-every, or a log of an app that does not inspect).
 std::vector<nlohmann::json> read_inspect_log(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   TP_CHECK(in.good(), "--log", "cannot read '", path, "'");
   std::vector<nlohmann::json> history, evaluations;
   std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
+  for (int64_t number = 1; next_log_line(in, line, path, number); ++number) {
     if (line.empty()) continue;
     nlohmann::json record;
     try {
       record = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception& e) {
-      fail("--log", "'", path, "' line ", number, " is not JSON (", e.what(), ")");
+      fail("--log", "'", path, "' line ", number, " is not JSON (", json_problem(e), ")");
     }
     if (record.is_object() && record.contains("inspect") && record.contains("step")) {
       try {  // drawn now, so that a record of another shape is named here, not met half-way through the page
@@ -115,7 +140,7 @@ std::vector<nlohmann::json> read_inspect_log(const std::string& path) {
         models::inspection_html(nlohmann::json(), {record});
       } catch (const nlohmann::json::exception& e) {
         fail("--log", "'", path, "' line ", number, ": not an inspection record as --inspect-every writes it (",
-             e.what(), ")");
+             json_problem(e), ")");
       }
       history.push_back(record);
     } else if (record.is_object() && record.value("event", "") == "eval" && record.contains("step")) evaluations.push_back(record);

@@ -129,6 +129,12 @@ void check_clustering_weights(double mu, double nu, const std::vector<attention:
        " has): drop --mu and --nu or train with neural clustering");
 }
 
+void check_model_width(int64_t heads, int64_t head_dim) {
+  constexpr int64_t max_width = int64_t{1} << 20;  // models::layer_options's bound
+  TP_CHECK(heads >= 1 && head_dim <= max_width / heads, "--head-dim", "the model width --heads x --head-dim must be ",
+           "at most 2^20 = ", max_width, ", got ", heads, " x ", head_dim);
+}
+
 void check_attention_memory(const Attentions& a, int64_t batch, int64_t heads, int64_t length) {
   const double memory = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
   const auto check = [&](const char* flag, const attention::AttentionConfig& c) {

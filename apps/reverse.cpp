@@ -135,6 +135,7 @@ ReverseOptions::ReverseOptions() {
 Attentions check_reverse_options(const ReverseOptions& o) {
   table().check(o);
   train::check_options(o.train);
+  check_model_width(o.heads, o.head_dim);
   const Attentions a = attentions(o.attention, o.eval_attention);
   check_attention_memory(a, o.batch, o.heads, o.length);
   return a;

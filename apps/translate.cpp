@@ -208,6 +208,7 @@ TranslateOptions translate_preset(TranslatePreset preset) {
 Attentions check_translate_options(const TranslateOptions& o) {
   table().check(o);
   train::check_options(o.train);
+  check_model_width(o.heads, o.head_dim);
   TP_CHECK(o.source_lang != o.target_lang, "--target-lang", "source and target files need different suffixes, both are '",
            o.source_lang, "'");
   TP_CHECK(o.decoder_attention.kind().has_causal_form(), "--decoder-attention", "the decoder's self-attention must have ",

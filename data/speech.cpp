@@ -70,8 +70,10 @@ LabelledUtterances read_labelled_utterances(const std::string& list, const std::
     u.frames.push_back(frames);
     u.labels.push_back(std::move(labels));
   }
-  TP_CHECK(u.size() > 0, kReader, list, ": no utterance long enough for its labels (", u.infeasible,
-           " too short, e.g. ", u.first_infeasible, ")");
+  // The stack is named: it is a setting (--stack), not the audio, that leaves every utterance out.
+  TP_CHECK(u.size() > 0, kReader, list, ": no utterance long enough for its labels at a stack of ", stack,
+           " frames a position (", u.infeasible, " too short, e.g. ", u.first_infeasible, "): a smaller stack gives "
+           "more positions");
   return u;
 }
 

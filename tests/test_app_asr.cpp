@@ -322,6 +322,12 @@ TEST_CASE("asr command line: train, eval and transcribe; --json; bad flags") {
   CHECK(err.find("--resume") != std::string::npos);
   std::tie(code, out, err) = run(cli + "transcribe " + dir.file("c/wav/test0.wav"));
   CHECK(code == 2);
+  // --beam past its range is a bad command line in transcribe too (it was found only while running: exit 1).
+  std::tie(code, out, err) =
+      run(cli + "transcribe --model " + dir.file("m.ckpt") + " --beam 4097 " + dir.file("c/wav/test0.wav"));
+  CHECK(code == 2);
+  CHECK(err.find("--beam: must lie in [0, 4096], got 4097") != std::string::npos);
+  CHECK(out.empty());
   std::tie(code, out, err) = run("TAPESTRY_DATA=" + dir.file("nowhere") + " " + cli + "train --steps 1");
   CHECK(code == 1);
   CHECK(err.find("make data") != std::string::npos);

@@ -390,6 +390,10 @@ TEST_CASE("classify sweep command line: the classify flags before sweep, its own
   CHECK(status("--clusters x") == 2);
   CHECK(status("--out " + dir.file("missing/s")) == 2);  // refused before any run
   CHECK(read_text(dir.file("err")).find("is not a folder: create it first") != std::string::npos);
+  // An output that is a folder: refused before any run (the grid ran, wrote nothing and exited 0).
+  std::filesystem::create_directories(dir.file("taken.md"));
+  CHECK(status("--grid table4 --clusters 2 --out " + dir.file("taken")) == 2);
+  CHECK(read_text(dir.file("err")).find("--out: '" + dir.file("taken") + ".md' is a folder") != std::string::npos);
 }
 
 TEST_CASE("classify: --inspect-every logs the clustering; tapestry inspect reads the checkpoint") {

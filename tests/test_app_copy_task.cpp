@@ -405,6 +405,9 @@ TEST_CASE("copy-task command line: --help, --json, --log, exit codes") {
   check_run(run_cli(dir, "copy-task --length 0"), 2, {"--length", "must lie in [1, ", "got 0"});
   check_run(run_cli(dir, "copy-task --length 4611686018427387904"), 2, {"--length", "4611686018427387904"});
   check_run(run_cli(dir, "copy-task --ff 4611686018427387904"), 2, {"--ff"});
+  // Each in range, the model width out of it: refused with the command line, not when the model is built (exit 1).
+  check_run(run_cli(dir, "copy-task --heads 4096 --head-dim 65536"), 2,
+            {"--head-dim", "--heads x --head-dim must be at most 2^20", "4096 x 65536"});
   check_run(run_cli(dir, "copy-task --steps 0"), 2, {"--steps", "at least 1"});
   check_run(run_cli(dir, "copy-task --optimizer adam:lr=-1"), 2, {"--optimizer", "lr must be in [0, inf)", "-1"});
   check_run(run_cli(dir, "copy-task --optimizer adamm"), 2, {"--optimizer", "unknown optimizer"});
@@ -458,9 +461,25 @@ TEST_CASE("command line: out-of-range integers, unknown commands and malformed c
   check_run(run_cli(dir, "copy-task --attention full:"), 2, {"--attention", "'full:'", "expected key=value"});
   check_run(run_cli(dir, "copy-task --attention clustered:"), 2, {"--attention", "'clustered:'"});
   check_run(run_cli(dir, "copy-task --attention clustered:clusters=5,"), 2, {"--attention", "'clustered:clusters=5,'"});
-  // A misspelt command is named, at the top level and in a group.
+  // A misspelt command is named, at the top level and in a group; so is a flag before the command
+  // (CLI11 said "A subcommand is required").
   check_run(run_cli(dir, "frobnicate"), 2, {"unknown command 'frobnicate'", "copy-task", "bench"});
   check_run(run_cli(dir, "bench frobnicate"), 2, {"unknown command 'frobnicate'", "ops"});
+  check_run(run_cli(dir, "--bogus-flag"), 2, {"unknown flag '--bogus-flag' before a command", "copy-task"});
+  check_run(run_cli(dir, "asr --bogus-flag"), 2, {"unknown flag '--bogus-flag'", "transcribe"});
+  // '=' with no value: CLI11 read --json= and --json={} as --json, and --save= took the next word as its
+  // file (here --preset, leaving smoke a stray word).
+  const std::string one_step = "copy-task --preset smoke --length 2 --layers 1 --steps 1 --eval-every 0 --device cpu ";
+  check_run(run_cli(dir, one_step + "--json="), 2, {"--json: given no value after '='", "--json=true"});
+  check_run(run_cli(dir, one_step + "--json={}"), 2, {"--json: given no value after '='"});
+  check_run(run_cli(dir, "copy-task --save= --preset smoke"), 2, {"--save: given no value after '='"});
+  // An empty text is refused, not taken as the flag left out: --resume '' trained from scratch, --save ''
+  // saved nothing.
+  check_run(run_cli(dir, one_step + "--resume ''"), 2, {"--resume: an empty value"});
+  check_run(run_cli(dir, one_step + "--save ''"), 2, {"--save: an empty value"});
+  check_run(run_cli(dir, one_step + "--log ''"), 2, {"--log: an empty value"});
+  // A log that cannot be written is an error (its lines were lost and the run exited 0).
+  check_run(run_cli(dir, one_step + "--log /dev/full"), 1, {"--log: cannot write '/dev/full'"});
   // Bench: range errors are short; errors while running exit 1, not 2.
   const Run huge = run_cli(dir, "bench ops --repeats " + std::string(300, '9'));
   check_run(huge, 2, {"--repeats", "..."});
@@ -473,4 +492,11 @@ TEST_CASE("command line: out-of-range integers, unknown commands and malformed c
                              dir.file("missing/dir/x.json")),
             1, {"--json", "missing/dir/x.json"});
   if (!cuda::is_available()) check_run(run_cli(dir, "bench ops --device cuda"), 1, {"--device"});
+  // Bench's switches and texts are checked as every app's: --tf32=2 was read as true (then refused on
+  // the CPU with exit 1), --json '' as no file, and a shape list with an empty last item passed.
+  const std::string ops = "bench ops --device cpu --elements 64 --repeats 1 --warmup 0 ";
+  check_run(run_cli(dir, ops + "--matmul 2x2x2 --tf32=2"), 2, {"--tf32", "'2' is not true or false"});
+  check_run(run_cli(dir, ops + "--matmul 2x2x2 --json ''"), 2, {"--json: an empty value"});
+  check_run(run_cli(dir, ops + "--matmul 2x2x2,"), 2, {"--matmul", "got ''"});
+  check_run(run_cli(dir, ops + "--matmul 2x2x2x"), 2, {"--matmul", "got '2x2x2x'"});
 }

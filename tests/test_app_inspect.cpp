@@ -242,6 +242,23 @@ TEST_CASE("tapestry inspect: a log record of another shape is named by its line"
   CHECK(err.find("--log: '" + dir.file("odd.jsonl") + "' line 2: not an inspection record") != std::string::npos);
 }
 
+TEST_CASE("tapestry inspect: a log line that is not JSON is named without the parser's tag; a huge line is refused") {
+  TempDir dir;
+  std::ofstream(dir.file("bad.jsonl")) << "{\"event\": \"eval\", \"step\": 0}\nnot json\n";
+  {
+    const auto [code, out, err] = inspect(dir, "--log " + dir.file("bad.jsonl") + " --html " + dir.file("bad.html"));
+    CHECK(code == 1);
+    CHECK(err.find("--log: '" + dir.file("bad.jsonl") + "' line 2 is not JSON (parse error at") != std::string::npos);
+    CHECK(err.find("json.exception") == std::string::npos);  // nlohmann's tag means nothing to a user
+  }
+  {  // a line past the bound is refused once the bound is read: /dev/zero is not read until memory runs out
+    std::ofstream(dir.file("long.jsonl")) << std::string((size_t{16} << 20) + 1, 'a');
+    const auto [code, out, err] = inspect(dir, "--log " + dir.file("long.jsonl") + " --html " + dir.file("long.html"));
+    CHECK(code == 1);
+    CHECK(err.find("'" + dir.file("long.jsonl") + "' line 1 is longer than 16 MiB") != std::string::npos);
+  }
+}
+
 TEST_CASE("--inspect-every logs the inspection during training without changing training") {
   TempDir dir;
   train_copy_task(dir.file("plain.ckpt"), "neural-clustering:clusters=3", 4);

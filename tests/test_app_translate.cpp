@@ -388,6 +388,10 @@ TEST_CASE("translate score: any system's translations, scored as translate eval 
   CHECK(code == 2);
   CHECK(err.find("--references") != std::string::npos);
   CHECK(out.empty());
+  // An empty path is a bad command line naming the flag (it was read as a file named '': exit 1, no flag named).
+  std::tie(code, out, err) = run_shell(dir, cli + "--hypotheses '' --references " + dir.file("ref.en"));
+  CHECK(code == 2);
+  CHECK(err.find("--hypotheses: an empty value") != std::string::npos);
 }
 
 TEST_CASE("translate: --inspect-every and tapestry inspect see the encoder's and the decoder's clustering") {

@@ -423,7 +423,8 @@ TEST_CASE("readers: speech: an inventory, utterances as features with class ids,
   CHECK(u.first_infeasible == dir.file("wav/long.wav"));
   options.limit = 1;
   check_error([&] { read_labelled_utterances(dir.file("list.tsv"), inventory, options); },
-              {"speech: ", dir.file("list.tsv"), "no utterance long enough", "1 too short"});
+              {"speech: ", dir.file("list.tsv"), "no utterance long enough for its labels at a stack of 4 frames",
+               "1 too short", "a smaller stack"});
 }
 
 TEST_CASE("readers: speech refuses bad inventories, unknown symbols and files shorter than a window") {

@@ -83,7 +83,7 @@ void Progress::finish() {
   printed_ = false;
 }
 
-MetricsLog::MetricsLog(const std::string& path) {
+MetricsLog::MetricsLog(const std::string& path) : path_(path) {
   if (path.empty()) return;
   out_.open(path, std::ios::app);
   TP_CHECK(out_.good(), "--log", "cannot open '", path, "' for writing");
@@ -93,6 +93,7 @@ void MetricsLog::write(const nlohmann::json& record) {
   if (!out_.is_open()) return;
   out_ << record.dump() << "\n";
   out_.flush();
+  TP_CHECK(out_.good(), "--log", "cannot write '", path_, "'");
 }
 
 }  // namespace tapestry::train

@@ -47,10 +47,12 @@ class MetricsLog {
   /// Appends to the file at `path` (nothing when `path` is empty); throws Error naming --log when it
   /// cannot be opened.
   explicit MetricsLog(const std::string& path);
-  /// Writes `record` as one line and flushes it (nothing without a path).
+  /// Writes `record` as one line and flushes it (nothing without a path); throws Error naming --log
+  /// when the line cannot be written (a full disk, /dev/full), rather than losing the log unsaid.
   void write(const nlohmann::json& record);
 
  private:
+  std::string path_;
   std::ofstream out_;
 };
 
