@@ -106,7 +106,8 @@ Kernel avx512_kernel(int64_t rows, int64_t cols) {
 template <int R, int V>
 TP_TARGET_AVX2 void block_avx2(const Block<float>& x) {
   const int64_t tail = x.cols - 8 * (V - 1);  // 1 … 8: lanes below it are loaded and stored
-  const __m256i last = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(tail)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i last = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(tail)), lanes);
   const __m256i all = _mm256_set1_epi32(-1);
   __m256 acc[R][V];
 #pragma GCC unroll 8

@@ -149,7 +149,8 @@ TEST_CASE("tile_gemm's sum is within the float64 product's rounding bound") {
 }
 
 TEST_CASE("transpose_rows writes srcᵀ into a strided destination and nothing else") {
-  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {1, 1}, {5, 17}, {33, 64}, {512, 24}}) {
+  const std::vector<std::pair<int64_t, int64_t>> shapes{{0, 3}, {1, 1}, {5, 17}, {33, 64}, {512, 24}};
+  for (const auto& [rows, cols] : shapes) {
     const int64_t ld_src = cols + 3, ld_dst = rows + 16;
     const std::vector<float> src = random_values<float>(size_t(std::max<int64_t>(1, rows * ld_src)), 6);
     std::vector<float> dst(size_t(cols * ld_dst), -7.0f);
