@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "core/caching_allocator.h"
+#include "models/layer_options.h"
 #include "nn/encoder.h"
 #include "train/run_state.h"
 
@@ -130,9 +131,9 @@ void check_clustering_weights(double mu, double nu, const std::vector<attention:
 }
 
 void check_model_width(int64_t heads, int64_t head_dim) {
-  constexpr int64_t max_width = int64_t{1} << 20;  // models::layer_options's bound
-  TP_CHECK(heads >= 1 && head_dim <= max_width / heads, "--head-dim", "the model width --heads x --head-dim must be ",
-           "at most 2^20 = ", max_width, ", got ", heads, " x ", head_dim);
+  TP_CHECK(heads >= 1 && head_dim <= models::kMaxModelWidth / heads, "--head-dim",
+           "the model width --heads x --head-dim must be at most 2^20 = ", models::kMaxModelWidth, ", got ", heads,
+           " x ", head_dim);
 }
 
 void check_attention_memory(const Attentions& a, int64_t batch, int64_t heads, int64_t length) {

@@ -344,8 +344,8 @@ void add_clustering_weights(OptionTable<Options>& t, double Options::*mu, double
 // run (`attentions`) has clustering losses: they would be accepted and ignored.
 void check_clustering_weights(double mu, double nu, const std::vector<attention::AttentionConfig>& attentions);
 
-// Refuses, naming --head-dim, a model width --heads × --head-dim above the 2^20 that the models
-// take (models/layer_options.h): a bad command line, not an error once the run has read its data.
+// Refuses, naming --head-dim, a model width --heads × --head-dim above the models'
+// kMaxModelWidth (models/layer_options.h): a bad command line, not an error once the run has read its data.
 void check_model_width(int64_t heads, int64_t head_dim);
 
 // Fails fast, naming the flag, when the attention weights of one layer would not fit in this

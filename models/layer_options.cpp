@@ -6,7 +6,7 @@ namespace tapestry::models {
 
 nn::TransformerLayerOptions layer_options(const char* model, int64_t heads, int64_t head_dim, int64_t ff,
                                           double dropout, const attention::AttentionConfig& attention) {
-  TP_CHECK(heads >= 1 && head_dim >= 1 && head_dim <= (int64_t(1) << 20) / heads, model,
+  TP_CHECK(heads >= 1 && head_dim >= 1 && head_dim <= kMaxModelWidth / heads, model,
            "heads and head_dim must be at least 1 and their product at most 2^20, got ", heads, " and ", head_dim);
   nn::TransformerLayerOptions layer;
   layer.d_model = heads * head_dim;

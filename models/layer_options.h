@@ -11,6 +11,9 @@
 
 namespace tapestry::models {
 
+/// The widest model D = heads · head_dim that layer_options takes (2^20).
+constexpr int64_t kMaxModelWidth = int64_t{1} << 20;
+
 /// The sizes and settings of a model's encoder: `layers` layers of `heads` heads of width
 /// `head_dim` (model width D = heads · head_dim), nn::make_encoder builds it.
 struct EncoderOptions {
@@ -25,7 +28,7 @@ struct EncoderOptions {
 
 /// The options of every encoder layer of a model of `heads` heads of width `head_dim` (model width
 /// D = heads · head_dim), feed-forward width `ff`, dropout and self-attention as given. Throws Error
-/// naming `model` when heads or head_dim is below 1 or D exceeds 2^20.
+/// naming `model` when heads or head_dim is below 1 or D exceeds kMaxModelWidth.
 nn::TransformerLayerOptions layer_options(const char* model, int64_t heads, int64_t head_dim, int64_t ff,
                                           double dropout, const attention::AttentionConfig& attention);
 

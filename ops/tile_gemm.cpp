@@ -102,6 +102,8 @@ Kernel avx512_kernel(int64_t rows, int64_t cols) {
 }
 
 // ---- AVX2: blocks of 4 rows × 3 vectors of 8 (12 accumulators of the 16 registers) ----
+// The AVX-512 kernel's loop again in AVX2's intrinsics: a function's target is fixed where it is
+// written, so one template cannot serve both (the generic loop would not inline either's intrinsics).
 
 template <int R, int V>
 TP_TARGET_AVX2 void block_avx2(const Block<float>& x) {
