@@ -277,7 +277,7 @@ void forward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Rows
 
 template <class T>
 void backward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Rows<T>& v, const KeyLimits& limits,
-                  const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
+                  const T* out, const T* lse, const T* dout, const T* dlse, T* dq, T* dk, T* dv) {
   const Visibility visible(s, limits);
   const TileKernels<T> kernels = tile_kernels<T>();
   const int64_t G = s.B * s.H, tiles = (s.S + kKeyTile - 1) / kKeyTile;
@@ -285,13 +285,14 @@ void backward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Row
   std::fill(dq, dq + G * s.N * s.E, T(0));
   std::fill(dk, dk + G * s.S * s.E, T(0));
   std::fill(dv, dv + G * s.S * s.M, T(0));
-  // D_i = Σ_m dout_im · out_im = Σ_j p_ij dp_ij, the softmax backward's row term.
+  // D_i = Σ_m dout_im · out_im = Σ_j p_ij dp_ij, the softmax backward's row term, less dlse_i where lse
+  // is an output: ds_ij = p_ij (dp_ij − D_i) + p_ij dlse_i.
   std::vector<T> d(G * s.N);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < G * s.N; ++i) {
     T acc = 0;
     for (int64_t c = 0; c < s.M; ++c) acc += dout[i * s.M + c] * out[i * s.M + c];
-    d[i] = acc;
+    d[i] = dlse ? acc - dlse[i] : acc;
   }
   // Key tiles of one head share dq. With at least as many heads as threads, a head's tiles run on
   // one thread, in order, into dq; with fewer, each thread sums its tiles' dq into a buffer of its own.
@@ -382,18 +383,19 @@ void forward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v,
   });
 }
 
-// dq, dk, dv (contiguous) from the forward's tensors, as forward takes them, and dout (contiguous).
+// dq, dk, dv (contiguous) from the forward's tensors, as forward takes them, dout (contiguous) and
+// dlse (contiguous; undefined where lse is no output).
 void backward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v, const KeyLimits& limits,
-              const Tensor& out, const Tensor& lse, const Tensor& dout, const Tensor& dq, const Tensor& dk,
-              const Tensor& dv) {
+              const Tensor& out, const Tensor& lse, const Tensor& dout, const Tensor& dlse, const Tensor& dq,
+              const Tensor& dk, const Tensor& dv) {
   const auto launch = [&] {
-    cuda::fused_attention_backward(s, q, k, v, limits.lengths, limits.ends, out, lse, dout, dq, dk, dv);
+    cuda::fused_attention_backward(s, q, k, v, limits.lengths, limits.ends, out, lse, dout, dlse, dq, dk, dv);
   };
   if (on_cuda("fused_attention", q, launch)) return;
   visit_floating(q.dtype(), "fused_attention", [&](auto tag) {
     using T = decltype(tag);
     backward_cpu<T>(s, Rows<T>(q), Rows<T>(k), Rows<T>(v), limits, out.data<T>(), lse.data<T>(), dout.data<T>(),
-                    dq.data<T>(), dk.data<T>(), dv.data<T>());
+                    dlse.defined() ? dlse.data<T>() : nullptr, dq.data<T>(), dk.data<T>(), dv.data<T>());
   });
 }
 
@@ -426,9 +428,12 @@ Shape4 checked_shape(const char* op, const Tensor& q, const Tensor& k, const Ten
   return s;
 }
 
+// Whether the op's lse is an output (fused_attention_lse) or kept for the backward only.
+enum class LseOutput { No, Yes };
+
 // The op on checked arguments; `pairs` is the number of (query, key) pairs seen over all heads.
-Tensor attend(const char* op, const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v,
-              const KeyLimits& limits, double pairs) {
+AttentionWithLse attend(const char* op, const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const KeyLimits& limits, double pairs, LseOutput lse_output) {
   // The CUDA kernels take contiguous tensors; the CPU's read any whose rows BLAS can take (Rows).
   const auto as_read = [](const Tensor& t) {
     return !t.device().is_cuda() && rows_readable(t) ? t.detach() : contiguous(t.detach());
@@ -444,21 +449,35 @@ Tensor attend(const char* op, const Shape4& s, const Tensor& q, const Tensor& k,
 
   // FLOPs of the products: Q Kᵀ and P V forward; backward recomputes Q Kᵀ and forms dV, dP, dK, dQ.
   profile_flops(2 * pairs * double(s.E + s.M));
-  record(op, {q, k, v}, {out},
-         [s, pairs, limits, qs = Saved(qc), ks = Saved(kc), vs = Saved(vc), os = Saved(out), lse](
+  const bool with_lse = lse_output == LseOutput::Yes;
+  record(op, {q, k, v}, with_lse ? std::vector<Tensor>{out, lse} : std::vector<Tensor>{out},
+         [s, pairs, limits, qs = Saved(qc), ks = Saved(kc), vs = Saved(vc), os = Saved(out), ls = Saved(lse)](
              const std::vector<Tensor>& dy, Gradients& g) {
            profile_flops(2 * pairs * double(3 * s.E + 2 * s.M));
            const Tensor q = wide(qs.get()), k = wide(ks.get()), v = wide(vs.get()), out = wide(os.get());
-           const Tensor dout = wide(contiguous(dy[0]));
+           const Tensor dout = wide(contiguous(dy[0])), dlse = dy.size() > 1 ? contiguous(dy[1]) : Tensor();
            Tensor dq = empty(q.shape(), q.options()), dk = empty(k.shape(), k.options()),
                   dv = empty(v.shape(), v.options());
-           backward(s, q, k, v, limits, out, lse, dout, dq, dk, dv);
+           backward(s, q, k, v, limits, out, ls.get(), dout, dlse, dq, dk, dv);
            const DType dtype = qs.get().dtype();  // bfloat16 gradients rounded from the float32 kernel's
            if (g.needs(0)) g.accumulate(0, to(dq, dtype));
            if (g.needs(1)) g.accumulate(1, to(dk, dtype));
            if (g.needs(2)) g.accumulate(2, to(dv, dtype));
          });
-  return out;
+  return {out, lse};
+}
+
+// fused_attention and fused_attention_lse.
+AttentionWithLse fused(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_lengths,
+                       bool causal, LseOutput lse_output) {
+  // Under autocast (ops/autocast.h), bfloat16 beside float32 computes in float32; all bfloat16 stays so.
+  if ((q.dtype() != k.dtype() || q.dtype() != v.dtype()) && autocast_widens({&q, &k, &v}))
+    return fused(op, autocast_float32(q), autocast_float32(k), autocast_float32(v), key_lengths, causal, lse_output);
+  const Shape4 s = checked_shape(op, q, k, v, causal);
+  const Tensor lengths = checked_lengths(op, key_lengths, s, q.device());
+  // A causal mask skips about half of the pairs.
+  const double pairs = double(s.B) * double(s.H) * double(s.N) * double(s.S) * (causal ? 0.5 : 1.0);
+  return attend(op, s, q, k, v, {lengths, Tensor()}, pairs, lse_output);
 }
 
 }  // namespace
@@ -468,15 +487,12 @@ bool fused_attention_fits(const Tensor& q, const Tensor& v) {
 }
 
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_lengths, bool causal) {
-  // Under autocast (ops/autocast.h), bfloat16 beside float32 computes in float32; all bfloat16 stays so.
-  if ((q.dtype() != k.dtype() || q.dtype() != v.dtype()) && autocast_widens({&q, &k, &v}))
-    return fused_attention(autocast_float32(q), autocast_float32(k), autocast_float32(v), key_lengths, causal);
-  const char* op = "fused_attention";
-  const Shape4 s = checked_shape(op, q, k, v, causal);
-  const Tensor lengths = checked_lengths(op, key_lengths, s, q.device());
-  // A causal mask skips about half of the pairs.
-  const double pairs = double(s.B) * double(s.H) * double(s.N) * double(s.S) * (causal ? 0.5 : 1.0);
-  return attend(op, s, q, k, v, {lengths, Tensor()}, pairs);
+  return fused("fused_attention", q, k, v, key_lengths, causal, LseOutput::No).out;
+}
+
+AttentionWithLse fused_attention_lse(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_lengths,
+                                     bool causal) {
+  return fused("fused_attention_lse", q, k, v, key_lengths, causal, LseOutput::Yes);
 }
 
 Tensor fused_attention_ends(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ends) {
@@ -485,7 +501,7 @@ Tensor fused_attention_ends(const Tensor& q, const Tensor& k, const Tensor& v, c
   const char* op = "fused_attention_ends";
   const Shape4 s = checked_shape(op, q, k, v, false);
   const auto [ends, pairs] = checked_ends(op, key_ends, s, q.device());
-  return attend(op, s, q, k, v, {Tensor(), ends}, pairs * double(s.H));
+  return attend(op, s, q, k, v, {Tensor(), ends}, pairs * double(s.H), LseOutput::No).out;
 }
 
 }  // namespace tapestry

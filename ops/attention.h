@@ -28,6 +28,19 @@ namespace tapestry {
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_lengths = {},
                        bool causal = false);
 
+/// fused_attention's output and each query's log-sum-exp over the keys it sees.
+struct AttentionWithLse {
+  Tensor out;  ///< (B, H, N, M), as fused_attention
+  Tensor lse;  ///< (B, H, N): log Σ_j e^(s_ij), s_ij = q_i · k_j / √E; −∞ for a query that sees no key
+};
+
+/// fused_attention that also returns lse, float32 for bfloat16 inputs and their dtype otherwise. Both
+/// are differentiable (∂lse_i/∂s_ij = p_ij: the backward adds p_ij · dlse_i to each score's gradient, no
+/// more arithmetic). A caller that needs some probabilities p_ij = e^(s_ij − lse_i) of the N × S
+/// computes them from lse without holding the rest (improved-clustered's top keys, nn/attention/clustered.cpp).
+AttentionWithLse fused_attention_lse(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_lengths = {},
+                                     bool causal = false);
+
 /// fused_attention where each query has its own visible keys: query i of sample b sees the keys
 /// [0, key_ends[b, i]) (key_ends (B, N), int64 or int32, each in [0, S]) and no others; the same
 /// function as the composition with keep[b, :, i, j] = j < key_ends[b, i]. Lengths and the causal

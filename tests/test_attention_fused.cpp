@@ -94,6 +94,65 @@ TEST_CASE("fused attention equals the composition (values and gradients; padding
   }
 }
 
+// fused_attention_lse's two outputs as one tensor (B, H, N, M + 1): out, then lse.
+Tensor fused_with_lse(const std::vector<Tensor>& in, const Tensor& lengths, bool causal) {
+  const AttentionWithLse r = fused_attention_lse(in[0], in[1], in[2], lengths, causal);
+  return concat({r.out, unsqueeze(r.lse, 3)}, 3);
+}
+
+// The same by composition: lse_i = log Σ_j e^(s_ij) over the keys query i sees (j < length, j ≤ i if
+// causal); every query must see one.
+Tensor composed_with_lse(const std::vector<Tensor>& in, const Tensor& lengths, bool causal) {
+  const int64_t B = in[0].size(0), N = in[0].size(2), S = in[1].size(2);
+  const Tensor j = reshape(arange(0, double(S)), {1, 1, 1, S});
+  Tensor keep = lt(j, reshape(lengths, {B, 1, 1, 1}));
+  if (causal) keep = logical_and(keep, le(j, reshape(arange(0, double(N)), {1, 1, N, 1})));
+  const Tensor scores = matmul(in[0], transpose(in[1], -1, -2)) * (1.0 / std::sqrt(double(in[0].size(3))));
+  const Tensor lse = logsumexp(masked_fill(scores, logical_not(keep), -INFINITY), {3}, KeepDim::Yes);
+  return concat({composed(in, lengths, causal), lse}, 3);
+}
+
+TEST_CASE("fused attention's log-sum-exp equals the composition's, and its gradient reaches q and k") {
+  // With lse an output, the backward adds p_ij · dlse_i to each score's gradient (ops/attention.h).
+  struct Case {
+    int64_t B, H, N, S, E, M;
+  };
+  for (const Case c : {Case{2, 3, 5, 5, 4, 3}, Case{2, 2, 130, 700, 32, 16}, Case{2, 1, 300, 300, 8, 8}}) {
+    const Tensor q = uniform({c.B, c.H, c.N, c.E}, 31, -2, 2), k = uniform({c.B, c.H, c.S, c.E}, 32, -2, 2),
+                 v = uniform({c.B, c.H, c.S, c.M}, 33);
+    const Tensor lengths = from_vector<int64_t>({c.S, std::max<int64_t>(1, c.S / 3)}, {2});
+    for (bool causal : {false, true}) {
+      if (causal && c.N != c.S) continue;
+      INFO("N " << c.N << " S " << c.S << (causal ? " causal" : ""));
+      check_same_function([&](const std::vector<Tensor>& in) { return fused_with_lse(in, lengths, causal); },
+                          [&](const std::vector<Tensor>& in) { return composed_with_lse(in, lengths, causal); },
+                          {q, k, v}, 1e-12, 1e-10);
+      // Its out is fused_attention's, to the bit, and so are the gradients when lse gets none.
+      check_same_function(
+          [&](const std::vector<Tensor>& in) { return fused_attention_lse(in[0], in[1], in[2], lengths, causal).out; },
+          [&](const std::vector<Tensor>& in) { return fused(in, lengths, causal); }, {q, k, v}, 0, 0);
+    }
+  }
+  const Tensor q = uniform({2, 2, 4, 3}, 34), k = uniform({2, 2, 5, 3}, 35), v = uniform({2, 2, 5, 2}, 36);
+  const Tensor lengths = from_vector<int64_t>({5, 2}, {2}), causal_lengths = from_vector<int64_t>({4, 2}, {2});
+  check_gradients([&](const std::vector<Tensor>& in) { return fused_with_lse(in, lengths, false); }, {q, k, v});
+  check_gradients([&](const std::vector<Tensor>& in) { return fused_with_lse(in, causal_lengths, true); },
+                  {q, slice(k, 2, 0, 4), slice(v, 2, 0, 4)});
+  // A query that sees no key: lse −∞, and no gradient from it.
+  const Tensor none = from_vector<int64_t>({0, 5}, {2});
+  const AttentionWithLse r = fused_attention_lse(q, k, v, none);
+  CHECK(r.lse.dtype() == DType::Float64);
+  for (double x : select(r.lse, 0, 0).to_vector<double>()) CHECK(x == -INFINITY);
+  const std::vector<Tensor> grads = value_and_gradients(
+      [&](const std::vector<Tensor>& in) {
+        const AttentionWithLse t = fused_attention_lse(in[0], in[1], in[2], none);
+        return t.out + unsqueeze(masked_fill(t.lse, eq(t.lse, full({}, -INFINITY, t.lse.options())), 0.0), 3);
+      },
+      {q, k, v});
+  CHECK(max(abs(select(grads[1], 0, 0))).item<double>() == 0.0);  // dq of sample 0
+  CHECK(max(abs(select(grads[1], 0, 1))).item<double>() > 0.0);
+}
+
 TEST_CASE("fused attention: a query that sees no key gives zeros and no gradient") {
   const Tensor q = uniform({2, 1, 4, 3}, 4), k = uniform({2, 1, 6, 3}, 5), v = uniform({2, 1, 6, 2}, 6);
   const Tensor lengths = from_vector<int64_t>({0, 6}, {2});

@@ -1,6 +1,7 @@
 #include "nn/attention/clustered.h"
 
 #include <cmath>
+#include <limits>
 
 #include "ops/creation.h"
 #include "nn/attention/full.h"
@@ -48,17 +49,20 @@ Tensor centroids(const Tensor& q, const QueryClusters& clusters) {
   return slice(means, 2, 0, C);
 }
 
-// Σ_{l ∈ T_j} A_jl v_l for each row j of a softmax A (B, H, R, S) whose top-k keys T_j and their
-// weights are `top` (B, H, R, k), v (B, H, S, M) -> (B, H, R, M): the part of A V on the top keys.
-// Eq. 17's rest is A V minus it, V̂^b_j = Σ_l (1 − T_jl) A_jl v_l = (A V)_j − Σ_{l ∈ T_j} A_jl v_l,
-// which needs neither an R × S mask of T nor an R × S copy of A with T zeroed (both were held for the
-// backward). It subtracts: an error of order 2⁻²⁴ |A V|, not of the rest.
-Tensor top_keys_part(const Sorted& top, const Tensor& v) {
-  const int64_t B = v.size(0), H = v.size(1), S = v.size(2), M = v.size(3), R = top.indices.size(2),
-                kk = top.indices.size(3);
-  const Tensor rows = contiguous(expand(reshape(arange(R, {DType::Int64, v.device()}), {1, R}), {B * H, R}));
-  const Tensor sum = clustered_sparse_weighted_sum(reshape(top.values, {B * H, R, kk}), reshape(v, {B * H, S, M}),
-                                                   reshape(top.indices, {B * H, R, kk}), rows);
+// Each of R rows' own row ids (B·H, R): the sparse ops below with one row per "cluster".
+Tensor own_rows(int64_t G, int64_t R, Device device) {
+  return contiguous(expand(reshape(arange(R, {DType::Int64, device}), {1, R}), {G, R}));
+}
+
+// Σ_{l ∈ T_j} A_jl v_l for each row j of a softmax A (B, H, R, S) whose top-k keys T_j are `indices`
+// (B, H, R, k) with weights A_jl, `weights` (B, H, R, k); v (B, H, S, M) -> (B, H, R, M): the part of
+// A V on the top keys. Eq. 17's rest is A V minus it, V̂^b_j = Σ_l (1 − T_jl) A_jl v_l =
+// (A V)_j − Σ_{l ∈ T_j} A_jl v_l, which needs neither an R × S mask of T nor an R × S copy of A with T
+// zeroed. It subtracts: an error of order 2⁻²⁴ |A V|, not of the rest.
+Tensor top_keys_part(const Tensor& indices, const Tensor& weights, const Tensor& v) {
+  const int64_t B = v.size(0), H = v.size(1), S = v.size(2), M = v.size(3), R = indices.size(2), kk = indices.size(3);
+  const Tensor sum = clustered_sparse_weighted_sum(reshape(weights, {B * H, R, kk}), reshape(v, {B * H, S, M}),
+                                                   reshape(indices, {B * H, R, kk}), own_rows(B * H, R, v.device()));
   return reshape(sum, {B, H, R, M});
 }
 
@@ -88,6 +92,53 @@ Tensor clustered_weights(const Tensor& q, const Tensor& k, const QueryClusters& 
   const Tensor scaled = centroids(q, clusters) * (1.0 / std::sqrt(static_cast<double>(s.E)));
   const Tensor scores = matmul(scaled, transpose(k, -1, -2));
   return softmax(scores, key_keep_mask(padding, s, q.device(), op));
+}
+
+// Whether each of the keys `indices` (B, H, R, k) is real, not padding; undefined without key lengths.
+Tensor real_keys(const Tensor& indices, const Padding& padding, const QkvShape& s, const char* op) {
+  if (!padding.key_lengths.defined()) return {};
+  return gather(expand(key_keep_mask(padding, s, indices.device(), op), {s.B, s.H, indices.size(2), s.S}), 3, indices);
+}
+
+// What improved-clustered takes from eq. 4's A^c (B, H, C, S): each cluster's top-k keys T_j
+// (indices), their weights A^c_jl (eq. 14's terms) and eq. 17's rest Σ_{l ∉ T_j} A^c_jl v_l, each
+// (B, H, C, k) or (B, H, C, M).
+struct TopKeys {
+  Tensor indices, weights, rest;
+};
+
+TopKeys top_keys(const Tensor& q, const Tensor& k, const Tensor& v, const QueryClusters& clusters, int64_t kk,
+                 const Padding& padding, const QkvShape& s, const char* op) {
+  if (!fused_attention_fits(q, v)) {  // A^c itself, held for the backward of its softmax and top-k
+    const Tensor attention = clustered_weights(q, k, clusters, padding, s, op);
+    const Sorted top = topk(attention, kk, -1);
+    return {top.indices, top.values, matmul(attention, v) - top_keys_part(top.indices, top.values, v)};
+  }
+  // Fused: A^c V and each centroid's log-sum-exp λ_j in one pass over the keys (ops/attention.h), the
+  // top keys from scores made without gradient and dropped, and their weights A^c_jl = e^(s_jl − λ_j)
+  // from the k dot products: no C × S tensor is held for the backward.
+  const int64_t G = s.B * s.H, C = clusters.count;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.E));
+  const Tensor centroid = centroids(q, clusters);
+  const AttentionWithLse attended = fused_attention_lse(centroid, k, v, padding.key_lengths);
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const Tensor keep = key_keep_mask(padding, s, q.device(), op);  // (B, 1, 1, S) or undefined
+  Tensor indices;
+  {
+    NoGradGuard no_grad;
+    Tensor scores = matmul(centroid.detach() * scale, transpose(k.detach(), -1, -2));  // (B, H, C, S)
+    if (keep.defined()) scores = masked_fill(scores, logical_not(keep), -inf);
+    indices = topk(scores, kk, -1).indices;
+  }
+  const Tensor dots = reshape(clustered_sparse_dot(reshape(centroid, {G, C, s.E}), reshape(k, {G, s.S, s.E}),
+                                                   reshape(indices, {G, C, kk}), own_rows(G, C, q.device())),
+                              {s.B, s.H, C, kk});
+  Tensor exponent = dots * scale - unsqueeze(attended.lse, 3);
+  // A padded key among the k (a sample with fewer than k keys) weighs 0; so does every key of a
+  // sample without keys, whose λ is −∞ (filled before the exponential: no ∞ · 0 in the backward).
+  if (keep.defined()) exponent = masked_fill(exponent, logical_not(real_keys(indices, padding, s, op)), -inf);
+  const Tensor weights = exp(exponent);
+  return {indices, weights, attended.out - top_keys_part(indices, weights, v)};
 }
 
 void check_clustering_options(const char* op, const Tensor& q, const ClusteringOptions& options) {
@@ -167,7 +218,7 @@ Tensor causal_improved_clustered_attention(const Tensor& q, const Tensor& k, con
   const Sorted top = topk(attention, std::min(topk_keys, s.S), -1);  // (B, H, N, k)
   const Tensor mass = sum(top.values, {-1}, KeepDim::Yes);           // (B, H, N, 1)
   // Eq. 17: Σ_{j∉T_i} A^c_ij v_j; eq. 13 and 16: m̂_i Σ_{j∈T_i} softmax_T(q_i·k_j/√E) v_j; eq. 15: their sum.
-  const Tensor rest = matmul(attention, v) - top_keys_part(top, v);
+  const Tensor rest = matmul(attention, v) - top_keys_part(top.indices, top.values, v);
   return listed_keys_attention(q, k, v, top.indices, gather(keep, 3, top.indices)) * mass + rest;
 }
 
@@ -198,21 +249,22 @@ AttentionRows attention_rows(const Tensor& q_in, const Tensor& k_in, const Query
   return rows;
 }
 
-Tensor improved_clustered_attention(const Tensor& q, const Tensor& k, const Tensor& v, const QueryClusters& clusters,
-                                    int64_t topk_keys, const Padding& padding) {
+Tensor improved_clustered_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                    const QueryClusters& clusters, int64_t topk_keys, const Padding& padding) {
   const char* op = "improved_clustered_attention";
-  const QkvShape s = check_qkv(op, q, k, v);
+  const QkvShape s = check_qkv(op, q_in, k_in, v_in);
   check_clusters(op, clusters, s);
   TP_CHECK(topk_keys >= 1, op, "topk must be at least 1, got ", topk_keys);
   const int64_t kk = std::min(topk_keys, s.S), G = s.B * s.H, C = clusters.count;
-  const Tensor attention = clustered_weights(q, k, clusters, padding, s, op);  // A^c (B, H, C, S)
+  // The sparse ops take (B·H, ·, ·) rows: one contiguous copy of each of q, k and v (heads split from a
+  // projection by a permute are not) serves every reshape below, and is all the backward holds of them.
+  const Tensor q = contiguous(q_in), k = contiguous(k_in), v = contiguous(v_in);
 
-  // T: the top-k keys of each cluster; eq. 14: m̂_j = Σ_r T_jr A^c_jr.
-  const Sorted top = topk(attention, kk, -1);                 // (B, H, C, k)
-  const Tensor mass = sum(top.values, {-1}, KeepDim::Yes);   // (B, H, C, 1)
-
-  // Eq. 17: V̂^b_i = Σ_l (1 − T_jl) A^c_jl V_l, once per cluster, as A^c V less its top-k part.
-  const Tensor rest = matmul(attention, v) - top_keys_part(top, v);
+  // T: the top-k keys of each cluster (B, H, C, k) and their weights; eq. 17: V̂^b_j = Σ_l (1 − T_jl)
+  // A^c_jl V_l, once per cluster; eq. 14: m̂_j = Σ_r T_jr A^c_jr.
+  const TopKeys top = top_keys(q, k, v, clusters, kk, padding, s, op);
+  const Tensor mass = sum(top.weights, {-1}, KeepDim::Yes);  // (B, H, C, 1)
+  const Tensor& rest = top.rest;
 
   // Eq. 13: on T_j, query i's own softmax over its dot products with the k keys, scaled by m̂_j.
   // The dot products and the weighted sum are sparse: all queries of a cluster share its k keys.
@@ -221,11 +273,9 @@ Tensor improved_clustered_attention(const Tensor& q, const Tensor& k, const Tens
   const Tensor dots = reshape(clustered_sparse_dot(reshape(q, {G, s.N, s.E}), reshape(k, {G, s.S, s.E}), indices, ids),
                               {s.B, s.H, s.N, kk}) /
                       std::sqrt(static_cast<double>(s.E));
-  Tensor keep;  // which of each query's k keys are real (a cluster can have fewer real keys than k)
-  if (padding.key_lengths.defined()) {
-    const Tensor real = expand(key_keep_mask(padding, s, q.device(), op), {s.B, s.H, C, s.S});
-    keep = to_queries(gather(real, 3, top.indices), clusters);  // (B, H, N, k); false for padded queries
-  }
+  // Which of each query's k keys are real (a cluster can have fewer real keys than k); false for padded queries.
+  const Tensor keep = padding.key_lengths.defined() ? to_queries(real_keys(top.indices, padding, s, op), clusters)
+                                                    : Tensor();
   const Tensor weights = softmax(dots, keep) * to_queries(mass, clusters);
   // Eq. 16: V̂^t_i = Σ_l T_jl A^t_il V_l.
   const Tensor exact = reshape(clustered_sparse_weighted_sum(reshape(weights, {G, s.N, kk}), reshape(v, {G, s.S, s.M}),

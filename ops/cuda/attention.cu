@@ -261,9 +261,10 @@ __global__ void __launch_bounds__(kTileThreads)
 
 // ---- backward: FlashAttention-2, Algorithm 2 ----
 
-// d_i = Σ_m dout_im · out_im (Algorithm 2, line 4), one warp per query row.
+// d_i = Σ_m dout_im · out_im (Algorithm 2, line 4), less dlse_i where lse is an output (dlse not
+// null), one warp per query row.
 template <class T>
-__global__ void row_dot_kernel(int64_t rows, int64_t M, const T* dout, const T* out, T* d) {
+__global__ void row_dot_kernel(int64_t rows, int64_t M, const T* dout, const T* out, const T* dlse, T* d) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
   for (int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows; row += warps) {
@@ -271,7 +272,7 @@ __global__ void row_dot_kernel(int64_t rows, int64_t M, const T* dout, const T* 
     for (int64_t c = lane; c < M; c += 32) acc += dout[row * M + c] * out[row * M + c];
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_xor_sync(kFullWarp, acc, offset);
-    if (lane == 0) d[row] = acc;
+    if (lane == 0) d[row] = dlse ? acc - dlse[row] : acc;
   }
 }
 
@@ -467,7 +468,8 @@ void fused_attention_forward(const FusedAttentionShape& s, const Tensor& q, cons
 
 void fused_attention_backward(const FusedAttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& key_lengths, const Tensor& key_ends, const Tensor& out, const Tensor& lse,
-                              const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+                              const Tensor& dout, const Tensor& dlse, const Tensor& dq, const Tensor& dk,
+                              const Tensor& dv) {
   const Sizes z = sizes_of(s, key_ends);
   if (z.G == 0) return;
   CudaContext& ctx = active_context(q.device());
@@ -476,8 +478,8 @@ void fused_attention_backward(const FusedAttentionShape& s, const Tensor& q, con
     ScratchBuffer row_terms(ctx.allocator(), static_cast<size_t>(std::max<int64_t>(z.G * z.N, 1)) * sizeof(T));
     T* d = static_cast<T*>(row_terms.data());  // (G, N) d_i = dout_i · out_i
     if (z.N > 0) {
-      row_dot_kernel<T><<<blocks_for(z.G * z.N * 32), kThreads, 0, ctx.stream()>>>(z.G * z.N, z.M, dout.data<T>(),
-                                                                                   out.data<T>(), d);
+      row_dot_kernel<T><<<blocks_for(z.G * z.N * 32), kThreads, 0, ctx.stream()>>>(
+          z.G * z.N, z.M, dout.data<T>(), out.data<T>(), dlse.defined() ? dlse.data<T>() : nullptr, d);
       TP_CUDA_CHECK_LAUNCH();
     }
     with_head_dim(z, [&](auto bucket) {

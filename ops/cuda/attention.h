@@ -25,12 +25,13 @@ struct FusedAttentionShape {
 void fused_attention_forward(const FusedAttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                              const Tensor& key_lengths, const Tensor& key_ends, const Tensor& out, const Tensor& lse);
 
-// From the forward's out and lse and the output gradient dout, with D_i = Σ_m dout_im · out_im and
-// dp_ij = dout_i · v_j, ds_ij = p_ij (dp_ij − D_i):
+// From the forward's out and lse and the output gradients dout and dlse (undefined: lse is no output,
+// dlse = 0), with D_i = Σ_m dout_im · out_im − dlse_i and dp_ij = dout_i · v_j, ds_ij = p_ij (dp_ij − D_i):
 //   dq_i = scale Σ_j ds_ij k_j,   dk_j = scale Σ_i ds_ij q_i,   dv_j = Σ_i p_ij dout_i.
 // Writes every element of dq, dk and dv (zeros where nothing reaches them).
 void fused_attention_backward(const FusedAttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& key_lengths, const Tensor& key_ends, const Tensor& out, const Tensor& lse,
-                              const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv);
+                              const Tensor& dout, const Tensor& dlse, const Tensor& dq, const Tensor& dk,
+                              const Tensor& dv);
 
 }  // namespace tapestry::cuda

@@ -3,8 +3,8 @@
 // key padding with lengths 0, 1 and partial, causal masks, N and S not multiples of the kernels'
 // tiles (64 queries × 64 keys in float32, 64 × 32 at head dims above 64, 16 × 16 in float64:
 // ops/cuda/attention.cu), S ≠ N, head
-// dims 16 … 128 with E ≠ M, float32 and float64, and N = 1000; and each query's own key end
-// (fused_attention_ends).
+// dims 16 … 128 with E ≠ M, float32 and float64, and N = 1000; each query's own key end
+// (fused_attention_ends); and the log-sum-exp as a second output (fused_attention_lse).
 //
 // The kernels keep tiles in shared memory; scripts/gpu-validate runs this file under racecheck
 // (its cases but the N = 1000 one, whose tiles are those of the smaller cases, many times over)
@@ -111,6 +111,27 @@ TEST_CASE("fused attention with each query's key end: the GPU's against the CPU'
            input({2, 2, c.S, c.M}, seed + 2, dtype)},
           fused_tol(dtype, c.S));
     }
+}
+
+TEST_CASE("fused attention with its log-sum-exp: the GPU's against the CPU's (values and gradients of both)") {
+  // fused_attention_lse: the backward takes lse's gradient into the row term (D_i − dlse_i). Every
+  // query sees a key (the CPU and the GPU give −∞ alike otherwise, which a difference cannot compare).
+  uint64_t seed = 580;
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (const Case c : {Case{33, 70, 32, 32}, Case{130, 130, 64, 16}})
+      for (bool causal : {false, true}) {
+        if (causal && c.N != c.S) continue;
+        INFO(dtype << " N " << c.N << " S " << c.S << (causal ? " causal" : ""));
+        check_parity(
+            [&](const std::vector<Tensor>& in) {
+              const Tensor lengths = from_vector<int64_t>({c.S, c.S / 2 + 1}, {2}, in[0].device());
+              const AttentionWithLse r = fused_attention_lse(in[0], in[1], in[2], lengths, causal);
+              return concat({r.out, unsqueeze(r.lse, 3)}, 3);
+            },
+            {input({2, 2, c.N, c.E}, seed += 3, dtype, -2, 2), input({2, 2, c.S, c.E}, seed + 1, dtype, -2, 2),
+             input({2, 2, c.S, c.M}, seed + 2, dtype)},
+            fused_tol(dtype, c.S));
+      }
 }
 
 TEST_CASE("fused attention: empty shapes on the GPU (no queries, no keys, M = 0)") {
