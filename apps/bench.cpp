@@ -13,10 +13,12 @@
 #include <limits>
 #include <new>
 #include <optional>
+#include <tuple>
 
 #include "core/cpu_capability.h"
 #include "core/error.h"
 #include "nn/attention/config.h"
+#include "ops/autocast.h"
 #include "ops/creation.h"
 #include "ops/matmul.h"
 #include "ops/shape.h"
@@ -112,11 +114,23 @@ void measure_step(nlohmann::json& row, Device device, const CommonOptions& commo
   try {
     const TrainingStep step = build();
     Tensor loss;
-    int64_t peak = 0;
+    int64_t peak = 0, activations = 0;
+    const auto run = [&] {
+      step.optimizer->zero_grad();
+      const int64_t before = allocator.stats().in_use;
+      Tensor objective;
+      {
+        const AutocastScope autocast(bf16(common));
+        std::tie(loss, objective) = step.forward();
+      }
+      activations = std::max(activations, allocator.stats().in_use - before);
+      objective.backward();
+      step.optimizer->step();
+    };
     const Timing timing = time_runs(
         device, common.warmup, common.repeats,
         [&] {
-          loss = step();
+          run();
           peak = std::max(peak, allocator.stats().peak);
         },
         [&] {
@@ -128,11 +142,12 @@ void measure_step(nlohmann::json& row, Device device, const CommonOptions& commo
     row["ms"] = timing.median();
     row["ms_runs"] = timing.ms;
     row["peak_bytes"] = peak;
+    row["activation_bytes"] = activations;
     row["loss"] = loss.item<double>();
     Profiler counter(device);
     {
       const ProfileSession on(counter);
-      step();
+      run();
     }
     double flops = 0;
     for (const ProfileRow& op : counter.report().rows) flops += op.flops;

@@ -21,13 +21,16 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "apps/app.h"
 #include "core/device.h"
 #include "core/profiler.h"
 #include "core/tensor.h"
+#include "optim/optimizer.h"
 #include "train/profiling.h"
 #include "train/training_run.h"
 
@@ -78,16 +81,25 @@ struct Timing {
 Timing time_runs(Device device, int warmup, int repeats, const std::function<void()>& run,
                  const std::function<void()>& before = {}, Profiler* profiler = nullptr);
 
+// A training step as measure_step runs it: with the optimizer's gradients zeroed and under autocast
+// to bfloat16 when --precision bf16, `forward` returns the loss to report and the objective to
+// differentiate; measure_step then back-propagates the objective and steps the optimizer.
+struct TrainingStep {
+  std::function<std::pair<Tensor, Tensor>()> forward;  // {loss, objective}
+  std::shared_ptr<optim::Optimizer> optimizer;
+};
+
 // One row of a training-step benchmark (bench train, bench translate): `build` makes the model,
-// optimizer and batch on `device` and returns the step, which runs zero_grad, forward, backward and
-// the optimizer's step and returns the loss. The step is timed by time_runs (common's warm-up and
-// repeats) with the allocator's peak reset before each run. Sets row's "status" ("ok"), "ms" (the
-// median), "ms_runs", "peak_bytes" (the allocator's peak over the runs, parameters and batch
-// included), "loss" (the last step's) and "flops" (what the step's ops reported to a profiler of
-// its own in one more, untimed step: matmul, linear and fused attention; core/profiler.h); when
-// building or a step throws, "status" says why (failure_status) and "ms" is NaN. The allocator's
-// cache is emptied before and after. With a `profiler`, the timed steps are profiled.
-using TrainingStep = std::function<Tensor()>;
+// optimizer and batch on `device` and returns the step. The step is timed by time_runs (common's
+// warm-up and repeats) with the allocator's peak reset before each run. Sets row's "status" ("ok"),
+// "ms" (the median), "ms_runs", "peak_bytes" (the allocator's peak over the runs, parameters and
+// batch included), "activation_bytes" (the bytes in use after the forward less those before it:
+// what the forward keeps for the backward, activations and autocast's bfloat16 copies of the
+// weights; the most of any run), "loss" (the last step's) and "flops" (what the step's ops reported
+// to a profiler of its own in one more, untimed step: matmul, linear and fused attention;
+// core/profiler.h); when building or a step throws, "status" says why (failure_status) and "ms" is
+// NaN. The allocator's cache is emptied before and after. With a `profiler`, the timed steps are
+// profiled.
 void measure_step(nlohmann::json& row, Device device, const CommonOptions& common,
                   const std::function<TrainingStep()>& build, Profiler* profiler = nullptr);
 

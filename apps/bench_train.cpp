@@ -149,17 +149,11 @@ nlohmann::json measure(const std::string& type, int64_t copy_length, const Train
                             : o.model == "classifier" ? classifier_step(config, size.first, size.second, device, gen)
                                                       : speech_step(config, size.first, size.second, device, gen);
     row["parameters"] = parts.model->parameter_count();
-    return [=] {
-      parts.optimizer->zero_grad();
-      Tensor loss;
-      {
-        const AutocastScope autocast(bf16(o.common));
-        loss = parts.loss();
-      }
-      loss.backward();
-      parts.optimizer->step();
-      return loss;
-    };
+    return {[=] {
+              const Tensor loss = parts.loss();
+              return std::pair{loss, loss};
+            },
+            parts.optimizer};
   }, profiler);
   if (row["status"] == "ok") row[rate_key(o.model)] = double(size.first * size.second) / (number(row, "ms") * 1e-3);
   return row;
@@ -197,12 +191,13 @@ int run(const TrainOptions& o) {
         row["ms_vs_full"] = number(row, "ms") / number(full, "ms");
   }
   const std::string unit = o.model == "speech" ? "frames/s" : "tokens/s";
-  Table table({"type", "N", "batch", "ms/step", unit, "peak MiB", "loss", "time ×full", "GFLOP", "bound ms", "×bound"});
+  Table table({"type", "N", "batch", "ms/step", unit, "peak MiB", "act MiB", "loss", "time ×full", "GFLOP", "bound ms", "×bound"});
   for (const auto& row : rows) {
     table.add({row["type"].get<std::string>(), format("%.0f", number(row, "n")), format("%.0f", number(row, "batch")),
                row["status"] == "ok" ? format("%.2f", number(row, "ms")) : row["status"].get<std::string>(),
                format("%.0f", number(row, rate_key(o.model))), format("%.1f", number(row, "peak_bytes") / (1 << 20)),
-               format("%.3f", number(row, "loss")), format("%.3f", number(row, "ms_vs_full")),
+               format("%.1f", number(row, "activation_bytes") / (1 << 20)), format("%.3f", number(row, "loss")),
+               format("%.3f", number(row, "ms_vs_full")),
                format("%.2f", number(row, "flops") * 1e-9), format("%.2f", number(row, "bound_ms")),
                format("%.2f", number(row, "x_bound"))});
   }

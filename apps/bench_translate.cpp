@@ -60,19 +60,12 @@ nlohmann::json measure(const std::string& type, const TranslateOptions& preset, 
     const Tensor target_in = to(randint(kFirstPiece, V, {B, T}, *gen), device);
     const Tensor target_out = to(randint(kFirstPiece, V, {B, T}, *gen), device);
     const double smoothing = preset.label_smoothing;
-    return [=] {
-      optimizer->zero_grad();
-      Tensor loss, objective;
-      {
-        const AutocastScope autocast(bf16(o.common));
-        const auto out = model->forward(source, Tensor(), target_in, Tensor(), *gen);  // logits (B, T, V)
-        loss = cross_entropy(out.logits, target_out, SentencePiece::kPadId, smoothing);
-        objective = out.objective(loss);
-      }
-      objective.backward();
-      optimizer->step();
-      return loss;
-    };
+    return {[=] {
+              const auto out = model->forward(source, Tensor(), target_in, Tensor(), *gen);  // logits (B, T, V)
+              const Tensor loss = cross_entropy(out.logits, target_out, SentencePiece::kPadId, smoothing);
+              return std::pair{loss, out.objective(loss)};
+            },
+            optimizer};
   }, profiler);
   // target tokens, as `translate train` counts them
   if (row["status"] == "ok") row["tokens_per_s"] = double(B) * double(T) / (number(row, "ms") * 1e-3);
@@ -110,14 +103,15 @@ int run(const TranslateBenchOptions& o) {
       if (full["type"] == "full" && full["status"] == "ok" && row["status"] == "ok")
         row["ms_vs_full"] = number(row, "ms") / number(full, "ms");
   }
-  Table table({"encoder attention", "B", "S", "T", "parameters", "ms/step", "tokens/s", "peak MiB", "loss",
+  Table table({"encoder attention", "B", "S", "T", "parameters", "ms/step", "tokens/s", "peak MiB", "act MiB", "loss",
                "time ×full", "GFLOP", "bound ms", "×bound"});
   for (const auto& row : rows) {
     table.add({row["type"].get<std::string>(), std::to_string(o.batch), std::to_string(o.source_length),
                std::to_string(o.target_length), format("%.0f", number(row, "parameters")),
                row["status"] == "ok" ? format("%.2f", number(row, "ms")) : row["status"].get<std::string>(),
                format("%.0f", number(row, "tokens_per_s")), format("%.1f", number(row, "peak_bytes") / (1 << 20)),
-               format("%.3f", number(row, "loss")), format("%.3f", number(row, "ms_vs_full")),
+               format("%.1f", number(row, "activation_bytes") / (1 << 20)), format("%.3f", number(row, "loss")),
+               format("%.3f", number(row, "ms_vs_full")),
                format("%.2f", number(row, "flops") * 1e-9), format("%.2f", number(row, "bound_ms")),
                format("%.2f", number(row, "x_bound"))});
   }

@@ -163,6 +163,9 @@ TEST_CASE("bench train: steps of the copy-task model") {
     for (const char* key : {"ms", "tokens_per_s", "peak_bytes", "loss", "ms_vs_full", "flops", "bound_ms", "x_bound"})
       CHECK(row[key].is_number());
     CHECK(row["x_bound"].get<double>() > 1);  // no step beats its matrix products alone
+    // What the forward keeps for the backward: something, and less than the step's peak.
+    CHECK(row["activation_bytes"].get<double>() > 0);
+    CHECK(row["activation_bytes"].get<double>() < row["peak_bytes"].get<double>());
   }
   CHECK(doc["config"]["matmul_gflops_per_second"].get<double>() > 0);
   // The full row's FLOPs, 2·m·n·k per product: 16 tokens through 4 layers of q, k, v, o (192 × 192)
@@ -204,7 +207,8 @@ TEST_CASE("bench train: steps of the classifier's and the speech recogniser's mo
       INFO(row.dump());
       CHECK(row["status"] == "ok");
       CHECK(row["n"] == n);
-      for (const char* key : {"ms", rate, "peak_bytes", "loss", "parameters", "flops", "bound_ms", "x_bound"})
+      for (const char* key : {"ms", rate, "peak_bytes", "activation_bytes", "loss", "parameters", "flops", "bound_ms",
+                              "x_bound"})
         CHECK(row[key].is_number());
       CHECK(std::isfinite(row["loss"].get<double>()));
       CHECK(row["flops"].get<double>() >= least_flops);
@@ -257,10 +261,11 @@ TEST_CASE("bench translate: steps of the translation model at the smoke preset's
     CHECK(row["batch"] == 2);
     CHECK(row["source_length"] == 5);
     CHECK(row["target_length"] == 3);
-    for (const char* key : {"ms", "tokens_per_s", "peak_bytes", "loss", "ms_vs_full", "parameters", "flops",
-                            "bound_ms", "x_bound"})
+    for (const char* key : {"ms", "tokens_per_s", "peak_bytes", "activation_bytes", "loss", "ms_vs_full", "parameters",
+                            "flops", "bound_ms", "x_bound"})
       CHECK(row[key].is_number());
     CHECK(std::isfinite(row["loss"].get<double>()));
+    CHECK(row["activation_bytes"].get<double>() > 0);
   }
   // The same model apart from the encoder's attention: full and improved-clustered have one parameter
   // count, neural-clustering adds its centroids.
