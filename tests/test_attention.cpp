@@ -6,6 +6,7 @@
 #include "nn/attention/config.h"
 #include "nn/attention/full.h"
 #include "nn/attention/neural_clustering.h"
+#include "ops/autocast.h"
 
 using namespace tapestry;
 using namespace tapestry::attention;
@@ -167,6 +168,34 @@ TEST_CASE("improved-clustered holds no C x S tensor for its backward") {
   CHECK(held < inputs + exact + output + weights / 2);
   sum(out).backward();  // and the backward runs from what is held
   CHECK(x.grad().defined());
+}
+
+TEST_CASE("improved-clustered under autocast holds what it holds in float32: one float32 copy of q, k, v") {
+  // Its internals compute in float32 (ops/autocast.h); bfloat16 q, k and v are widened once, not by
+  // each op that reads them (each of which then held a float32 copy of its own, beside bfloat16 copies).
+  const int64_t B = 1, H = 2, N = 1024, E = 16, C = 32;
+  Generator gen(22);
+  const Tensor x = rand({B, N, H, 3 * E}, gen, {DType::Float32});
+  const QueryClusters clusters =
+      cluster_queries(slice(permute(x, {0, 2, 1, 3}), 3, 0, E), Tensor(), {C, 63, 5}, gen);
+  Allocator& alloc = context(Device::cpu()).allocator();
+  std::vector<int64_t> held;
+  for (const DType dtype : {DType::Float32, DType::BFloat16}) {
+    Tensor input = to(x, dtype).detach();  // a leaf of its own
+    input.set_requires_grad(true);
+    const AutocastScope autocast(dtype == DType::BFloat16);
+    const Tensor qkv = permute(input, {0, 2, 1, 3});
+    alloc.empty_cache();
+    const int64_t before = alloc.stats().in_use;
+    const Tensor out = improved_clustered_attention(slice(qkv, 3, 0, E), slice(qkv, 3, E, 2 * E),
+                                                    slice(qkv, 3, 2 * E, 3 * E), clusters, 16, {});
+    held.push_back(alloc.stats().in_use - before);
+    CHECK(out.dtype() == DType::Float32);
+    sum(out).backward();
+    CHECK(input.grad().dtype() == dtype);
+  }
+  INFO("held for the backward: float32 " << held[0] << " bytes, bfloat16 under autocast " << held[1]);
+  CHECK(held[1] <= held[0]);
 }
 
 TEST_CASE("clustered and improved-clustered gradcheck (q, k, v; fixed clusters)") {

@@ -6,6 +6,7 @@
 #include "ops/creation.h"
 #include "nn/attention/full.h"
 #include "ops/attention.h"
+#include "ops/autocast.h"
 #include "ops/bits.h"
 #include "ops/cluster.h"
 #include "ops/common.h"
@@ -258,7 +259,10 @@ Tensor improved_clustered_attention(const Tensor& q_in, const Tensor& k_in, cons
   const int64_t kk = std::min(topk_keys, s.S), G = s.B * s.H, C = clusters.count;
   // The sparse ops take (B·H, ·, ·) rows: one contiguous copy of each of q, k and v (heads split from a
   // projection by a permute are not) serves every reshape below, and is all the backward holds of them.
-  const Tensor q = contiguous(q_in), k = contiguous(k_in), v = contiguous(v_in);
+  // Under autocast that copy is float32, as the clustering and softmax compute (ops/autocast.h): each
+  // op widening bfloat16 inputs of its own held a float32 copy per op.
+  const Tensor q = contiguous(autocast_float32(q_in)), k = contiguous(autocast_float32(k_in)),
+               v = contiguous(autocast_float32(v_in));
 
   // T: the top-k keys of each cluster (B, H, C, k) and their weights; eq. 17: V̂^b_j = Σ_l (1 − T_jl)
   // A^c_jl V_l, once per cluster; eq. 14: m̂_j = Σ_r T_jr A^c_jr.
