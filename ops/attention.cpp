@@ -211,16 +211,22 @@ TileKernels<T> tile_kernels() {
   return {online_softmax_baseline<T>, probabilities_baseline<T>, score_gradients_baseline<T>};
 }
 
-// q, k or v as the CPU kernels read it: a (B, H, rows, F) tensor with any strides whose last is 1, so
-// that heads split from a (B, N, H·F) projection by a permute are read where they lie, not copied.
+// q, k or v as the CPU kernels read it, or out, dq, dk or dv as they write it: a (B, H, rows, F) tensor
+// with any strides whose last is 1, so that heads split from a (B, N, H·F) projection by a permute are
+// read where they lie, and the output and gradients are written in that layout (in_layout_of), not
+// copied to it and from it.
 template <class T>
 struct Rows {
-  const T* data;
+  T* data;                      // T const for the tensors read, not for those written
   int64_t H, batch, head, row;  // heads; the strides of dims 0, 1 and 2
   explicit Rows(const Tensor& t)
-      : data(t.data<T>()), H(t.size(1)), batch(t.strides()[0]), head(t.strides()[1]), row(t.strides()[2]) {}
+      : data(t.data<std::remove_const_t<T>>()),
+        H(t.size(1)),
+        batch(t.strides()[0]),
+        head(t.strides()[1]),
+        row(t.strides()[2]) {}
   // Row r of head g (g = b · H + h).
-  const T* at(int64_t g, int64_t r) const { return data + g / H * batch + g % H * head + r * row; }
+  T* at(int64_t g, int64_t r) const { return data + g / H * batch + g % H * head + r * row; }
 };
 
 // Whether the CPU kernels read t as it is: its last dim contiguous and its rows at a stride BLAS takes.
@@ -228,11 +234,20 @@ bool rows_readable(const Tensor& t) {
   return t.strides()[3] == 1 && t.strides()[2] >= std::max<int64_t>(1, t.size(3));
 }
 
+// A new (B, H, X, F) tensor in `like`'s layout of heads (like: (B, H, X, ·)): where like's heads lie
+// within its rows (heads split from a (B, X, H·F) projection), a permuted (B, X, H, F) tensor, which
+// the heads' merge (a permute and a reshape) then takes without a copy; contiguous otherwise.
+Tensor in_layout_of(const Tensor& like, const Shape& shape, DType dtype) {
+  const Options options{dtype, like.device()};
+  if (like.strides()[1] >= like.strides()[2]) return empty(shape, options);
+  return permute(empty({shape[0], shape[2], shape[1], shape[3]}, options), {0, 2, 1, 3});
+}
+
 // ---- forward: one query tile at a time, its key tiles in turn, with an online softmax ----
 
 template <class T>
-void forward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Rows<T>& v, const KeyLimits& limits, T* out,
-                 T* lse) {
+void forward_cpu(const Shape4& s, const Rows<const T>& q, const Rows<const T>& k, const Rows<const T>& v,
+                 const KeyLimits& limits, const Rows<T>& out, T* lse) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   const Visibility visible(s, limits);
   const TileKernels<T> kernels = tile_kernels<T>();
@@ -241,6 +256,7 @@ void forward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Rows
 #pragma omp parallel
   {
     std::vector<T> p(kQueryTile * kKeyTile), row_max(kQueryTile), row_sum(kQueryTile);
+    std::vector<T> o(kQueryTile * s.M);  // the tile's output rows while their sums run
     const int64_t ldkt = padded(s.S);
     std::vector<T> kt(s.E * ldkt);  // (E, S), row stride ldkt: Kᵀ of the head this thread works on
     int64_t kt_head = -1;
@@ -249,8 +265,7 @@ void forward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Rows
     for (int64_t w = 0; w < G * tiles; ++w) {
       const int64_t g = w / tiles, i0 = (w % tiles) * kQueryTile, rows = std::min(kQueryTile, s.N - i0);
       const T* qt = q.at(g, i0);
-      T* o = out + (g * s.N + i0) * s.M;
-      std::fill(o, o + rows * s.M, T(0));
+      std::fill(o.begin(), o.end(), T(0));
       std::fill(row_max.begin(), row_max.end(), -inf);
       std::fill(row_sum.begin(), row_sum.end(), T(0));
       const int64_t keys = visible.tile_end(g, i0, rows);
@@ -260,13 +275,14 @@ void forward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Rows
         // s_ij = scale · q_i · k_j for the tile (eq. 1 of the clustered-attention paper, before softmax)
         tile_gemm<T>(rows, cols, s.E, T(s.scale), qt, q.row, 1, kt.data() + j0, ldkt, T(0), p.data(), cols);
         for (int64_t r = 0; r < rows; ++r) seen[r] = std::clamp<int64_t>(visible.end(g, i0 + r) - j0, 0, cols);
-        kernels.online_softmax({p.data(), rows, cols, seen.data()}, row_max.data(), row_sum.data(), o, s.M);
-        tile_gemm<T>(rows, s.M, cols, T(1), p.data(), cols, 1, v.at(g, j0), v.row, T(1), o, s.M);  // O += P V
+        kernels.online_softmax({p.data(), rows, cols, seen.data()}, row_max.data(), row_sum.data(), o.data(), s.M);
+        tile_gemm<T>(rows, s.M, cols, T(1), p.data(), cols, 1, v.at(g, j0), v.row, T(1), o.data(), s.M);  // O += P V
       }
       for (int64_t r = 0; r < rows; ++r) {
         const bool none = row_sum[r] == T(0);  // the query sees no key
         const T inv = none ? T(0) : T(1) / row_sum[r];
-        for (int64_t c = 0; c < s.M; ++c) o[r * s.M + c] *= inv;
+        T* out_row = out.at(g, i0 + r);
+        for (int64_t c = 0; c < s.M; ++c) out_row[c] = o[r * s.M + c] * inv;
         lse[g * s.N + i0 + r] = none ? -inf : row_max[r] + std::log(row_sum[r]);
       }
     }
@@ -276,22 +292,30 @@ void forward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Rows
 // ---- backward: one key tile at a time, every query tile that sees it in turn ----
 
 template <class T>
-void backward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Rows<T>& v, const KeyLimits& limits,
-                  const T* out, const T* lse, const T* dout, const T* dlse, T* dq, T* dk, T* dv) {
+void backward_cpu(const Shape4& s, const Rows<const T>& q, const Rows<const T>& k, const Rows<const T>& v,
+                  const KeyLimits& limits, const Rows<const T>& out, const T* lse, const Rows<const T>& dout,
+                  const T* dlse, const Rows<T>& dq, const Rows<T>& dk, const Rows<T>& dv) {
   const Visibility visible(s, limits);
   const TileKernels<T> kernels = tile_kernels<T>();
   const int64_t G = s.B * s.H, tiles = (s.S + kKeyTile - 1) / kKeyTile;
   const T scale = T(s.scale);
-  std::fill(dq, dq + G * s.N * s.E, T(0));
-  std::fill(dk, dk + G * s.S * s.E, T(0));
-  std::fill(dv, dv + G * s.S * s.M, T(0));
+  const auto zero = [G](const Rows<T>& x, int64_t rows, int64_t width) {
+#pragma omp parallel for schedule(static)
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t r = 0; r < rows; ++r) std::fill(x.at(g, r), x.at(g, r) + width, T(0));
+  };
+  zero(dq, s.N, s.E);
+  zero(dk, s.S, s.E);
+  zero(dv, s.S, s.M);
   // D_i = Σ_m dout_im · out_im = Σ_j p_ij dp_ij, the softmax backward's row term, less dlse_i where lse
   // is an output: ds_ij = p_ij (dp_ij − D_i) + p_ij dlse_i.
   std::vector<T> d(G * s.N);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < G * s.N; ++i) {
+    const T* dout_row = dout.at(i / s.N, i % s.N);
+    const T* out_row = out.at(i / s.N, i % s.N);
     T acc = 0;
-    for (int64_t c = 0; c < s.M; ++c) acc += dout[i * s.M + c] * out[i * s.M + c];
+    for (int64_t c = 0; c < s.M; ++c) acc += dout_row[c] * out_row[c];
     d[i] = dlse ? acc - dlse[i] : acc;
   }
   // Key tiles of one head share dq. With at least as many heads as threads, a head's tiles run on
@@ -306,15 +330,15 @@ void backward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Row
     constexpr int64_t ldt = padded(kKeyTile);
     std::vector<T> kt(s.E * ldt), vt(s.M * ldt);  // (E, cols), (M, cols), row stride ldt: the key tile's Kᵀ, Vᵀ
     std::vector<int64_t> seen(kQueryTile);
-    T* dq_mine = by_head ? dq : dq_partial.data() + static_cast<size_t>(omp_get_thread_num()) * G * s.N * s.E;
+    T* dq_mine = by_head ? nullptr : dq_partial.data() + static_cast<size_t>(omp_get_thread_num()) * G * s.N * s.E;
 #pragma omp for schedule(dynamic)
     for (int64_t w = 0; w < (by_head ? G : G * tiles); ++w) {
       const int64_t g = by_head ? w : w / tiles;
       for (int64_t t = by_head ? 0 : w % tiles; t < (by_head ? tiles : w % tiles + 1); ++t) {
         const int64_t j0 = t * kKeyTile, cols = std::min(kKeyTile, s.S - j0);
         const T* k_tile = k.at(g, j0);
-        T* dkt = dk + (g * s.S + j0) * s.E;
-        T* dvt = dv + (g * s.S + j0) * s.M;
+        T* dkt = dk.at(g, j0);
+        T* dvt = dv.at(g, j0);
         transpose_rows(cols, s.E, k_tile, k.row, kt.data(), ldt);
         transpose_rows(cols, s.M, v.at(g, j0), v.row, vt.data(), ldt);
         // With a causal mask no query before j0 sees the tile; padding hides it from all or none.
@@ -322,17 +346,18 @@ void backward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Row
           const int64_t rows = std::min(kQueryTile, s.N - i0);
           if (visible.tile_end(g, i0, rows) <= j0) continue;
           const T* qt = q.at(g, i0);
-          const T* dot = dout + (g * s.N + i0) * s.M;
-          T* dqt = dq_mine + (g * s.N + i0) * s.E;
+          const T* dot = dout.at(g, i0);
+          T* dqt = by_head ? dq.at(g, i0) : dq_mine + (g * s.N + i0) * s.E;
+          const int64_t ldq = by_head ? dq.row : s.E;
           const Tile<T> tile{p.data(), rows, cols, seen.data()};
           for (int64_t r = 0; r < rows; ++r) seen[r] = std::clamp<int64_t>(visible.end(g, i0 + r) - j0, 0, cols);
           tile_gemm<T>(rows, cols, s.E, scale, qt, q.row, 1, kt.data(), ldt, T(0), p.data(), cols);  // S
           kernels.probabilities(tile, lse + g * s.N + i0);
-          tile_gemm<T>(cols, s.M, rows, T(1), p.data(), 1, cols, dot, s.M, T(1), dvt, s.M);  // dV += Pᵀ dO
-          tile_gemm<T>(rows, cols, s.M, T(1), dot, s.M, 1, vt.data(), ldt, T(0), dp.data(), cols);  // dP = dO Vᵀ
-          kernels.score_gradients(tile, dp.data(), d.data() + g * s.N + i0);                       // dS
-          tile_gemm<T>(cols, s.E, rows, scale, dp.data(), 1, cols, qt, q.row, T(1), dkt, s.E);  // dK += scale dSᵀ Q
-          tile_gemm<T>(rows, s.E, cols, scale, dp.data(), cols, 1, k_tile, k.row, T(1), dqt, s.E);  // dQ += scale dS K
+          tile_gemm<T>(cols, s.M, rows, T(1), p.data(), 1, cols, dot, dout.row, T(1), dvt, dv.row);  // dV += Pᵀ dO
+          tile_gemm<T>(rows, cols, s.M, T(1), dot, dout.row, 1, vt.data(), ldt, T(0), dp.data(), cols);  // dP = dO Vᵀ
+          kernels.score_gradients(tile, dp.data(), d.data() + g * s.N + i0);                             // dS
+          tile_gemm<T>(cols, s.E, rows, scale, dp.data(), 1, cols, qt, q.row, T(1), dkt, dk.row);  // dK += scale dSᵀ Q
+          tile_gemm<T>(rows, s.E, cols, scale, dp.data(), cols, 1, k_tile, k.row, T(1), dqt, ldq);  // dQ += scale dS K
         }
       }
     }
@@ -341,7 +366,10 @@ void backward_cpu(const Shape4& s, const Rows<T>& q, const Rows<T>& k, const Row
     for (int th = 0; th < threads; ++th) {
       const T* part = dq_partial.data() + static_cast<size_t>(th) * G * s.N * s.E;
 #pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < G * s.N * s.E; ++i) dq[i] += part[i];
+      for (int64_t i = 0; i < G * s.N; ++i) {
+        T* row = dq.at(i / s.N, i % s.N);
+        for (int64_t e = 0; e < s.E; ++e) row[e] += part[i * s.E + e];
+      }
     }
 }
 
@@ -371,7 +399,7 @@ std::pair<Tensor, double> checked_ends(const char* op, const Tensor& ends, const
 }
 
 // The kernels on their device: out and lse from q, k, v (one floating dtype; contiguous on a GPU, on
-// the CPU as Rows reads them).
+// the CPU as Rows reads and writes them).
 void forward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v, const KeyLimits& limits,
              const Tensor& out, const Tensor& lse) {
   if (numel(out.shape()) + numel(lse.shape()) == 0) return;
@@ -379,12 +407,12 @@ void forward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v,
   if (on_cuda("fused_attention", q, launch)) return;
   visit_floating(q.dtype(), "fused_attention", [&](auto tag) {
     using T = decltype(tag);
-    forward_cpu<T>(s, Rows<T>(q), Rows<T>(k), Rows<T>(v), limits, out.data<T>(), lse.data<T>());
+    forward_cpu<T>(s, Rows<const T>(q), Rows<const T>(k), Rows<const T>(v), limits, Rows<T>(out), lse.data<T>());
   });
 }
 
-// dq, dk, dv (contiguous) from the forward's tensors, as forward takes them, dout (contiguous) and
-// dlse (contiguous; undefined where lse is no output).
+// dq, dk, dv from the forward's tensors, as forward takes them, dout and dlse (contiguous; undefined
+// where lse is no output); on a GPU every tensor contiguous, on the CPU as Rows reads and writes them.
 void backward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v, const KeyLimits& limits,
               const Tensor& out, const Tensor& lse, const Tensor& dout, const Tensor& dlse, const Tensor& dq,
               const Tensor& dk, const Tensor& dv) {
@@ -394,8 +422,9 @@ void backward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v
   if (on_cuda("fused_attention", q, launch)) return;
   visit_floating(q.dtype(), "fused_attention", [&](auto tag) {
     using T = decltype(tag);
-    backward_cpu<T>(s, Rows<T>(q), Rows<T>(k), Rows<T>(v), limits, out.data<T>(), lse.data<T>(), dout.data<T>(),
-                    dlse.defined() ? dlse.data<T>() : nullptr, dq.data<T>(), dk.data<T>(), dv.data<T>());
+    backward_cpu<T>(s, Rows<const T>(q), Rows<const T>(k), Rows<const T>(v), limits, Rows<const T>(out), lse.data<T>(),
+                    Rows<const T>(dout), dlse.defined() ? dlse.data<T>() : nullptr, Rows<T>(dq), Rows<T>(dk),
+                    Rows<T>(dv));
   });
 }
 
@@ -434,14 +463,18 @@ enum class LseOutput { No, Yes };
 // The op on checked arguments; `pairs` is the number of (query, key) pairs seen over all heads.
 AttentionWithLse attend(const char* op, const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v,
                         const KeyLimits& limits, double pairs, LseOutput lse_output) {
-  // The CUDA kernels take contiguous tensors; the CPU's read any whose rows BLAS can take (Rows).
+  // The CUDA kernels take contiguous tensors; the CPU's read any whose rows BLAS can take (Rows), and
+  // write the output and the gradients in the layout of q, k and v (in_layout_of).
   const auto as_read = [](const Tensor& t) {
     return !t.device().is_cuda() && rows_readable(t) ? t.detach() : contiguous(t.detach());
+  };
+  const auto new_like = [](const Tensor& like, const Shape& shape, DType dtype) {
+    return like.device().is_cuda() ? empty(shape, {dtype, like.device()}) : in_layout_of(like, shape, dtype);
   };
   const Tensor qc = as_read(q), kc = as_read(k), vc = as_read(v);
   // bfloat16: out rounded from the float32 kernel's (wide), lse kept in float32.
   const DType compute = q.dtype() == DType::BFloat16 ? DType::Float32 : q.dtype();
-  Tensor out = empty({s.B, s.H, s.N, s.M}, q.options());
+  Tensor out = new_like(qc, {s.B, s.H, s.N, s.M}, q.dtype());
   const Tensor out_wide = compute == q.dtype() ? out : empty(out.shape(), {compute, q.device()});
   const Tensor lse = empty({s.B, s.H, s.N}, {compute, q.device()});
   forward(s, wide(qc), wide(kc), wide(vc), limits, out_wide, lse);
@@ -451,13 +484,13 @@ AttentionWithLse attend(const char* op, const Shape4& s, const Tensor& q, const 
   profile_flops(2 * pairs * double(s.E + s.M));
   const bool with_lse = lse_output == LseOutput::Yes;
   record(op, {q, k, v}, with_lse ? std::vector<Tensor>{out, lse} : std::vector<Tensor>{out},
-         [s, pairs, limits, qs = Saved(qc), ks = Saved(kc), vs = Saved(vc), os = Saved(out), ls = Saved(lse)](
-             const std::vector<Tensor>& dy, Gradients& g) {
+         [s, pairs, limits, as_read, new_like, qs = Saved(qc), ks = Saved(kc), vs = Saved(vc), os = Saved(out),
+          ls = Saved(lse)](const std::vector<Tensor>& dy, Gradients& g) {
            profile_flops(2 * pairs * double(3 * s.E + 2 * s.M));
            const Tensor q = wide(qs.get()), k = wide(ks.get()), v = wide(vs.get()), out = wide(os.get());
-           const Tensor dout = wide(contiguous(dy[0])), dlse = dy.size() > 1 ? contiguous(dy[1]) : Tensor();
-           Tensor dq = empty(q.shape(), q.options()), dk = empty(k.shape(), k.options()),
-                  dv = empty(v.shape(), v.options());
+           const Tensor dout = wide(as_read(dy[0])), dlse = dy.size() > 1 ? contiguous(dy[1]) : Tensor();
+           const Tensor dq = new_like(q, q.shape(), q.dtype()), dk = new_like(k, k.shape(), k.dtype()),
+                        dv = new_like(v, v.shape(), v.dtype());
            backward(s, q, k, v, limits, out, ls.get(), dout, dlse, dq, dk, dv);
            const DType dtype = qs.get().dtype();  // bfloat16 gradients rounded from the float32 kernel's
            if (g.needs(0)) g.accumulate(0, to(dq, dtype));

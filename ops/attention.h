@@ -22,7 +22,9 @@ namespace tapestry {
 ///   - with causal (which needs N = S), the keys j > i of query i.
 /// A query that sees no key gives zeros and passes no gradient (as softmax's fully masked row). On
 /// the CPU q, k and v are read where they lie when their last dim is contiguous (heads split from a
-/// (B, N, H·E) projection by a permute are not copied); a GPU takes contiguous copies.
+/// (B, N, H·E) projection by a permute are not copied), and the output and the gradients of q, k and
+/// v are written in those tensors' layout of heads (the heads' merge then takes the output without a
+/// copy); a GPU takes contiguous copies and gives contiguous tensors.
 /// Differentiable in q, k and v. On a GPU the head dims E and M must not exceed
 /// kFusedAttentionMaxHeadDim (fused_attention_fits says whether a call is possible).
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_lengths = {},

@@ -197,7 +197,7 @@ TEST_CASE("fused attention in float32 agrees with the float64 composition") {
   }
 }
 
-TEST_CASE("fused attention reads strided q, k, v on the CPU: heads split by a permute, keys shared across heads") {
+TEST_CASE("fused attention on the CPU reads strided q, k, v (heads split by a permute, keys shared) and writes so") {
   const int64_t B = 2, H = 3, N = 140, E = 8, M = 5;
   const Tensor lengths = from_vector<int64_t>({140, 90}, {2});
   // From (B, N, H·E) projections split into heads by a view, as MultiheadAttention does, and keys of
@@ -215,6 +215,12 @@ TEST_CASE("fused attention reads strided q, k, v on the CPU: heads split by a pe
     check_same_function([&](const std::vector<Tensor>& in) { return heads(in, false, causal); },
                         [&](const std::vector<Tensor>& in) { return heads(in, true, causal); }, inputs, 0, 0);
   }
+  // The output takes q's layout of heads (and its gradients take q's, k's and v's, above, to the bit):
+  // the heads' merge, a permute and a reshape to (B, N, H·M), is then a view, not a copy.
+  const Tensor q = permute(reshape(inputs[0], {B, N, H, E}), {0, 2, 1, 3});
+  const Tensor v = permute(reshape(inputs[2], {B, N, H, M}), {0, 2, 1, 3}), k = expand(inputs[1], {B, H, N, E});
+  CHECK(permute(fused_attention(q, k, v, lengths), {0, 2, 1, 3}).is_contiguous());
+  CHECK(fused_attention(contiguous(q), k, v, lengths).is_contiguous());
 }
 
 TEST_CASE("fused attention in float32 gives the same bits under AVX2 and AVX-512, and the baseline's within rounding") {
