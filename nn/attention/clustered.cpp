@@ -127,6 +127,7 @@ TopKeys top_keys(const Tensor& q, const Tensor& k, const Tensor& v, const QueryC
   Tensor indices;
   {
     NoGradGuard no_grad;
+    const AutocastScope float32(false);  // chosen in float32, as their weights are computed
     Tensor scores = matmul(centroid.detach() * scale, transpose(k.detach(), -1, -2));  // (B, H, C, S)
     if (keep.defined()) scores = masked_fill(scores, logical_not(keep), -inf);
     indices = topk(scores, kk, -1).indices;
