@@ -191,7 +191,8 @@ int run(const TrainOptions& o) {
         row["ms_vs_full"] = number(row, "ms") / number(full, "ms");
   }
   const std::string unit = o.model == "speech" ? "frames/s" : "tokens/s";
-  Table table({"type", "N", "batch", "ms/step", unit, "peak MiB", "act MiB", "loss", "time ×full", "GFLOP", "bound ms", "×bound"});
+  Table table({"type", "N", "batch", "ms/step", unit, "peak MiB", "act MiB", "loss", "time ×full", "GFLOP", "bound ms",
+               "×bound"});
   for (const auto& row : rows) {
     table.add({row["type"].get<std::string>(), format("%.0f", number(row, "n")), format("%.0f", number(row, "batch")),
                row["status"] == "ok" ? format("%.2f", number(row, "ms")) : row["status"].get<std::string>(),
