@@ -1,5 +1,9 @@
 #include "tests/testing.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
 #include "ops/cluster.h"
 
 using namespace tapestry;
@@ -26,7 +30,74 @@ Tensor cluster_rows(const Tensor& x, const Tensor& topk, const Tensor& ids) {
   return reshape(rows * mask, {G, N, k, x.size(2)});
 }
 
+// Lloyd's algorithm in Hamming space as §3.2.2 states it, one group, bit by bit: the reference of
+// hamming_kmeans (which counts eight bits at a time).
+void naive_kmeans(const std::vector<uint64_t>& codes, const std::vector<bool>& valid, int64_t C, int64_t bits,
+                  int64_t iterations, std::vector<int64_t>& ids, std::vector<uint64_t>& centroids) {
+  std::vector<int64_t> members;
+  for (size_t i = 0; i < codes.size(); ++i)
+    if (valid[i]) members.push_back(static_cast<int64_t>(i));
+  const int64_t n = static_cast<int64_t>(members.size()), seeded = std::min(C, n);
+  centroids.assign(C, 0);
+  std::vector<bool> active(C, false);
+  for (int64_t j = 0; j < seeded; ++j) centroids[j] = codes[members[j * n / seeded]], active[j] = true;
+  const auto distance = [](uint64_t a, uint64_t b) { return __builtin_popcountll(a ^ b); };
+  const auto assign = [&] {
+    ids.assign(codes.size(), C);
+    for (int64_t i : members) {
+      int best = 65;
+      for (int64_t j = 0; j < C; ++j)
+        if (active[j] && distance(codes[i], centroids[j]) < best) best = distance(codes[i], centroids[j]), ids[i] = j;
+    }
+  };
+  assign();
+  for (int64_t it = 0; it < iterations; ++it) {
+    for (int64_t j = 0; j < C; ++j)
+      for (int64_t r = 0; r < bits; ++r) {
+        int64_t set = 0, size = 0;
+        for (int64_t i : members)
+          if (ids[i] == j) ++size, set += (codes[i] >> r) & 1;
+        if (2 * set > size) centroids[j] |= uint64_t{1} << r;
+        if (2 * set < size) centroids[j] &= ~(uint64_t{1} << r);
+      }
+    assign();
+  }
+}
+
 }  // namespace
+
+TEST_CASE("hamming_kmeans equals Lloyd's algorithm bit by bit (clusters of more than 255 members, 1 to 64 bits)") {
+  // Its majorities count eight bits at a time in byte-wide counters emptied every 255 members of a
+  // cluster: clusters of a thousand members and more cross that many times.
+  Generator gen(12);
+  for (const int64_t bits : {1, 8, 13, 40, 63, 64}) {
+    for (const int64_t C : {1, 3, 40}) {
+      INFO("bits " << bits << ", clusters " << C);
+      const int64_t N = 3000;
+      // Codes of `bits` random bits (a 64-bit code from two draws of 32).
+      const std::vector<int64_t> low = randint(0, int64_t{1} << 32, {N}, gen).to_vector<int64_t>(),
+                                 high = randint(0, int64_t{1} << 32, {N}, gen).to_vector<int64_t>();
+      std::vector<uint64_t> codes(N);
+      std::vector<int64_t> stored(N), valid_ids(N);
+      std::vector<bool> valid(N);
+      for (int64_t i = 0; i < N; ++i) {
+        codes[i] = uint64_t(high[i]) << 32 | uint64_t(low[i]);
+        if (bits < 64) codes[i] &= (uint64_t{1} << bits) - 1;
+        stored[i] = static_cast<int64_t>(codes[i]);
+        valid[i] = i % 7 != 3;
+        valid_ids[i] = valid[i];
+      }
+      const HammingClusters out =
+          hamming_kmeans(from_vector(stored, {1, N}), to(from_vector(valid_ids, {1, N}), DType::Bool), C, bits, 4);
+      std::vector<int64_t> ids;
+      std::vector<uint64_t> centroids;
+      naive_kmeans(codes, valid, C, bits, 4, ids, centroids);
+      CHECK(out.ids.to_vector<int64_t>() == ids);
+      std::vector<int64_t> want(centroids.begin(), centroids.end());
+      CHECK(out.centroids.to_vector<int64_t>() == want);
+    }
+  }
+}
 
 TEST_CASE("hamming_kmeans recovers planted clusters") {
   // Three well separated codes, each with 20 members that differ from it in at most 2 bits.
