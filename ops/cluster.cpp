@@ -18,8 +18,6 @@ namespace {
 
 constexpr int64_t kParallelWork = 32768;  // multiply-adds below which a loop stays on one thread
 
-int popcount(uint64_t x) { return __builtin_popcountll(x); }
-
 // kSpread[b]: byte i is bit i of b (0 or 1). Adding kSpread[byte] to a word of eight byte-wide
 // counters counts eight bits of a code at once.
 constexpr std::array<uint64_t, 256> spread_bits() {
@@ -67,20 +65,8 @@ class BitCounts {
   std::vector<int32_t> pending_;      // members added to each cluster since its counters were emptied
 };
 
-// Nearest active centroid by Hamming distance; ties go to the lowest index.
-int64_t nearest(uint64_t code, const std::vector<uint64_t>& centroids, const std::vector<bool>& active) {
-  int64_t best = -1;
-  int best_distance = 65;
-  for (size_t j = 0; j < centroids.size(); ++j) {
-    if (!active[j]) continue;
-    const int d = popcount(code ^ centroids[j]);
-    if (d < best_distance) best = static_cast<int64_t>(j), best_distance = d;
-  }
-  return best;
-}
-
 // One group: Lloyd's algorithm in Hamming space (§3.2.2). Its time is the popcounts of the
-// assignments; x86-64's baseline has no popcount instruction (GCC calls a bit-twiddling routine), so
+// assignments (and, before they were counted eight at a time, the majorities' bits); x86-64's baseline has no popcount instruction (GCC calls a bit-twiddling routine), so
 // the function is also compiled for CPUs with POPCNT and the loader picks the version that runs.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("popcnt", "default")))
@@ -92,15 +78,24 @@ void kmeans_group(const int64_t* codes, const bool* valid, int64_t n_all, int64_
     if (valid[i]) members.push_back(i);
   const int64_t n = static_cast<int64_t>(members.size());
 
+  // The first min(C, n) centroids are seeded with members' codes and take part; the others (fewer
+  // members than clusters) stay empty.
   std::vector<uint64_t> centroids(C, 0);
-  std::vector<bool> active(C, false);
   const int64_t seeded = std::min(C, n);
-  for (int64_t j = 0; j < seeded; ++j) {
-    centroids[j] = static_cast<uint64_t>(codes[members[j * n / seeded]]);
-    active[j] = true;
-  }
+  for (int64_t j = 0; j < seeded; ++j) centroids[j] = static_cast<uint64_t>(codes[members[j * n / seeded]]);
+  // Each member to its nearest seeded centroid by Hamming distance; ties go to the lowest index. (In
+  // this function, so that its popcounts are compiled with POPCNT in that version.)
   auto assign = [&] {
-    for (int64_t i : members) ids[i] = nearest(static_cast<uint64_t>(codes[i]), centroids, active);
+    for (int64_t i : members) {
+      const uint64_t code = static_cast<uint64_t>(codes[i]);
+      int64_t best = 0;
+      int best_distance = 65;
+      for (int64_t j = 0; j < seeded; ++j) {
+        const int d = __builtin_popcountll(code ^ centroids[j]);
+        if (d < best_distance) best = j, best_distance = d;
+      }
+      ids[i] = best;
+    }
   };
   for (int64_t i = 0; i < n_all; ++i) ids[i] = C;
   assign();
