@@ -66,7 +66,7 @@ class BitCounts {
 };
 
 // One group: Lloyd's algorithm in Hamming space (§3.2.2). Its time is the popcounts of the
-// assignments (and, before they were counted eight at a time, the majorities' bits); x86-64's baseline has no popcount instruction (GCC calls a bit-twiddling routine), so
+// assignments; x86-64's baseline has no popcount instruction (GCC calls a bit-twiddling routine), so
 // the function is also compiled for CPUs with POPCNT and the loader picks the version that runs.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("popcnt", "default")))
