@@ -14,7 +14,7 @@
 #include "apps/inspect.h"
 #include "apps/reverse.h"
 #include "apps/translate.h"
-#include "ops/bf16_gemm.h"
+#include "ops/onednn_gemm.h"
 #include "tapestry.h"
 #include "tapestry_commit.h"  // TAPESTRY_COMMIT, the commit built (CMakeLists.txt)
 
@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
   using namespace tapestry;
   app::bound_openmp_spinning(argv);
   try {
-    cpu_capability();  // a bad TAPESTRY_CPU_CAPABILITY is refused before any command runs
+    cpu_capability();    // a bad TAPESTRY_CPU_CAPABILITY is refused before any command runs
+    cpu_float32_gemm();  // and a bad TAPESTRY_CPU_GEMM
   } catch (const Error& e) {
     std::cerr << "tapestry: " << e.what() << "\n";
     return app::kExitUsage;
@@ -48,6 +49,10 @@ int main(int argc, char** argv) {
                 << "cpu threads: " << omp_get_max_threads() << " (OpenMP); idle ones wait " << openmp_wait() << "\n"
                 << "cpu kernels: " << to_string(cpu_capability()) << " (this CPU has "
                 << to_string(cpu_capability_supported()) << "; TAPESTRY_CPU_CAPABILITY lowers it)\n"
+                << "cpu float32 products: " << to_string(cpu_float32_gemm())
+                << (cpu_onednn_available() ? " (this build has onednn and openblas; TAPESTRY_CPU_GEMM chooses)"
+                                           : " (this build has no onednn)")
+                << "\n"
                 << "cpu bfloat16 products: "
                 << (cpu_bf16_gemm_available() ? "oneDNN, on this CPU's bfloat16 instructions (at avx512)"
                                               : "in float32 (this build has no oneDNN, or this CPU no AVX-512 BF16)")

@@ -125,8 +125,11 @@ FeedForward::FeedForward(const FeedForwardOptions& options, Generator& gen) : Mo
 Tensor FeedForward::forward(const Tensor& x, Generator& gen) {
   check_features(*this, "input", x, linear1->weight, 1, options_.d_model);
   const Tensor h = linear1->forward(x);
-  const Tensor a = options_.activation == Activation::ReLU ? relu(h) : gelu(h);
-  return linear2->forward(dropout->forward(a, gen));
+  // relu and its dropout as one op (ops/dropout.h): the same bits, without relu's output held or the
+  // mask drawn again in the backward
+  if (options_.activation == Activation::ReLU)
+    return linear2->forward(relu_dropout(h, dropout->p(), gen, dropout->mode()));
+  return linear2->forward(dropout->forward(gelu(h), gen));
 }
 
 }  // namespace tapestry::nn

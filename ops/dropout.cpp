@@ -8,6 +8,8 @@
 #include "ops/common.h"
 #include "ops/cuda/dropout.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
+#include "ops/elementwise_math.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -35,10 +37,11 @@ struct DropMask {
 // arrays, so that the compiler runs the blocks side by side in vector registers (16 lanes of AVX-512).
 constexpr int64_t kBlocks = 16;
 
-// out[i] = in[i] · scale where element i survives, else 0, for the elements of blocks [q0, q1) below
-// n: the same draws as philox_block(first + q, seed) block by block (core/random.h), in integer
-// arithmetic, so that every CPU capability gives the same bits.
-template <class T>
+// out[i] = a(in[i]) · scale where element i survives, else 0, for the elements of blocks [q0, q1)
+// below n, with a the identity or, kRelu, relu (math::Relu): the same draws as
+// philox_block(first + q, seed) block by block (core/random.h), in integer arithmetic, so that every
+// CPU capability gives the same bits.
+template <bool kRelu, class T>
 [[gnu::always_inline]] inline void mask_blocks(const T* in, T* out, int64_t n, int64_t q0, int64_t q1,
                                                const DropMask& mask) {
   using C = compute_t<T>;  // bfloat16 is scaled in float32 and rounded once
@@ -69,62 +72,70 @@ template <class T>
       for (int64_t j = 0; j < 8; ++j) draws[l * 8 + j] = (words[j >> 1] >> (16 * (j & 1))) & 0xFFFFu;
     }
     const int64_t first = 8 * q, count = std::min<int64_t>(8 * std::min(kBlocks, q1 - q), n - first);
-    for (int64_t i = 0; i < count; ++i)
-      out[first + i] = draws[i] >= mask.cut ? T(C(in[first + i]) * scale) : T(0);
+    for (int64_t i = 0; i < count; ++i) {
+      const C v = kRelu ? math::Relu{}.forward(C(in[first + i])) : C(in[first + i]);
+      out[first + i] = draws[i] >= mask.cut ? T(v * scale) : T(0);
+    }
   }
 }
 
 // The baseline (SSE2) has no fast 32 × 32 → 64-bit vector product: there a block at a time, as
 // core/random.h draws it, runs faster than the lanes above, with the same draws.
-template <class T>
+template <bool kRelu, class T>
 void mask_blocks_baseline(const T* in, T* out, int64_t n, int64_t q0, int64_t q1, const DropMask& mask) {
   using C = compute_t<T>;
   const C scale = static_cast<C>(mask.scale);
   for (int64_t q = q0; q < q1; ++q) {
     const PhiloxBlock block = philox_block(mask.first + static_cast<uint64_t>(q), mask.seed);
-    for (int64_t j = 0, i = 8 * q; j < 8 && i < n; ++j, ++i)
-      out[i] = uniform_bits16(block, j) >= mask.cut ? T(C(in[i]) * scale) : T(0);
+    for (int64_t j = 0, i = 8 * q; j < 8 && i < n; ++j, ++i) {
+      const C v = kRelu ? math::Relu{}.forward(C(in[i])) : C(in[i]);
+      out[i] = uniform_bits16(block, j) >= mask.cut ? T(v * scale) : T(0);
+    }
   }
 }
 #if TP_CPU_DISPATCH
-template <class T>
+template <bool kRelu, class T>
 TP_TARGET_AVX2 void mask_blocks_avx2(const T* in, T* out, int64_t n, int64_t q0, int64_t q1, const DropMask& mask) {
-  mask_blocks(in, out, n, q0, q1, mask);
+  mask_blocks<kRelu>(in, out, n, q0, q1, mask);
 }
-template <class T>
+template <bool kRelu, class T>
 TP_TARGET_AVX512 void mask_blocks_avx512(const T* in, T* out, int64_t n, int64_t q0, int64_t q1,
                                          const DropMask& mask) {
-  mask_blocks(in, out, n, q0, q1, mask);
+  mask_blocks<kRelu>(in, out, n, q0, q1, mask);
 }
 #endif
 
 // The mask kernel of the capability in use: float32 and bfloat16 take the widest, float64 the
 // baseline's.
-template <class T>
+template <bool kRelu, class T>
 auto mask_kernel() {
 #if TP_CPU_DISPATCH
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) {
     switch (cpu_capability()) {
-      case CpuCapability::Avx512: return mask_blocks_avx512<T>;
-      case CpuCapability::Avx2: return mask_blocks_avx2<T>;
+      case CpuCapability::Avx512: return mask_blocks_avx512<kRelu, T>;
+      case CpuCapability::Avx2: return mask_blocks_avx2<kRelu, T>;
       case CpuCapability::Baseline: break;
     }
   }
 #endif
-  return mask_blocks_baseline<T>;
+  return mask_blocks_baseline<kRelu, T>;
 }
 
-// out = in ⊙ keep / (1 − p). Forward applies it to x, backward to dy: dropout is linear in x for a
-// fixed mask.
-Tensor apply_mask(const Tensor& in, const DropMask& mask) {
-  const Tensor src = contiguous(in.detach());
+enum class Activation { None, Relu };
+
+// out = a(in) ⊙ keep / (1 − p), a the identity or relu. Forward applies it to x, dropout's backward
+// (a the identity) to dy: dropout is linear in x for a fixed mask. On a GPU, relu runs as its own
+// kernel before the mask's.
+Tensor apply_mask(const Tensor& in, const DropMask& mask, Activation activation = Activation::None) {
+  const bool relu_first = activation == Activation::Relu && in.device().is_cuda();
+  const Tensor src = contiguous(relu_first ? relu(in.detach()) : in.detach());
   Tensor out = empty(in.shape(), in.options());
   if (on_cuda("dropout", in, [&] { cuda::dropout_mask(src, out, mask.first, mask.seed, mask.cut, mask.scale); }))
     return out;
   const int64_t n = in.numel();
   visit_floating_or_bfloat16(in.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
-    const auto kernel = mask_kernel<T>();
+    const auto kernel = activation == Activation::Relu ? mask_kernel<true, T>() : mask_kernel<false, T>();
     const T* a = src.data<T>();
     T* b = out.data<T>();
     // Each task takes kBlocks Philox blocks: 8 · kBlocks elements.
@@ -135,12 +146,42 @@ Tensor apply_mask(const Tensor& in, const DropMask& mask) {
   return out;
 }
 
+void check_arguments(const char* op, const Tensor& x, double p) {
+  check_floating(op, x);
+  TP_CHECK(p >= 0 && p < 1, op, "the drop probability p must lie in [0, 1), got ", p, " (for a tensor of shape ",
+           to_string(x.shape()), ")");
+}
+
+// dx = dy · scale where y > 0, else 0: y > 0 where the element was kept and x > 0 (a NaN x gives a NaN
+// y, which is not > 0, as in relu's backward). On a GPU, dropout's backward kernel then relu's.
+Tensor relu_dropout_backward(const Tensor& dy_in, const Tensor& y, const DropMask& mask) {
+  if (y.device().is_cuda()) {
+    const Tensor zero = zeros({}, y.options());
+    return where(gt(y, zero), apply_mask(dy_in, mask), zero);
+  }
+  const Tensor dy = contiguous(dy_in);
+  Tensor dx = empty(y.shape(), y.options());  // y is relu_dropout's own output: contiguous
+  const int64_t n = y.numel();
+  visit_floating_or_bfloat16(y.dtype(), "relu_dropout", [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const C scale = static_cast<C>(mask.scale);
+    const T* d = dy.data<T>();
+    const T* v = y.data<T>();
+    T* out = dx.data<T>();
+#pragma omp parallel for schedule(static) if (n > kParallelWork)
+    for (int64_t i = 0; i < n; ++i) {
+      const T g = T(C(d[i]) * scale);  // before the test, so that the loop is a select, not a branch
+      out[i] = v[i] > T(0) ? g : T(0);
+    }
+  });
+  return dx;
+}
+
 }  // namespace
 
 Tensor dropout(const Tensor& x, double p, Generator& gen, Mode mode) {
-  check_floating("dropout", x);
-  TP_CHECK(p >= 0 && p < 1, "dropout", "the drop probability p must lie in [0, 1), got ", p,
-           " (for a tensor of shape ", to_string(x.shape()), ")");
+  check_arguments("dropout", x, p);
   if (mode == Mode::Eval) return x;
   const DropMask mask(gen.reserve((static_cast<uint64_t>(x.numel()) + 7) / 8), gen.seed(), p);
   // p = 0 keeps every element, scaled by 1: x itself (the draws are still reserved, so that the
@@ -150,6 +191,19 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, Mode mode) {
   // dx = dy ⊙ keep / (1 − p)   (the same mask, regenerated from its counters)
   record("dropout", {x}, {y}, [mask](const std::vector<Tensor>& dy, Gradients& g) {
     g.accumulate(0, apply_mask(dy[0], mask));
+  });
+  return y;
+}
+
+Tensor relu_dropout(const Tensor& x, double p, Generator& gen, Mode mode) {
+  check_arguments("relu_dropout", x, p);
+  if (mode == Mode::Eval) return relu(x);
+  const DropMask mask(gen.reserve((static_cast<uint64_t>(x.numel()) + 7) / 8), gen.seed(), p);
+  if (p == 0) return relu(x);
+  Tensor y = apply_mask(x, mask, Activation::Relu);
+  // The backward reads y alone (no draws); the layer after it usually holds y already.
+  record("relu_dropout", {x}, {y}, [mask, ys = Saved(y)](const std::vector<Tensor>& dy, Gradients& g) {
+    g.accumulate(0, relu_dropout_backward(dy[0], ys.get(), mask));
   });
   return y;
 }

@@ -22,4 +22,10 @@ enum class Mode { Train, Eval };
 /// the same). x is floating; 0 ≤ p < 1.
 Tensor dropout(const Tensor& x, double p, Generator& gen, Mode mode);
 
+/// dropout(relu(x), p, gen, mode) in one pass, with the same draws, values and gradients to the bit.
+/// Its backward reads only y (dx = dy / (1 − p) where y > 0, else 0): no draws, and nothing held but
+/// y, which the layer after it (a feed-forward's second linear) holds anyway; the composition holds
+/// relu's output as well and draws the mask again. Eval mode, or p = 0: relu(x).
+Tensor relu_dropout(const Tensor& x, double p, Generator& gen, Mode mode);
+
 }  // namespace tapestry

@@ -9,7 +9,7 @@
 #include "core/profiler.h"
 
 #include "ops/autocast.h"
-#include "ops/bf16_gemm.h"
+#include "ops/onednn_gemm.h"
 #include "ops/blas.h"
 #include "ops/common.h"
 #include "ops/cuda/matmul.h"
@@ -85,7 +85,7 @@ Bf16Matrix bf16_matrix(const Tensor& t, Transpose transpose, const Shape& batch)
   return m;
 }
 
-// bfloat16 on the CPU: oneDNN's bfloat16 GEMM (ops/bf16_gemm.h: AMX or AVX-512 BF16) at the AVX-512
+// bfloat16 on the CPU: oneDNN's bfloat16 GEMM (ops/onednn_gemm.h: AMX or AVX-512 BF16) at the AVX-512
 // capability (core/cpu_capability.h), where this build and CPU have it and it takes these layouts;
 // else in float32. Both sum the products in float32 and round once. An `out` that accumulates over a
 // broadcast batch dim (stride 0) has no oneDNN form.

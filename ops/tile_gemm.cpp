@@ -190,7 +190,7 @@ void tile_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_r
   }
 #endif
   // The baseline's only fused multiply-add is libm's, a call per product: there, and in float64,
-  // BLAS (its own kernels and order of summation).
+  // ops/blas.h's library (its own kernels and order of summation).
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];

@@ -16,7 +16,7 @@
 #include "tests/testing.h"
 
 #include "core/cpu_capability.h"
-#include "ops/bf16_gemm.h"
+#include "ops/onednn_gemm.h"
 
 namespace {
 
@@ -286,8 +286,8 @@ TEST_CASE("bench translate: a bad preset or size is a usage error naming the fla
   }
 }
 
-TEST_CASE("tapestry version names the CPU kernels' capability and what computes bfloat16 products; "
-          "TAPESTRY_CPU_CAPABILITY lowers it or is refused") {
+TEST_CASE("tapestry version names the CPU kernels' capability and what computes float32 and bfloat16 products; "
+          "TAPESTRY_CPU_CAPABILITY lowers the capability, TAPESTRY_CPU_GEMM chooses the library, or each is refused") {
   TempDir dir;
   const std::string supported = tapestry::to_string(tapestry::cpu_capability_supported());
   const Run plain = tapestry_cli("version", dir.path);
@@ -295,6 +295,15 @@ TEST_CASE("tapestry version names the CPU kernels' capability and what computes 
   CHECK(plain.output.find("cpu kernels: " + supported + " (this CPU has " + supported) != std::string::npos);
   CHECK(plain.output.find(std::string("cpu bfloat16 products: ") +
                           (tapestry::cpu_bf16_gemm_available() ? "oneDNN" : "in float32")) != std::string::npos);
+  CHECK(plain.output.find(std::string("cpu float32 products: ") +
+                          (tapestry::cpu_onednn_available() ? "onednn" : "openblas")) != std::string::npos);
+  const Run openblas = tapestry_cli("version", dir.path, "TAPESTRY_CPU_GEMM=openblas");
+  CHECK(openblas.exit_code == 0);
+  CHECK(openblas.output.find("cpu float32 products: openblas") != std::string::npos);
+  const Run unknown_gemm = tapestry_cli("version", dir.path, "TAPESTRY_CPU_GEMM=mkl");
+  CHECK(unknown_gemm.exit_code == 2);
+  CHECK(unknown_gemm.output.find("tapestry: TAPESTRY_CPU_GEMM: expected openblas or onednn, got 'mkl'") !=
+        std::string::npos);
   const Run lowered = tapestry_cli("version", dir.path, "TAPESTRY_CPU_CAPABILITY=baseline");
   CHECK(lowered.exit_code == 0);
   CHECK(lowered.output.find("cpu kernels: baseline (this CPU has " + supported) != std::string::npos);

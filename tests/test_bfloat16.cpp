@@ -10,7 +10,7 @@
 
 #include "core/cpu_capability.h"
 #include "ops/autocast.h"
-#include "ops/bf16_gemm.h"
+#include "ops/onednn_gemm.h"
 #include "tests/testing.h"
 
 using namespace tapestry;

@@ -1,4 +1,7 @@
 #include <cmath>
+#include <cstring>
+#include <functional>
+#include <vector>
 
 #include "core/cpu_capability.h"
 #include "tests/testing.h"
@@ -149,5 +152,81 @@ TEST_CASE("dropout checks its arguments") {
   check_error([&] { dropout(x, -0.1, gen, Mode::Train); }, {"dropout", "[0, 1)", "-0.1"});
   check_error([&] { dropout(x, std::nan(""), gen, Mode::Eval); }, {"dropout", "[0, 1)", "nan"});
   check_error([&] { dropout(ones({2}, {DType::Int64}), 0.5, gen, Mode::Train); }, {"dropout", "floating", "int64"});
+  CHECK(gen.offset() == 0);
+}
+
+namespace {
+
+// a and b hold the same bits (NaNs included), in float64.
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const std::vector<double> u = to(a, DType::Float64).to_vector<double>();
+  const std::vector<double> v = to(b, DType::Float64).to_vector<double>();
+  return u.size() == v.size() && std::memcmp(u.data(), v.data(), u.size() * sizeof(double)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("relu_dropout is dropout(relu(x)) to the bit, under every CPU capability this CPU has") {
+  // values, gradients and the generator's draws; both signs, zeros and a NaN (relu passes it on, and
+  // neither form sends a gradient through it); 40,001 elements, split among threads
+  for (const DType dtype : {DType::Float32, DType::Float64, DType::BFloat16}) {
+    std::vector<double> values = uniform({40001}, 30, -2, 2).to_vector<double>();
+    values[5] = 0.0, values[6] = -0.0, values[7] = std::nan("");
+    const Tensor x = to(from_vector(values, {40001}), dtype), dy = to(uniform({40001}, 31), dtype);
+    for (const CpuCapability c : {CpuCapability::Baseline, CpuCapability::Avx2, CpuCapability::Avx512}) {
+      if (c > cpu_capability_supported()) continue;
+      INFO(dtype_name(dtype) << " at " << to_string(c));
+      CpuCapabilityScope scope(c);
+      Tensor x1 = x.detach(), x2 = x.detach();
+      x1.set_requires_grad(true);
+      x2.set_requires_grad(true);
+      Generator a(8), b(8);
+      a.reserve(5), b.reserve(5);
+      const Tensor fused = relu_dropout(x1, 0.3, a, Mode::Train), composed = dropout(relu(x2), 0.3, b, Mode::Train);
+      CHECK(a.offset() == b.offset());
+      CHECK(same_bits(fused, composed));
+      fused.backward(dy);
+      composed.backward(dy);
+      CHECK(same_bits(x1.grad(), x2.grad()));
+    }
+  }
+}
+
+TEST_CASE("relu_dropout holds its output alone for the backward; dropout(relu(x)) holds relu's output too") {
+  Allocator& alloc = context(Device::cpu()).allocator();
+  Tensor x = to(uniform({256, 512}, 32), DType::Float32);
+  x.set_requires_grad(true);
+  const int64_t bytes = 256 * 512 * 4;
+  const auto held = [&](const std::function<Tensor()>& forward) {
+    alloc.empty_cache();
+    const int64_t before = alloc.stats().in_use;
+    const Tensor y = forward();
+    return alloc.stats().in_use - before;
+  };
+  Generator gen(3);
+  CHECK(held([&] { return relu_dropout(x, 0.1, gen, Mode::Train); }) < bytes * 3 / 2);
+  CHECK(held([&] { return dropout(relu(x), 0.1, gen, Mode::Train); }) >= 2 * bytes);
+}
+
+TEST_CASE("relu_dropout in eval mode or with p = 0 is relu; its gradcheck") {
+  const Tensor x = uniform({5, 7}, 33);
+  Generator gen(4);
+  check_close(relu_dropout(x, 0.5, gen, Mode::Eval), relu(x), 0, 0);
+  CHECK(gen.offset() == 0);
+  check_close(relu_dropout(x, 0.0, gen, Mode::Train), relu(x), 0, 0);
+  CHECK(gen.offset() == 5);  // ⌈35 / 8⌉ blocks, reserved all the same
+  check_gradients([](const std::vector<Tensor>& in) {
+    Generator g(12);
+    return relu_dropout(in[0], 0.3, g, Mode::Train);
+  }, {uniform({4, 6}, 34)});
+}
+
+TEST_CASE("relu_dropout checks its arguments") {
+  Generator gen(1);
+  const Tensor x = uniform({2, 3}, 35);
+  check_error([&] { relu_dropout(x, 1.0, gen, Mode::Train); }, {"relu_dropout", "[0, 1)", "got 1"});
+  check_error([&] { relu_dropout(x, -0.5, gen, Mode::Eval); }, {"relu_dropout", "[0, 1)", "-0.5"});
+  check_error([&] { relu_dropout(ones({2}, {DType::Int64}), 0.5, gen, Mode::Train); },
+              {"relu_dropout", "floating", "int64"});
   CHECK(gen.offset() == 0);
 }

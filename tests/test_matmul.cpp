@@ -1,11 +1,12 @@
 // matmul and batched_gemm (ops/matmul.h) against naive loops written here, in float32 and float64:
 // transposed and otherwise strided operands, broadcast batch dims, 1-d operands, k = 0 and empty
-// sizes; gradients by gradcheck; bad input.
+// sizes; gradients by gradcheck; bad input; float32 through either library (OpenBLAS, oneDNN).
 #include <omp.h>
 
 #include <cmath>
 #include <limits>
 
+#include "ops/onednn_gemm.h"
 #include "tests/testing.h"
 
 using namespace tapestry;
@@ -317,5 +318,36 @@ TEST_CASE("matmul splits its work among OpenMP's threads: one thread's result, t
     INFO("result " << i);
     check_close(three[i], one[i], 1e-3, 1e-5);
     CHECK(three[i].to_vector<float>() == again[i].to_vector<float>());
+  }
+}
+
+TEST_CASE("float32 products through each CPU library match naive loops: OpenBLAS and, where built, oneDNN") {
+  // ops/blas.h: oneDNN's GEMM computes float32 products where the build has it, OpenBLAS's otherwise or
+  // when chosen. Transposed and strided operands, a split among threads (301 rows) and by columns,
+  // beta = 0 over NaNs (never read), beta = 0.5, and a broadcast output summed into with beta = 1.
+  std::vector<Float32Gemm> libraries{Float32Gemm::OpenBlas};
+  if (cpu_onednn_available()) libraries.push_back(Float32Gemm::OneDnn);
+  else check_error([] { Float32GemmScope scope(Float32Gemm::OneDnn); }, {"Float32GemmScope", "no oneDNN"});
+  const auto input = [](const Shape& shape, uint64_t seed) { return to(uniform(shape, seed), DType::Float32); };
+  for (const Float32Gemm library : libraries) {
+    INFO(to_string(library));
+    const Float32GemmScope scope(library);
+    CHECK(cpu_float32_gemm() == library);
+    check_matmul(input({5, 7}, 1), input({7, 3}, 2));
+    check_matmul(input({301, 67}, 3), input({67, 129}, 4));
+    check_matmul(input({5, 40}, 5), input({40, 900}, 6));
+    check_matmul(transpose(input({7, 5}, 7), 0, 1), transpose(input({3, 7}, 8), 0, 1));
+    check_matmul(slice(input({10, 4}, 9), 0, 0, 10, 2), input({4, 3}, 10));
+    check_matmul(input({2, 1, 3, 4}, 11), input({5, 4, 2}, 12));
+    const Tensor a = input({3, 2, 4}, 13), b = input({3, 4, 5}, 14);
+    const Tensor fresh = full({2, 5}, std::numeric_limits<float>::quiet_NaN(), {DType::Float32});
+    batched_gemm({}, select(a, 0, 0), Transpose::No, select(b, 0, 0), Transpose::No, fresh, 0.0);
+    check_close(fresh, naive_matmul(select(a, 0, 0), select(b, 0, 0)), 1e-6, 1e-6);
+    const Tensor half = full({3, 2, 5}, 2.0, {DType::Float32});
+    batched_gemm({3}, contiguous(transpose(a, 1, 2)), Transpose::Yes, b, Transpose::No, half, 0.5);
+    check_close(half, naive_matmul(a, b) + 1.0, 1e-6, 1e-6);
+    const Tensor shared = ones({2, 5}, {DType::Float32});
+    batched_gemm({3}, a, Transpose::No, b, Transpose::No, shared, 1.0);
+    check_close(shared, sum(naive_matmul(a, b), {0}) + 1.0, 1e-6, 1e-6);
   }
 }

@@ -1,5 +1,7 @@
 #include <cmath>
+#include <vector>
 
+#include "core/cpu_capability.h"
 #include "tests/oracle.h"
 #include "tests/testing.h"
 
@@ -79,4 +81,32 @@ TEST_CASE("layer_norm on inputs large enough to run on several threads matches t
       [](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], in[2]); },
       [](const std::vector<Tensor>& in) { return reference_layer_norm(in[0], {-1}, in[1], in[2], 1e-5); },
       {x, w, b}, 1e-11, 1e-9);
+}
+
+TEST_CASE("layer_norm gives the same bits under every CPU capability this CPU has") {
+  // Its row sums run in eight float64 lanes, compiled for the baseline, AVX2 and AVX-512 (ops/norm.cpp);
+  // 150 rows (three parts of dweight and dbias) of 203 (a lane-wide tail of 3), forward and backward.
+  for (const DType dtype : {DType::Float32, DType::Float64}) {
+    const Tensor x = to(uniform({150, 203}, 16, -3, 3), dtype), w = to(uniform({203}, 17, 0.5, 1.5), dtype),
+                 b = to(uniform({203}, 18), dtype), dy = to(uniform({150, 203}, 19), dtype);
+    const auto run = [&](CpuCapability c) {
+      CpuCapabilityScope scope(c);
+      Tensor xi = x.detach(), wi = w.detach(), bi = b.detach();
+      for (Tensor* t : {&xi, &wi, &bi}) t->set_requires_grad(true);
+      const Tensor y = layer_norm(xi, wi, bi);
+      y.backward(dy);
+      std::vector<double> all;
+      for (const Tensor& t : {y, xi.grad(), wi.grad(), bi.grad()}) {
+        const std::vector<double> v = to(t, DType::Float64).to_vector<double>();
+        all.insert(all.end(), v.begin(), v.end());
+      }
+      return all;
+    };
+    const std::vector<double> baseline = run(CpuCapability::Baseline);
+    for (const CpuCapability c : {CpuCapability::Avx2, CpuCapability::Avx512}) {
+      if (c > cpu_capability_supported()) continue;
+      INFO(dtype_name(dtype) << " at " << to_string(c));
+      CHECK(run(c) == baseline);
+    }
+  }
 }

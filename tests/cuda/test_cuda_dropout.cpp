@@ -1,7 +1,7 @@
 // Dropout on the GPU against the CPU: the mask bit for bit (the same Philox blocks, the same
 // comparison) for the same generator state, forward and backward, at every parity size, several p,
 // float32 and float64, non-contiguous inputs, a tensor beyond one grid, the generator advanced alike,
-// and eval mode.
+// and eval mode; relu_dropout likewise.
 #include <cstdint>
 
 #include "tests/cuda/parity.h"
@@ -66,4 +66,22 @@ TEST_CASE("dropout on the device: the generator advances as on the CPU; eval mod
   CHECK(gpu.offset() == cpu.offset());
   check_error([&] { dropout(on_device, 1.0, gpu, Mode::Train); }, {"dropout", "[0, 1)"});
   check_error([&] { dropout(to(ones({2}, {DType::Int64}), dut()), 0.5, gpu, Mode::Train); }, {"dropout", "floating"});
+}
+
+TEST_CASE("relu_dropout: the CPU's values and gradients bit for bit, every size") {
+  // On the device it runs relu's kernel and then the mask's; its backward dropout's kernel on dy and
+  // a select by y > 0 (ops/dropout.cpp). Inputs of both signs: relu zeroes the negative ones.
+  uint64_t seed = 200;
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (int64_t n : parity_sizes()) {
+      INFO(dtype << " size " << n);
+      const uint64_t key = ++seed;
+      check_parity(
+          [&](const std::vector<Tensor>& in) {
+            Generator gen(key);
+            gen.reserve(321);
+            return relu_dropout(in[0], 0.3, gen, Mode::Train);
+          },
+          {input({3, n}, ++seed, dtype, -1, 2)}, kExact);
+    }
 }
