@@ -21,6 +21,7 @@
 #include "ops/autocast.h"
 #include "ops/creation.h"
 #include "ops/matmul.h"
+#include "ops/onednn_gemm.h"
 #include "ops/shape.h"
 
 #ifdef TAPESTRY_HAS_CUDA
@@ -288,6 +289,7 @@ nlohmann::json document(const std::string& benchmark, Device device, nlohmann::j
           {"commit", TAPESTRY_COMMIT},
           {"threads", omp_get_max_threads()},
           {"cpu_capability", to_string(cpu_capability())},
+          {"cpu_float32_gemm", to_string(cpu_float32_gemm())},  // ops/onednn_gemm.h
           {"float32_matmul", device.is_cuda() && cuda::float32_matmul(device.index) == cuda::Float32Matmul::TF32
                                  ? "tf32" : "full"},
           {"date", date},

@@ -70,6 +70,7 @@ void check_document(const nlohmann::json& doc, const std::string& benchmark) {
     CHECK(!doc[key].get<std::string>().empty());
   }
   CHECK(doc["threads"].get<int>() == 1);
+  CHECK(doc["cpu_float32_gemm"] == tapestry::to_string(tapestry::cpu_float32_gemm()));
   CHECK(doc["config"].is_object());
   CHECK(doc["rows"].is_array());
 }
