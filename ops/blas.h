@@ -2,9 +2,9 @@
 /// Matrix products on raw buffers on the CPU, for the ops that work on buffers rather than tensors:
 /// matmul's batches (ops/matmul.cpp), running the library on one thread inside its own OpenMP
 /// threads. float32 takes oneDNN's GEMM where the build has it (ops/onednn_gemm.h: its JIT kernels
-/// run the narrow products of small models 1.3–2.7× faster than OpenBLAS's, docs/PERFORMANCE.md),
-/// else OpenBLAS's cblas_sgemm; float64 takes OpenBLAS's cblas_dgemm. (Fused attention's tile
-/// products: ops/tile_gemm.h. bfloat16 products: ops/onednn_gemm.h.)
+/// run the narrow products of small models 1.1–2.6× faster than OpenBLAS's, and 2048³ alike:
+/// docs/PERFORMANCE.md), else OpenBLAS's cblas_sgemm; float64 takes OpenBLAS's cblas_dgemm. (Fused
+/// attention's tile products: ops/tile_gemm.h. bfloat16 products: ops/onednn_gemm.h.)
 #pragma once
 
 #include <cblas.h>
