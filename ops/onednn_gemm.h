@@ -31,7 +31,9 @@ const char* to_string(Float32Gemm gemm);
 /// the two). Throws where this build lacks it. Not for use while other threads run products.
 class Float32GemmScope {
  public:
+  /// Chooses `gemm` (OpenBLAS, or oneDNN in a build that has it).
   explicit Float32GemmScope(Float32Gemm gemm);
+  /// Restores the choice before this scope.
   ~Float32GemmScope();
   Float32GemmScope(const Float32GemmScope&) = delete;
   Float32GemmScope& operator=(const Float32GemmScope&) = delete;
