@@ -116,7 +116,8 @@ struct FeedForwardOptions {
   double dropout = 0.1;   ///< after the activation
 };
 
-/// The position-wise feed-forward block: linear2(dropout(activation(linear1(x)))), (..., D) -> (..., D).
+/// The position-wise feed-forward block: linear2(dropout(activation(linear1(x)))), (..., D) -> (..., D);
+/// with relu, relu and dropout run as one op (relu_dropout, ops/dropout.h: the same values).
 class FeedForward : public Module {
  public:
   /// Both linear maps initialised from `gen`; throws Error for bad options.

@@ -9,13 +9,13 @@
 #include "core/profiler.h"
 
 #include "ops/autocast.h"
-#include "ops/onednn_gemm.h"
 #include "ops/blas.h"
 #include "ops/common.h"
 #include "ops/cuda/matmul.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/loops.h"
+#include "ops/onednn_gemm.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 
