@@ -4,6 +4,7 @@
 // float32 (ops/matmul.cpp).
 #include "ops/onednn_gemm.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -11,10 +12,7 @@
 #include "core/error.h"
 
 #ifdef TAPESTRY_HAS_ONEDNN
-#include <oneapi/dnnl/dnnl.h>
-
-#include <algorithm>
-#include <oneapi/dnnl/dnnl.hpp>
+#include <oneapi/dnnl/dnnl.hpp>  // (with dnnl.h: dnnl_sgemm)
 #endif
 
 namespace tapestry {
