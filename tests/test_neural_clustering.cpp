@@ -459,6 +459,28 @@ TEST_CASE("neural clustering attention, fused: its step's peak at N = 2048 is a 
   CHECK(fused * 4 < composed);
 }
 
+TEST_CASE("neural clustering attention, fused: what its forward keeps, counted in (N, D) float32 tensors") {
+  // Kept for the backward, besides the inputs: X W_C, Ĉ_{I_j}, the sorted X^S, Q^S, each block's
+  // 2W keys and values gathered (4), Z^O, Z, the output, and the small U, Ĉ and sorts: 11.4 (N, D)
+  // tensors measured. The own centroids Ĉ_{I_j} were once gathered through an int64 index of B·N·D
+  // elements, kept for gather's backward: 13.4 then.
+  const int64_t B = 1, N = 1024, D = 64, C = 4, H = 2;
+  Generator gen(67);
+  const auto param = [&](int64_t rows, int64_t cols) {
+    return (rand({rows, cols}, gen, {DType::Float32}) - 0.5).set_requires_grad(true);
+  };
+  const Tensor x = rand({B, N, D}, gen, {DType::Float32}) - 0.5, centroids = param(C, D);
+  const NeuralClusteringWeights w{param(D, D), param(D, D), param(D, D), param(D, D), param(D, D)};
+  Allocator& alloc = context(Device::cpu()).allocator();
+  const int64_t before = alloc.stats().in_use;
+  const NeuralClusteringResult r = attention::neural_clustering_attention(x, centroids, w, H, {}, Causal::No,
+                                                                          ClusteringLosses::Projected);
+  const double kept = double(alloc.stats().in_use - before) / double(N * D * 4);
+  INFO("kept: " << kept << " (N, D) float32 tensors");
+  CHECK(kept >= 10.0);  // what the forward needs: the count above is not vacuous
+  CHECK(kept <= 12.0);
+}
+
 TEST_CASE("neural clustering attention: order is a stable sort by cluster and resort undoes it") {
   Sizes s;
   s.B = 3;

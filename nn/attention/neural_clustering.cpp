@@ -106,7 +106,7 @@ Tensor zero_padding(const Tensor& x, const Tensor& keep, const Tensor& lengths) 
 // §3.1 and the losses, on words whose padding is zeroed; keep (B, N) bool is true at real words.
 NeuralClustering cluster_words(const Tensor& x, const Tensor& centroids, const Tensor& w_c, const Tensor& keep,
                                ClusteringLosses losses) {
-  const int64_t B = x.size(0), N = x.size(1), D = x.size(2), C = centroids.size(-2);
+  const int64_t C = centroids.size(-2);
   const Device device = x.device();
   const Tensor zero = zeros({}, x.options());
   // eq. 2: U_ij = exp φ(C_i, X_j W_C) / Σ_j' exp φ(C_i, X_j' W_C), φ the inner product; the sum runs
@@ -142,7 +142,7 @@ NeuralClustering cluster_words(const Tensor& x, const Tensor& centroids, const T
   const Tensor word = losses == ClusteringLosses::Printed ? x : xw;                                // (B, N, D)
   const Tensor assigned = logical_and(keep, logical_not(no_cluster));                              // (B, N)
   const Tensor cluster = where(assigned, assignment, zeros({}, {DType::Int64, device}));          // (B, N)
-  const Tensor own_centroid = gather(c_hat, 1, expand(unsqueeze(cluster, 2), {B, N, D}));         // (B, N, D)
+  const Tensor own_centroid = rows_of(c_hat, cluster);                                             // (B, N, D)
   const Tensor phi = cosine ? sum(unit_rows(word) * unit_rows(own_centroid), {2}) : sum(word * own_centroid, {2});
   const Tensor similarity = where(no_cluster, full({}, std::numeric_limits<double>::quiet_NaN(), x.options()),
                                   where(keep, phi, zero));                                         // (B, N)
@@ -230,7 +230,9 @@ struct BlockAttention {
       ends = expand(real_keys, {B, C, W});
     }
     const Tensor z = fused_attention_ends(blocks(q_slots, W, E), k, v, reshape(ends, {B * C, W}));  // (B·C, H, W, M)
-    return reshape(permute(reshape(z, {B, C, H, W, M}), {0, 1, 3, 2, 4}), {B, C * W, H * M});
+    // On the CPU z lies in q's layout of heads, (B·C, W, H, M) in memory (ops/attention.h), and the
+    // heads merge as a view; a GPU's contiguous z is copied by reshape.
+    return reshape(permute(z, {0, 2, 1, 3}), {B, C * W, H * M});
   }
 };
 
@@ -295,7 +297,7 @@ NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Ten
   // ---- neural clustering attention (§3.2) ----
   // eq. 7: Q^S, K^S, V^S = X^S W_Q, X^S W_K, X^S W_V; eq. 8: chunked into C blocks of W = ⌈N/C⌉ (the
   // last ones padded with empty, zero slots); eq. 9 per block and head, below.
-  const Tensor xs_slots = pad(xs, {0, 0, 0, slots - N});  // (B, C·W, D)
+  const Tensor xs_slots = slots == N ? xs : pad(xs, {0, 0, 0, slots - N});  // (B, C·W, D)
   const Tensor slot_real = pad(gather(keep, 1, order), {0, slots - N}, 0.0);  // (B, C·W) bool: holds a real word
   const Tensor position = pad(order, {0, slots - N}, double(N));              // (B, C·W); empty slots: N
   const Tensor q = matmul(xs_slots, w.w_q), k = matmul(xs_slots, w.w_k), v = matmul(xs_slots, w.w_v);  // (B, C·W, H·F)
