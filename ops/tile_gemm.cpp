@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 
 #include "core/cpu_capability.h"
 #include "core/error.h"
@@ -34,15 +35,17 @@ struct Block {
 
 using Kernel = void (*)(const Block<float>&);
 
-// How one capability cuts C: blocks of up to `rows` × `cols`, and the kernel for a block's shape.
+// How one capability cuts C: column blocks of up to `cols`, row blocks of up to rows(its width), and
+// the kernel for a block's shape.
 struct Blocking {
-  int64_t rows, cols;
+  int64_t (*rows)(int64_t cols);
+  int64_t cols;
   Kernel (*kernel)(int64_t rows, int64_t cols);
 };
 
 #if TP_CPU_DISPATCH
 
-// ---- AVX-512: blocks of 6 rows × 4 vectors of 16 (24 accumulators of the 32 registers) ----
+// ---- AVX-512: blocks of 6 rows × 4 vectors of 16 (24 accumulators of the 32 registers), 8 × 2, 12 × 1 ----
 
 // R rows × V vectors; columns of the last vector beyond x.cols are masked off.
 template <int R, int V>
@@ -53,7 +56,7 @@ TP_TARGET_AVX512 void block_avx512(const Block<float>& x) {
   // The unroll pragmas let the compiler keep acc in registers (without them it stored acc to the
   // stack on every p and ran at half the speed).
   __m512 acc[R][V];
-#pragma GCC unroll 8
+#pragma GCC unroll 12
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
@@ -61,7 +64,7 @@ TP_TARGET_AVX512 void block_avx512(const Block<float>& x) {
     __m512 b[V];
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) b[v] = _mm512_maskz_loadu_ps(mask(v), x.b + p * x.ldb + 16 * v);
-#pragma GCC unroll 8
+#pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
       const __m512 a = _mm512_set1_ps(x.a[r * x.a_row + p * x.a_col]);
 #pragma GCC unroll 4
@@ -69,7 +72,7 @@ TP_TARGET_AVX512 void block_avx512(const Block<float>& x) {
     }
   }
   const __m512 alpha = _mm512_set1_ps(x.alpha), beta = _mm512_set1_ps(x.beta);
-#pragma GCC unroll 8
+#pragma GCC unroll 12
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) {
@@ -80,24 +83,26 @@ TP_TARGET_AVX512 void block_avx512(const Block<float>& x) {
     }
 }
 
-template <int R>
-Kernel avx512_of_width(int64_t cols) {
-  switch ((cols + 15) / 16) {
-    case 1: return block_avx512<R, 1>;
-    case 2: return block_avx512<R, 2>;
-    case 3: return block_avx512<R, 3>;
-    default: return block_avx512<R, 4>;
-  }
+// A block's rows for a column block `cols` wide: one or two vectors of columns leave most of the 32
+// registers free, and more rows keep more independent sums in flight (a fused multiply-add takes four
+// cycles and two issue per cycle, so fewer than eight sums leave the units idle: on one thread, 6 rows
+// × 1 vector ran fused attention's products against a head dim of 16 at 0.8 of 12 × 1's rate, and
+// 6 × 2 those against 32 at 0.9 of 8 × 2's; docs/PERFORMANCE.md).
+int64_t avx512_rows(int64_t cols) { return cols <= 16 ? 12 : cols <= 32 ? 8 : 6; }
+
+// The kernel of R rows (1 … sizeof...(Rs)) × V vectors.
+template <int V, int... Rs>
+Kernel avx512_of_rows(int64_t rows, std::integer_sequence<int, Rs...>) {
+  static constexpr Kernel kernels[] = {block_avx512<Rs + 1, V>...};
+  return kernels[std::min<int64_t>(rows, sizeof...(Rs)) - 1];
 }
 
 Kernel avx512_kernel(int64_t rows, int64_t cols) {
-  switch (rows) {
-    case 1: return avx512_of_width<1>(cols);
-    case 2: return avx512_of_width<2>(cols);
-    case 3: return avx512_of_width<3>(cols);
-    case 4: return avx512_of_width<4>(cols);
-    case 5: return avx512_of_width<5>(cols);
-    default: return avx512_of_width<6>(cols);
+  switch ((cols + 15) / 16) {
+    case 1: return avx512_of_rows<1>(rows, std::make_integer_sequence<int, 12>{});
+    case 2: return avx512_of_rows<2>(rows, std::make_integer_sequence<int, 8>{});
+    case 3: return avx512_of_rows<3>(rows, std::make_integer_sequence<int, 6>{});
+    default: return avx512_of_rows<4>(rows, std::make_integer_sequence<int, 6>{});
   }
 }
 
@@ -149,6 +154,8 @@ Kernel avx2_of_width(int64_t cols) {
   }
 }
 
+int64_t avx2_rows(int64_t) { return 4; }
+
 Kernel avx2_kernel(int64_t rows, int64_t cols) {
   switch (rows) {
     case 1: return avx2_of_width<1>(cols);
@@ -171,16 +178,16 @@ void tile_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_r
   if (m == 0 || n == 0) return;
 #if TP_CPU_DISPATCH
   if constexpr (std::is_same_v<T, float>) {
-    Blocking cut{0, 0, nullptr};
-    if (cpu_capability() == CpuCapability::Avx512) cut = {6, 64, avx512_kernel};
-    if (cpu_capability() == CpuCapability::Avx2) cut = {4, 24, avx2_kernel};
+    Blocking cut{nullptr, 0, nullptr};
+    if (cpu_capability() == CpuCapability::Avx512) cut = {avx512_rows, 64, avx512_kernel};
+    if (cpu_capability() == CpuCapability::Avx2) cut = {avx2_rows, 24, avx2_kernel};
     if (cut.kernel) {
       // Column blocks outside, row blocks inside: a block of B's columns (k × 64 at most) is read by
       // every row block while it is in L1.
       for (int64_t j = 0; j < n; j += cut.cols) {
-        const int64_t cols = std::min(cut.cols, n - j);
-        for (int64_t i = 0; i < m; i += cut.rows) {
-          const int64_t rows = std::min(cut.rows, m - i);
+        const int64_t cols = std::min(cut.cols, n - j), block_rows = cut.rows(cols);
+        for (int64_t i = 0; i < m; i += block_rows) {
+          const int64_t rows = std::min(block_rows, m - i);
           cut.kernel(rows, cols)({rows, cols, k, alpha, beta, a + i * a_row, a_row, a_col, b + j, ldb,
                                   c + i * ldc + j, ldc});
         }

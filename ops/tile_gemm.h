@@ -3,7 +3,7 @@
 /// 128 queries × 512 keys against head dims of 32–128. BLAS packs both operands of every such call
 /// into its own layout first, which took as long as a third of its arithmetic on these shapes and
 /// a sixth of a full-attention training step (docs/PERFORMANCE.md); these kernels read the operands
-/// where they lie, from registers blocked 6 rows × 64 columns (AVX-512) or 4 × 24 (AVX2).
+/// where they lie, from registers blocked 6 rows × 64 columns, 8 × 32 or 12 × 16 (AVX-512), or 4 × 24 (AVX2).
 ///
 /// With AVX2 or AVX-512 (core/cpu_capability.h), every element of C is Σ_p a_ip b_pj summed in the
 /// order p = 0, 1, …, k − 1 by fused multiply-adds, then scaled: the same bits under both and at every

@@ -87,10 +87,10 @@ void check_product(const Product& x, T alpha, T beta, bool exact) {
 
 std::vector<Product> products() {
   std::vector<Product> all;
-  // Off every register block (6 and 4 rows; 64, 24, 16 and 8 columns), empty, single elements, and
-  // fused attention's own shapes (a 128 × 512 tile against head dims 32 and 64).
-  for (int64_t m : {0, 1, 5, 7, 13})
-    for (int64_t n : {0, 1, 8, 17, 31, 64, 65, 100})
+  // Off every register block (12, 8, 6 and 4 rows; 64, 32, 24, 16 and 8 columns), on them, empty,
+  // single elements, and fused attention's own shapes (a 128 × 512 tile against head dims 32 and 64).
+  for (int64_t m : {0, 1, 5, 7, 12, 13, 25})
+    for (int64_t n : {0, 1, 8, 16, 17, 31, 32, 64, 65, 100})
       for (int64_t k : {0, 1, 3, 40}) all.push_back({m, n, k, (m + n + k) % 2 == 1, (n % 3) * 5});
   all.push_back({128, 512, 64, false, 16});
   all.push_back({128, 32, 512, false, 0});
