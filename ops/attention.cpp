@@ -13,14 +13,17 @@
 #include <vector>
 
 #include "core/cpu_capability.h"
+#include "core/creation.h"
 #include "core/profiler.h"
 #include "ops/autocast.h"
 #include "ops/blas.h"
 #include "ops/common.h"
+#include "ops/creation.h"
 #include "ops/cuda/attention.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/fast_exp.h"
+#include "ops/index.h"
 #include "ops/shape.h"
 #include "ops/tile_gemm.h"
 
@@ -40,11 +43,20 @@ constexpr int64_t kKeyTile = 512;
 // stride of a multiple of 4 KiB maps every row to one set).
 constexpr int64_t padded(int64_t n) { return n + 16; }
 
-// Which keys each query sees, as fused_attention and fused_attention_ends were given it: the key
-// lengths (B,) with s.causal, or each query's own end (B, N); int64 on the tensors' device, each
-// undefined when not given.
+// Which keys each query sees, as fused_attention, fused_attention_ends and fused_attention_rows were
+// given it: the key lengths (B,) with s.causal, or each query's own end (B, N); and, for
+// fused_attention_rows, the rows of k and v that are each query item's keys (B, S), of item
+// b / per_item. int64 on the tensors' device, each undefined when not given.
 struct KeyLimits {
-  Tensor lengths, ends;
+  Tensor lengths, ends, rows;
+  int64_t per_item = 1;
+};
+
+// fused_attention_rows' keys: key j of query item b is row index[b · S + j] of k's and v's item
+// b / per_item; a null index: row j of item b (every other op).
+struct KeyRows {
+  const int64_t* index = nullptr;
+  int64_t per_item = 1, S = 0;
 };
 
 // Query i of head g sees the keys [0, end(g, i)).
@@ -219,15 +231,41 @@ template <class T>
 struct Rows {
   T* data;                      // T const for the tensors read, not for those written
   int64_t H, batch, head, row;  // heads; the strides of dims 0, 1 and 2
-  explicit Rows(const Tensor& t)
+  KeyRows pick;                 // k and v of fused_attention_rows: its keys' rows; else none
+  explicit Rows(const Tensor& t, const KeyRows& pick = {})
       : data(t.data<std::remove_const_t<T>>()),
         H(t.size(1)),
         batch(t.strides()[0]),
         head(t.strides()[1]),
-        row(t.strides()[2]) {}
-  // Row r of head g (g = b · H + h).
-  T* at(int64_t g, int64_t r) const { return data + g / H * batch + g % H * head + r * row; }
+        row(t.strides()[2]),
+        pick(pick) {}
+  // Row r of head g (g = b · H + h): with pick, key r of query item b.
+  T* at(int64_t g, int64_t r) const {
+    const int64_t b = g / H;
+    if (!pick.index) return data + b * batch + g % H * head + r * row;
+    return data + b / pick.per_item * batch + g % H * head + pick.index[b * pick.S + r] * row;
+  }
 };
+
+// Keys [j0, j0 + cols) of head g, `width` wide, transposed into dst (width × cols, row stride ld).
+template <class T>
+void transpose_keys(const Rows<const T>& x, int64_t g, int64_t j0, int64_t cols, int64_t width, T* dst, int64_t ld) {
+  if (!x.pick.index) return transpose_rows(cols, width, x.at(g, j0), x.row, dst, ld);
+  for (int64_t j = 0; j < cols; ++j) {
+    const T* src = x.at(g, j0 + j);
+    for (int64_t c = 0; c < width; ++c) dst[c * ld + j] = src[c];
+  }
+}
+
+// Keys [j0, j0 + cols) of head g as tile_gemm reads them: where they lie, at their row stride, or,
+// picked rows, copied into buf (cols × width).
+template <class T>
+std::pair<const T*, int64_t> key_tile(const Rows<const T>& x, int64_t g, int64_t j0, int64_t cols, int64_t width,
+                                      T* buf) {
+  if (!x.pick.index) return {x.at(g, j0), x.row};
+  for (int64_t j = 0; j < cols; ++j) std::copy(x.at(g, j0 + j), x.at(g, j0 + j) + width, buf + j * width);
+  return {buf, width};
+}
 
 // Whether the CPU kernels read t as it is: its last dim contiguous and its rows at a stride BLAS takes.
 bool rows_readable(const Tensor& t) {
@@ -261,6 +299,7 @@ void forward_cpu(const Shape4& s, const Rows<const T>& q, const Rows<const T>& k
     std::vector<T> kt(s.E * ldkt);  // (E, S), row stride ldkt: Kᵀ of the head this thread works on
     int64_t kt_head = -1;
     std::vector<int64_t> seen(kQueryTile);
+    std::vector<T> v_rows(v.pick.index ? kKeyTile * s.M : 0);  // a key tile's picked rows of V
 #pragma omp for schedule(dynamic)
     for (int64_t w = 0; w < G * tiles; ++w) {
       const int64_t g = w / tiles, i0 = (w % tiles) * kQueryTile, rows = std::min(kQueryTile, s.N - i0);
@@ -269,14 +308,15 @@ void forward_cpu(const Shape4& s, const Rows<const T>& q, const Rows<const T>& k
       std::fill(row_max.begin(), row_max.end(), -inf);
       std::fill(row_sum.begin(), row_sum.end(), T(0));
       const int64_t keys = visible.tile_end(g, i0, rows);
-      if (kt_head != g) transpose_rows(s.S, s.E, k.at(g, 0), k.row, kt.data(), ldkt), kt_head = g;
+      if (kt_head != g) transpose_keys(k, g, 0, s.S, s.E, kt.data(), ldkt), kt_head = g;
       for (int64_t j0 = 0; j0 < keys; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, keys - j0);
         // s_ij = scale · q_i · k_j for the tile (eq. 1 of the clustered-attention paper, before softmax)
         tile_gemm<T>(rows, cols, s.E, T(s.scale), qt, q.row, 1, kt.data() + j0, ldkt, T(0), p.data(), cols);
         for (int64_t r = 0; r < rows; ++r) seen[r] = std::clamp<int64_t>(visible.end(g, i0 + r) - j0, 0, cols);
         kernels.online_softmax({p.data(), rows, cols, seen.data()}, row_max.data(), row_sum.data(), o.data(), s.M);
-        tile_gemm<T>(rows, s.M, cols, T(1), p.data(), cols, 1, v.at(g, j0), v.row, T(1), o.data(), s.M);  // O += P V
+        const auto [vt, ldv] = key_tile(v, g, j0, cols, s.M, v_rows.data());
+        tile_gemm<T>(rows, s.M, cols, T(1), p.data(), cols, 1, vt, ldv, T(1), o.data(), s.M);  // O += P V
       }
       for (int64_t r = 0; r < rows; ++r) {
         const bool none = row_sum[r] == T(0);  // the query sees no key
@@ -330,17 +370,18 @@ void backward_cpu(const Shape4& s, const Rows<const T>& q, const Rows<const T>& 
     constexpr int64_t ldt = padded(kKeyTile);
     std::vector<T> kt(s.E * ldt), vt(s.M * ldt);  // (E, cols), (M, cols), row stride ldt: the key tile's Kᵀ, Vᵀ
     std::vector<int64_t> seen(kQueryTile);
+    std::vector<T> k_rows(k.pick.index ? kKeyTile * s.E : 0);  // a key tile's picked rows of K
     T* dq_mine = by_head ? nullptr : dq_partial.data() + static_cast<size_t>(omp_get_thread_num()) * G * s.N * s.E;
 #pragma omp for schedule(dynamic)
     for (int64_t w = 0; w < (by_head ? G : G * tiles); ++w) {
       const int64_t g = by_head ? w : w / tiles;
       for (int64_t t = by_head ? 0 : w % tiles; t < (by_head ? tiles : w % tiles + 1); ++t) {
         const int64_t j0 = t * kKeyTile, cols = std::min(kKeyTile, s.S - j0);
-        const T* k_tile = k.at(g, j0);
+        const auto [k_tile, ldk] = key_tile(k, g, j0, cols, s.E, k_rows.data());
         T* dkt = dk.at(g, j0);
         T* dvt = dv.at(g, j0);
-        transpose_rows(cols, s.E, k_tile, k.row, kt.data(), ldt);
-        transpose_rows(cols, s.M, v.at(g, j0), v.row, vt.data(), ldt);
+        transpose_keys(k, g, j0, cols, s.E, kt.data(), ldt);
+        transpose_keys(v, g, j0, cols, s.M, vt.data(), ldt);
         // With a causal mask no query before j0 sees the tile; padding hides it from all or none.
         for (int64_t i0 = s.causal ? j0 / kQueryTile * kQueryTile : 0; i0 < s.N; i0 += kQueryTile) {
           const int64_t rows = std::min(kQueryTile, s.N - i0);
@@ -357,7 +398,7 @@ void backward_cpu(const Shape4& s, const Rows<const T>& q, const Rows<const T>& 
           tile_gemm<T>(rows, cols, s.M, T(1), dot, dout.row, 1, vt.data(), ldt, T(0), dp.data(), cols);  // dP = dO Vᵀ
           kernels.score_gradients(tile, dp.data(), d.data() + g * s.N + i0);                             // dS
           tile_gemm<T>(cols, s.E, rows, scale, dp.data(), 1, cols, qt, q.row, T(1), dkt, dk.row);  // dK += scale dSᵀ Q
-          tile_gemm<T>(rows, s.E, cols, scale, dp.data(), cols, 1, k_tile, k.row, T(1), dqt, ldq);  // dQ += scale dS K
+          tile_gemm<T>(rows, s.E, cols, scale, dp.data(), cols, 1, k_tile, ldk, T(1), dqt, ldq);  // dQ += scale dS K
         }
       }
     }
@@ -398,6 +439,40 @@ std::pair<Tensor, double> checked_ends(const char* op, const Tensor& ends, const
   return {contiguous(to(to(ends, device), DType::Int64)), pairs};
 }
 
+// fused_attention_rows' rows as the CPU kernels read them; none for the other ops. (A GPU never
+// gets them: fused_attention_rows gathers the rows there and calls fused_attention_ends.)
+KeyRows picked_rows(const Shape4& s, const KeyLimits& limits) {
+  if (!limits.rows.defined()) return {};
+  TP_CHECK(limits.rows.device().is_cpu(), "fused_attention_rows", "picked rows reach only the CPU's kernels");
+  return {limits.rows.data<int64_t>(), limits.per_item, s.S};
+}
+
+// The gradient of k or v (`like`, (B / per_item, H, R, F)) from that of the keys the query items
+// picked (grad, (B, H, S, F), contiguous): each picked row's gradient added into its row, in the
+// order of the items and their keys, whatever the thread count. CPU only.
+Tensor add_picked_rows(const Shape4& s, const KeyLimits& limits, const Tensor& grad, const Tensor& like) {
+  Tensor out = zeros(like.shape(), {grad.dtype(), grad.device()});
+  const KeyRows pick = picked_rows(s, limits);
+  const int64_t items = like.size(0), R = like.size(2), F = like.size(3);
+  visit_floating(grad.dtype(), "fused_attention_rows", [&](auto tag) {
+    using T = decltype(tag);
+    const T* g = grad.data<T>();
+    T* o = out.data<T>();
+#pragma omp parallel for schedule(static)
+    for (int64_t ih = 0; ih < items * s.H; ++ih) {  // one (item, head) of `like` per thread: no races
+      const int64_t item = ih / s.H, h = ih % s.H;
+      T* dst = o + (item * s.H + h) * R * F;
+      for (int64_t b = item * pick.per_item; b < (item + 1) * pick.per_item; ++b)
+        for (int64_t j = 0; j < s.S; ++j) {
+          const T* src = g + ((b * s.H + h) * s.S + j) * F;
+          T* row = dst + pick.index[b * s.S + j] * F;
+          for (int64_t c = 0; c < F; ++c) row[c] += src[c];
+        }
+    }
+  });
+  return out;
+}
+
 // The kernels on their device: out and lse from q, k, v (one floating dtype; contiguous on a GPU, on
 // the CPU as Rows reads and writes them).
 void forward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v, const KeyLimits& limits,
@@ -405,9 +480,11 @@ void forward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v,
   if (numel(out.shape()) + numel(lse.shape()) == 0) return;
   const auto launch = [&] { cuda::fused_attention_forward(s, q, k, v, limits.lengths, limits.ends, out, lse); };
   if (on_cuda("fused_attention", q, launch)) return;
+  const KeyRows pick = picked_rows(s, limits);
   visit_floating(q.dtype(), "fused_attention", [&](auto tag) {
     using T = decltype(tag);
-    forward_cpu<T>(s, Rows<const T>(q), Rows<const T>(k), Rows<const T>(v), limits, Rows<T>(out), lse.data<T>());
+    forward_cpu<T>(s, Rows<const T>(q), Rows<const T>(k, pick), Rows<const T>(v, pick), limits, Rows<T>(out),
+                   lse.data<T>());
   });
 }
 
@@ -420,9 +497,11 @@ void backward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v
     cuda::fused_attention_backward(s, q, k, v, limits.lengths, limits.ends, out, lse, dout, dlse, dq, dk, dv);
   };
   if (on_cuda("fused_attention", q, launch)) return;
+  const KeyRows pick = picked_rows(s, limits);
   visit_floating(q.dtype(), "fused_attention", [&](auto tag) {
     using T = decltype(tag);
-    backward_cpu<T>(s, Rows<const T>(q), Rows<const T>(k), Rows<const T>(v), limits, Rows<const T>(out), lse.data<T>(),
+    backward_cpu<T>(s, Rows<const T>(q), Rows<const T>(k, pick), Rows<const T>(v, pick), limits, Rows<const T>(out),
+                    lse.data<T>(),
                     Rows<const T>(dout), dlse.defined() ? dlse.data<T>() : nullptr, Rows<T>(dq), Rows<T>(dk),
                     Rows<T>(dv));
   });
@@ -489,13 +568,16 @@ AttentionWithLse attend(const char* op, const Shape4& s, const Tensor& q, const 
            profile_flops(2 * pairs * double(3 * s.E + 2 * s.M));
            const Tensor q = wide(qs.get()), k = wide(ks.get()), v = wide(vs.get()), out = wide(os.get());
            const Tensor dout = wide(as_read(dy[0])), dlse = dy.size() > 1 ? contiguous(dy[1]) : Tensor();
-           const Tensor dq = new_like(q, q.shape(), q.dtype()), dk = new_like(k, k.shape(), k.dtype()),
-                        dv = new_like(v, v.shape(), v.dtype());
+           // Picked rows: the gradients of the keys as the query items saw them, then added into k's and v's rows.
+           const bool picked = limits.rows.defined();
+           const Tensor dq = new_like(q, q.shape(), q.dtype()),
+                        dk = picked ? empty({s.B, s.H, s.S, s.E}, k.options()) : new_like(k, k.shape(), k.dtype()),
+                        dv = picked ? empty({s.B, s.H, s.S, s.M}, v.options()) : new_like(v, v.shape(), v.dtype());
            backward(s, q, k, v, limits, out, ls.get(), dout, dlse, dq, dk, dv);
            const DType dtype = qs.get().dtype();  // bfloat16 gradients rounded from the float32 kernel's
            if (g.needs(0)) g.accumulate(0, to(dq, dtype));
-           if (g.needs(1)) g.accumulate(1, to(dk, dtype));
-           if (g.needs(2)) g.accumulate(2, to(dv, dtype));
+           if (g.needs(1)) g.accumulate(1, to(picked ? add_picked_rows(s, limits, dk, k) : dk, dtype));
+           if (g.needs(2)) g.accumulate(2, to(picked ? add_picked_rows(s, limits, dv, v) : dv, dtype));
          });
   return {out, lse};
 }
@@ -510,7 +592,18 @@ AttentionWithLse fused(const char* op, const Tensor& q, const Tensor& k, const T
   const Tensor lengths = checked_lengths(op, key_lengths, s, q.device());
   // A causal mask skips about half of the pairs.
   const double pairs = double(s.B) * double(s.H) * double(s.N) * double(s.S) * (causal ? 0.5 : 1.0);
-  return attend(op, s, q, k, v, {lengths, Tensor()}, pairs, lse_output);
+  return attend(op, s, q, k, v, {lengths, Tensor(), Tensor(), 1}, pairs, lse_output);
+}
+
+// t (items, H, R, F) with the rows `rows` (B, S) int64 picks, item b's from t's item b / per_item:
+// (B, H, S, F), composed from primitives (index_select over t's flattened rows), differentiable.
+Tensor picked(const Tensor& t, const Tensor& rows, int64_t per_item) {
+  const int64_t B = rows.size(0), S = rows.size(1), H = t.size(1), R = t.size(2), F = t.size(3);
+  std::vector<int64_t> first(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) first[static_cast<size_t>(b)] = b / per_item * R;
+  const Tensor flat = reshape(rows + to(from_vector<int64_t>(first, {B, 1}), rows.device()), {B * S});
+  const Tensor selected = index_select(reshape(permute(t, {0, 2, 1, 3}), {t.size(0) * R, H * F}), 0, flat);
+  return permute(reshape(selected, {B, S, H, F}), {0, 2, 1, 3});
 }
 
 }  // namespace
@@ -534,7 +627,42 @@ Tensor fused_attention_ends(const Tensor& q, const Tensor& k, const Tensor& v, c
   const char* op = "fused_attention_ends";
   const Shape4 s = checked_shape(op, q, k, v, false);
   const auto [ends, pairs] = checked_ends(op, key_ends, s, q.device());
-  return attend(op, s, q, k, v, {Tensor(), ends}, pairs * double(s.H), LseOutput::No).out;
+  return attend(op, s, q, k, v, {Tensor(), ends, Tensor(), 1}, pairs * double(s.H), LseOutput::No).out;
+}
+
+Tensor fused_attention_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_rows,
+                            const Tensor& key_ends) {
+  if ((q.dtype() != k.dtype() || q.dtype() != v.dtype()) && autocast_widens({&q, &k, &v}))
+    return fused_attention_rows(autocast_float32(q), autocast_float32(k), autocast_float32(v), key_rows, key_ends);
+  const char* op = "fused_attention_rows";
+  check_same_device(op, {&q, &k, &v});
+  check_floating(op, q);
+  check_same_dtype(op, q, k);
+  check_same_dtype(op, q, v);
+  TP_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op,
+           "expected q (B, H, N, E), k (B', H, R, E), v (B', H, R, M); got ", to_string(q.shape()), ", ",
+           to_string(k.shape()), ", ", to_string(v.shape()));
+  const int64_t items = k.size(0), R = k.size(2);
+  TP_CHECK(items >= 1 && q.size(0) % items == 0 && v.size(0) == items && k.size(1) == q.size(1) &&
+               v.size(1) == q.size(1) && k.size(3) == q.size(3) && v.size(2) == R,
+           op, "q ", to_string(q.shape()), ", k ", to_string(k.shape()), ", v ", to_string(v.shape()),
+           " do not fit (B, H, N, E), (B', H, R, E), (B', H, R, M) with B a multiple of B'");
+  TP_CHECK(q.size(3) > 0, op, "the head dimension E must be positive, got ", to_string(q.shape()));
+  TP_CHECK(key_rows.defined() && is_integer(key_rows.dtype()) && key_rows.dim() == 2 &&
+               key_rows.size(0) == q.size(0),
+           op, "key_rows must be int64 or int32 of shape (", q.size(0), ", S), got ",
+           key_rows.defined() ? detail::concat(key_rows.dtype(), " ", to_string(key_rows.shape())) : "none");
+  for (int64_t r : key_rows.to_vector<int64_t>())
+    TP_CHECK(r >= 0 && r < R, op, "a key row of ", r, " is outside [0, ", R, ")");
+  const Tensor rows = contiguous(to(to(key_rows, q.device()), DType::Int64));
+  const int64_t per_item = q.size(0) / items;
+  // A GPU's kernels take contiguous keys: the picked rows gathered, then fused_attention_ends.
+  if (q.device().is_cuda())
+    return fused_attention_ends(q, picked(k, rows, per_item), picked(v, rows, per_item), key_ends);
+  const Shape4 s{q.size(0), q.size(1), q.size(2), rows.size(1), q.size(3), v.size(3), false,
+                 1.0 / std::sqrt(static_cast<double>(q.size(3)))};
+  const auto [ends, pairs] = checked_ends(op, key_ends, s, q.device());
+  return attend(op, s, q, k, v, {Tensor(), ends, rows, per_item}, pairs * double(s.H), LseOutput::No).out;
 }
 
 }  // namespace tapestry

@@ -51,6 +51,17 @@ AttentionWithLse fused_attention_lse(const Tensor& q, const Tensor& k, const Ten
 /// GPU a key tile is skipped only where no query of the query tile sees it.
 Tensor fused_attention_ends(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ends);
 
+/// fused_attention_ends over keys picked by row: query item b (of q's B) attends to the keys and values
+/// k[b / r, :, key_rows[b, j]] and v[b / r, :, key_rows[b, j]], j < S, with r = B / B' (k and v hold
+/// B' items of R rows; key_rows (B, S), int64 or int32, each in [0, R), a row picked any number of
+/// times), query i seeing the first key_ends[b, i] of them. The same function, values and gradients,
+/// as fused_attention_ends on those rows gathered; on the CPU the kernels read them where they lie,
+/// so that the picked copies, which are kept for the backward, are never made (neural clustering's
+/// blocks pick each slot's keys twice: nn/attention/neural_clustering.cpp). A GPU gathers them and
+/// calls fused_attention_ends.
+Tensor fused_attention_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_rows,
+                            const Tensor& key_ends);
+
 /// The largest head dim (E and M) the GPU kernels take; the CPU takes any.
 inline constexpr int64_t kFusedAttentionMaxHeadDim = 128;
 

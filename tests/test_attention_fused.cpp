@@ -1,6 +1,7 @@
 // Fused attention (ops/attention.h): the same function as the composition of matmul, masked softmax
 // and matmul, values and gradients, over masks, lengths 0 and 1, causal, N and S not multiples of the
-// tiles and several head dims; gradcheck; the full kind's `fused` key; memory at N = 4096; bad input.
+// tiles and several head dims; gradcheck; the full kind's `fused` key; memory at N = 4096; keys picked
+// by row (fused_attention_rows) against the rows gathered; bad input.
 #include "tests/testing.h"
 
 #include <cstring>
@@ -69,6 +70,53 @@ TEST_CASE("fused attention with each query's key end equals the composition, and
   const Tensor small_ends = from_vector<int64_t>({0, 3, 6, 1, 6, 2}, {2, 3});
   check_gradients([&](const std::vector<Tensor>& in) { return fused_attention_ends(in[0], in[1], in[2], small_ends); },
                   {slice(q, 2, 0, 3), slice(k, 2, 0, 6), slice(v, 2, 0, 6)});
+}
+
+// The keys fused_attention_rows reads, gathered from primitives: item b's are rows[b] of k's item b / r.
+Tensor gathered_rows(const Tensor& t, const Tensor& rows, int64_t r) {
+  std::vector<Tensor> items;
+  for (int64_t b = 0; b < rows.size(0); ++b) items.push_back(index_select(select(t, 0, b / r), 1, select(rows, 0, b)));
+  return stack(items, 0);
+}
+
+TEST_CASE("fused attention over picked rows equals fused_attention_ends on the rows gathered") {
+  struct Case {
+    int64_t items, r, H, R, S, N, E, M;
+    bool heads_in_rows;  // k and v as a permuted (items, R, H, F): neural clustering's layout
+  };
+  // One item per source and several; S past one key tile (512) and N past one query tile (128); rows
+  // picked twice and never.
+  for (const Case& c : {Case{1, 3, 2, 10, 7, 5, 4, 3, false}, Case{2, 2, 2, 700, 600, 150, 8, 16, true},
+                       Case{3, 1, 1, 4, 9, 2, 2, 2, true}}) {
+    INFO("items " << c.items << " r " << c.r << " R " << c.R << " S " << c.S << " N " << c.N);
+    const int64_t B = c.items * c.r;
+    const auto source = [&](int64_t F, uint64_t seed) {
+      return c.heads_in_rows ? permute(uniform({c.items, c.R, c.H, F}, seed, -2, 2), {0, 2, 1, 3})
+                             : uniform({c.items, c.H, c.R, F}, seed, -2, 2);
+    };
+    const Tensor q = uniform({B, c.H, c.N, c.E}, 31, -2, 2), k = source(c.E, 32), v = source(c.M, 33);
+    std::vector<int64_t> rows, ends;
+    for (int64_t i = 0; i < B * c.S; ++i) rows.push_back((i * 7919 + i / 3) % c.R);
+    for (int64_t i = 0; i < B * c.N; ++i) ends.push_back(i % 3 == 0 ? 0 : i % 3 == 1 ? c.S : (i * 104729) % (c.S + 1));
+    const Tensor key_rows = from_vector<int64_t>(rows, {B, c.S}), key_ends = from_vector<int64_t>(ends, {B, c.N});
+    const auto picked = [&](const std::vector<Tensor>& in) {
+      return fused_attention_rows(in[0], in[1], in[2], key_rows, key_ends);
+    };
+    const auto gathered = [&](const std::vector<Tensor>& in) {
+      return fused_attention_ends(in[0], gathered_rows(in[1], key_rows, c.r), gathered_rows(in[2], key_rows, c.r),
+                                  key_ends);
+    };
+    // The same values to the bit; a row's gradient sums its pickings in another grouping.
+    check_same_function(picked, gathered, {q, k, v}, 0, 1e-12);
+    const std::vector<Tensor> in32 = {to(q, DType::Float32), to(k, DType::Float32), to(v, DType::Float32)};
+    CHECK(max(abs(picked(in32) - gathered(in32))).item<double>() == 0.0);
+  }
+  const Tensor q = uniform({2, 1, 3, 2}, 34), k = uniform({1, 1, 4, 2}, 35), v = uniform({1, 1, 4, 3}, 36);
+  const Tensor key_rows = from_vector<int64_t>({3, 0, 3, 1, 2, 2, 0, 1}, {2, 4});
+  const Tensor key_ends = from_vector<int64_t>({4, 1, 3, 0, 2, 4}, {2, 3});
+  check_gradients([&](const std::vector<Tensor>& in) {
+    return fused_attention_rows(in[0], in[1], in[2], key_rows, key_ends);
+  }, {q, k, v});
 }
 
 TEST_CASE("fused attention equals the composition (values and gradients; padding, causal, head dims)") {
@@ -311,4 +359,20 @@ TEST_CASE("fused attention refuses bad input") {
   check_error([&] { fused_attention_ends(q, k, v, from_vector<int64_t>({0, 1, 2, 3, -1, 5}, {2, 3})); },
               {"key end of -1"});
   check_error([&] { fused_attention_ends(q, k, v, zeros({2, 3}, {DType::Float64})); }, {"int64 or int32", "float64"});
+  // picked rows: k and v of one item for q's two
+  const Tensor k1 = slice(k, 0, 0, 1), v1 = slice(v, 0, 0, 1), ends = from_vector<int64_t>({0, 1, 2, 2, 1, 0}, {2, 3});
+  const Tensor rows = from_vector<int64_t>({0, 4, 1, 2}, {2, 2});
+  CHECK(fused_attention_rows(q, k1, v1, rows, ends).shape() == Shape{2, 1, 3, 2});
+  check_error([&] { fused_attention_rows(q, k1, v1, Tensor(), ends); }, {"fused_attention_rows", "key_rows", "none"});
+  check_error([&] { fused_attention_rows(q, k1, v1, from_vector<int64_t>({0, 5, 1, 2}, {2, 2}), ends); },
+              {"fused_attention_rows", "key row of 5", "[0, 5)"});
+  check_error([&] { fused_attention_rows(q, k1, v1, from_vector<int64_t>({0, -1, 1, 2}, {2, 2}), ends); },
+              {"key row of -1"});
+  check_error([&] { fused_attention_rows(q, k1, v1, from_vector<int64_t>({0, 1}, {1, 2}), ends); }, {"shape (2, S)"});
+  check_error([&] { fused_attention_rows(q, k1, v1, zeros({2, 2}, {DType::Float64}), ends); }, {"int64 or int32"});
+  check_error([&] { fused_attention_rows(q, k1, v1, rows, from_vector<int64_t>({0, 1, 2, 3, 1, 0}, {2, 3})); },
+              {"key end of 3", "[0, 2]"});
+  check_error([&] { fused_attention_rows(q, concat({k, k1}, 0), concat({v, v1}, 0), rows, ends); },
+              {"do not fit", "multiple"});
+  check_error([&] { fused_attention_rows(q, k1, slice(v1, 2, 0, 4), rows, ends); }, {"do not fit"});
 }

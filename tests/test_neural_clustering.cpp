@@ -460,10 +460,12 @@ TEST_CASE("neural clustering attention, fused: its step's peak at N = 2048 is a 
 }
 
 TEST_CASE("neural clustering attention, fused: what its forward keeps, counted in (N, D) float32 tensors") {
-  // Kept for the backward, besides the inputs: X W_C, Ĉ_{I_j}, the sorted X^S, Q^S, each block's
-  // 2W keys and values gathered (4), Z^O, Z, the output, and the small U, Ĉ and sorts: 11.4 (N, D)
-  // tensors measured. The own centroids Ĉ_{I_j} were once gathered through an int64 index of B·N·D
-  // elements, kept for gather's backward: 13.4 then.
+  // Kept for the backward, besides the inputs: X W_C, Ĉ_{I_j}, the sorted X^S, Q^S, K^S and V^S
+  // (which the blocks read through their picked rows, fused_attention_rows), Z^O, Z, the output, and
+  // the small U, Ĉ and sorts: 9.4 (N, D) tensors measured. Each block's 2W keys and values were once
+  // gathered, every slot twice (4 tensors where K^S and V^S are 2): 11.4 then; and before that the
+  // own centroids Ĉ_{I_j} were gathered through an int64 index of B·N·D elements, kept for
+  // gather's backward: 13.4.
   const int64_t B = 1, N = 1024, D = 64, C = 4, H = 2;
   Generator gen(67);
   const auto param = [&](int64_t rows, int64_t cols) {
@@ -477,8 +479,8 @@ TEST_CASE("neural clustering attention, fused: what its forward keeps, counted i
                                                                           ClusteringLosses::Projected);
   const double kept = double(alloc.stats().in_use - before) / double(N * D * 4);
   INFO("kept: " << kept << " (N, D) float32 tensors");
-  CHECK(kept >= 10.0);  // what the forward needs: the count above is not vacuous
-  CHECK(kept <= 12.0);
+  CHECK(kept >= 8.5);  // what the forward needs: the count above is not vacuous
+  CHECK(kept <= 10.0);
 }
 
 TEST_CASE("neural clustering attention: order is a stable sort by cluster and resort undoes it") {

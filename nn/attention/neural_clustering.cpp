@@ -191,8 +191,9 @@ struct BlockAttention {
     return reshape(permute(z, {0, 2, 3, 1, 4}), {B, C * W, H * M});
   }
 
-  // fused_attention_ends over the B·C blocks: each block's 2W keys gathered with the real ones first,
-  // in the order of their original positions, so that the keys a query sees are a prefix of them.
+  // fused_attention_rows over the B·C blocks: each block's 2W keys picked with the real ones first,
+  // in the order of their original positions, so that the keys a query sees are a prefix of them;
+  // the kernels read the picked rows of K^S and V^S where they lie (on a GPU, gathered).
   Tensor fused(const Tensor& q_slots, const Tensor& k_slots, const Tensor& v_slots, const Tensor& slot_real,
                const Tensor& position) const {
     const Device device = q_slots.device();
@@ -211,8 +212,10 @@ struct BlockAttention {
     auto blocks = [&](const Tensor& t, int64_t rows, int64_t per_head) {
       return permute(reshape(t, {B * C, rows, H, per_head}), {0, 2, 1, 3});
     };
-    const Tensor k = blocks(rows_of(k_slots, key_slot), 2 * W, E);
-    const Tensor v = blocks(rows_of(v_slots, key_slot), 2 * W, M);
+    // The keys and values as they lie, (B, H, C·W, F) views: each block picks its 2W rows (key_slot).
+    auto heads = [&](const Tensor& t, int64_t per_head) {
+      return permute(reshape(t, {B, C * W, H, per_head}), {0, 2, 1, 3});
+    };
     // A query sees the real keys (ranked below `past`) and, causal, those not after its own position
     // (every position is below `past`): a prefix of its block's keys, of `ends` keys.
     Tensor ends;  // (B, C, W)
@@ -229,9 +232,10 @@ struct BlockAttention {
                                    KeepDim::Yes);  // (B, C, 1)
       ends = expand(real_keys, {B, C, W});
     }
-    const Tensor z = fused_attention_ends(blocks(q_slots, W, E), k, v, reshape(ends, {B * C, W}));  // (B·C, H, W, M)
-    // On the CPU z lies in q's layout of heads, (B·C, W, H, M) in memory (ops/attention.h), and the
-    // heads merge as a view; a GPU's contiguous z is copied by reshape.
+    const Tensor z = fused_attention_rows(blocks(q_slots, W, E), heads(k_slots, E), heads(v_slots, M),
+                                          reshape(key_slot, {B * C, 2 * W}), reshape(ends, {B * C, W}));
+    // z (B·C, H, W, M): on the CPU in q's layout of heads, (B·C, W, H, M) in memory (ops/attention.h),
+    // and the heads merge as a view; a GPU's contiguous z is copied by reshape.
     return reshape(permute(z, {0, 2, 1, 3}), {B, C * W, H * M});
   }
 };

@@ -4,7 +4,8 @@
 // tiles (64 queries × 64 keys in float32, 64 × 32 at head dims above 64, 16 × 16 in float64:
 // ops/cuda/attention.cu), S ≠ N, head
 // dims 16 … 128 with E ≠ M, float32 and float64, and N = 1000; each query's own key end
-// (fused_attention_ends); and the log-sum-exp as a second output (fused_attention_lse).
+// (fused_attention_ends); keys picked by row (fused_attention_rows: gathered on the GPU); and the
+// log-sum-exp as a second output (fused_attention_lse).
 //
 // The kernels keep tiles in shared memory; scripts/gpu-validate runs this file under racecheck
 // (its cases but the N = 1000 one, whose tiles are those of the smaller cases, many times over)
@@ -109,6 +110,28 @@ TEST_CASE("fused attention with each query's key end: the GPU's against the CPU'
           },
           {input({2, 2, c.N, c.E}, seed += 3, dtype, -2, 2), input({2, 2, c.S, c.E}, seed + 1, dtype, -2, 2),
            input({2, 2, c.S, c.M}, seed + 2, dtype)},
+          fused_tol(dtype, c.S));
+    }
+}
+
+TEST_CASE("fused attention over picked rows: the GPU's (rows gathered) against the CPU's (rows read in place)") {
+  // Two query items per item of k and v, rows picked twice and never, S past the GPU's key tile.
+  uint64_t seed = 590;
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (const Case c : {Case{5, 7, 16, 16}, Case{70, 130, 64, 32}}) {
+      INFO(dtype << " N " << c.N << " S " << c.S << " E " << c.E << " M " << c.M);
+      const int64_t R = c.S / 2 + 3;
+      std::vector<int64_t> rows, ends;
+      for (int64_t i = 0; i < 4 * c.S; ++i) rows.push_back((i * 7919 + i / 3) % R);
+      for (int64_t i = 0; i < 4 * c.N; ++i) ends.push_back(i % 3 == 0 ? c.S : i % 3 == 1 ? 0 : (i * 7919) % (c.S + 1));
+      check_parity(
+          [&](const std::vector<Tensor>& in) {
+            const Device device = in[0].device();
+            return fused_attention_rows(in[0], in[1], in[2], from_vector<int64_t>(rows, {4, c.S}, device),
+                                        from_vector<int64_t>(ends, {4, c.N}, device));
+          },
+          {input({4, 2, c.N, c.E}, seed += 3, dtype, -2, 2), input({2, 2, R, c.E}, seed + 1, dtype, -2, 2),
+           input({2, 2, R, c.M}, seed + 2, dtype)},
           fused_tol(dtype, c.S));
     }
 }
