@@ -85,9 +85,9 @@ TP_TARGET_AVX512 void block_avx512(const Block<float>& x) {
 
 // A block's rows for a column block `cols` wide: one or two vectors of columns leave most of the 32
 // registers free, and more rows keep more independent sums in flight (a fused multiply-add takes four
-// cycles and two issue per cycle, so fewer than eight sums leave the units idle: on one thread, 6 rows
-// × 1 vector ran fused attention's products against a head dim of 16 at 0.8 of 12 × 1's rate, and
-// 6 × 2 those against 32 at 0.9 of 8 × 2's; docs/PERFORMANCE.md).
+// cycles and two issue per cycle, so fewer than eight sums leave the units idle). With 6 rows for every
+// width, fused attention's forward in the speech recogniser's step (head dim 16) took 9 % longer a call
+// (docs/PERFORMANCE.md).
 int64_t avx512_rows(int64_t cols) { return cols <= 16 ? 12 : cols <= 32 ? 8 : 6; }
 
 // The kernel of R rows (1 … sizeof...(Rs)) × V vectors.
