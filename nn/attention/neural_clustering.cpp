@@ -312,14 +312,16 @@ NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Ten
                                                      : blocks.composed(q, k, v, slot_real, position);
   const Tensor z_sorted = slice(z_slots, 1, 0, N);  // (B, N, H·M)
   // eq. 10: Z = Resort(Z^O, I′): the row at sorted position p goes back to position I′_p, i.e. row
-  // j of Z is row inverse_j of Z^O, with inverse = I′⁻¹.
+  // j of Z is row inverse_j of Z^O, with inverse = I′⁻¹. Resorting rows commutes with W_O, so the
+  // output projection runs on Z^O, which the blocks' attention keeps anyway, and its product is
+  // resorted: Z itself is never held.
   const Tensor inverse = argsort(order, 1);                                                   // (B, N)
-  const Tensor z = rows_of(z_sorted, inverse);  // (B, N, H·M)
+  const Tensor projected = rows_of(matmul(z_sorted, w.w_o), inverse);                         // Z W_O, (B, N, D)
   // A word without a cluster (−1: a NaN in its sample or in a centroid) gets a NaN row, not an
   // output computed from an arbitrary grouping.
   const Tensor unclustered = unsqueeze(eq(assignment, full({}, -1.0, {DType::Int64, device})), 2);  // (B, N, 1)
-  const Tensor output = where(unclustered, full({}, std::numeric_limits<double>::quiet_NaN(), x.options()),
-                              matmul(z, w.w_o));                                                      // (B, N, D)
+  const Tensor output =
+      where(unclustered, full({}, std::numeric_limits<double>::quiet_NaN(), x.options()), projected);  // (B, N, D)
 
   return {output, clustering.centroids, clustering.clustering_loss, clustering.sorting_loss, assignment, order,
           clustering.u};
