@@ -193,8 +193,9 @@ struct BlockAttention {
 
   // fused_attention_rows over the B·C blocks: each block's 2W keys picked with the real ones first,
   // in the order of their original positions, so that the keys a query sees are a prefix of them;
-  // the kernels read the picked rows of K^S and V^S where they lie (on a GPU, gathered).
-  Tensor fused(const Tensor& q_slots, const Tensor& k_slots, const Tensor& v_slots, const Tensor& slot_real,
+  // the kernels read the picked rows where they lie, in X W_K and X W_V (on a GPU, gathered). Here
+  // k and v are (B, N, H·F), in the words' order.
+  Tensor fused(const Tensor& q_slots, const Tensor& k, const Tensor& v, const Tensor& slot_real,
                const Tensor& position) const {
     const Device device = q_slots.device();
     // Each slot's rank: its original position if it holds a real word, else past every position.
@@ -212,10 +213,15 @@ struct BlockAttention {
     auto blocks = [&](const Tensor& t, int64_t rows, int64_t per_head) {
       return permute(reshape(t, {B * C, rows, H, per_head}), {0, 2, 1, 3});
     };
-    // The keys and values as they lie, (B, H, C·W, F) views: each block picks its 2W rows (key_slot).
+    // The keys and values as they lie, (B, H, N, F) views; each block picks its 2W rows: its slots'
+    // words (an empty slot, never seen, picks row 0).
     auto heads = [&](const Tensor& t, int64_t per_head) {
-      return permute(reshape(t, {B, C * W, H, per_head}), {0, 2, 1, 3});
+      return permute(reshape(t, {B, t.size(1), H, per_head}), {0, 2, 1, 3});
     };
+    const int64_t N = k.size(1);
+    const Tensor slot_row = where(lt(position, full({}, double(N), position.options())), position,
+                                  zeros({}, position.options()));  // (B, C·W)
+    const Tensor key_row = gather(slot_row, 1, key_slot);          // (B, C·2W)
     // A query sees the real keys (ranked below `past`) and, causal, those not after its own position
     // (every position is below `past`): a prefix of its block's keys, of `ends` keys.
     Tensor ends;  // (B, C, W)
@@ -232,8 +238,8 @@ struct BlockAttention {
                                    KeepDim::Yes);  // (B, C, 1)
       ends = expand(real_keys, {B, C, W});
     }
-    const Tensor z = fused_attention_rows(blocks(q_slots, W, E), heads(k_slots, E), heads(v_slots, M),
-                                          reshape(key_slot, {B * C, 2 * W}), reshape(ends, {B * C, W}));
+    const Tensor z = fused_attention_rows(blocks(q_slots, W, E), heads(k, E), heads(v, M),
+                                          reshape(key_row, {B * C, 2 * W}), reshape(ends, {B * C, W}));
     // z (B·C, H, W, M): on the CPU in q's layout of heads, (B·C, W, H, M) in memory (ops/attention.h),
     // and the heads merge as a view; a GPU's contiguous z is copied by reshape.
     return reshape(permute(z, {0, 2, 1, 3}), {B, C * W, H * M});
@@ -296,20 +302,27 @@ NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Ten
   const Tensor& assignment = clustering.assignment;  // (B, N)
   // eq. 5: X^S, I′ = Sort(X, I), stable: a cluster keeps its words in their original order.
   const Tensor order = argsort(assignment, 1);                              // (B, N) sorted → original
-  const Tensor xs = rows_of(x, order);  // (B, N, D)
 
   // ---- neural clustering attention (§3.2) ----
   // eq. 7: Q^S, K^S, V^S = X^S W_Q, X^S W_K, X^S W_V; eq. 8: chunked into C blocks of W = ⌈N/C⌉ (the
-  // last ones padded with empty, zero slots); eq. 9 per block and head, below.
-  const Tensor xs_slots = slots == N ? xs : pad(xs, {0, 0, 0, slots - N});  // (B, C·W, D)
+  // last ones padded with empty, zero slots); eq. 9 per block and head, below. Sorting rows commutes
+  // with the projections: Q^S is X W_Q's rows sorted, and the blocks take K^S's and V^S's rows from
+  // X W_K and X W_V through the order (the fused blocks read them there; the composed ones gather
+  // them). X, which the clustering keeps, is the products' input: X^S is never formed.
+  const auto in_slots = [&](const Tensor& t) {  // (B, N, F), in the words' order → sorted, (B, C·W, F)
+    const Tensor sorted = rows_of(t, order);
+    return slots == N ? sorted : pad(sorted, {0, 0, 0, slots - N});
+  };
   const Tensor slot_real = pad(gather(keep, 1, order), {0, slots - N}, 0.0);  // (B, C·W) bool: holds a real word
   const Tensor position = pad(order, {0, slots - N}, double(N));              // (B, C·W); empty slots: N
-  const Tensor q = matmul(xs_slots, w.w_q), k = matmul(xs_slots, w.w_k), v = matmul(xs_slots, w.w_v);  // (B, C·W, H·F)
+  const Tensor q = in_slots(matmul(x, w.w_q));                                // Q^S, (B, C·W, H·E)
+  const Tensor k = matmul(x, w.w_k), v = matmul(x, w.w_v);                    // (B, N, H·F), unsorted
   const BlockAttention blocks{B, C, W, heads, E, M, causal};
   // A GPU's fused kernels take head dims up to kFusedAttentionMaxHeadDim; beyond, the scores are held.
   const bool fits = !device.is_cuda() || std::max(E, M) <= kFusedAttentionMaxHeadDim;
-  const Tensor z_slots = fused == Fused::Yes && fits ? blocks.fused(q, k, v, slot_real, position)
-                                                     : blocks.composed(q, k, v, slot_real, position);
+  const Tensor z_slots = fused == Fused::Yes && fits
+                             ? blocks.fused(q, k, v, slot_real, position)
+                             : blocks.composed(q, in_slots(k), in_slots(v), slot_real, position);
   const Tensor z_sorted = slice(z_slots, 1, 0, N);  // (B, N, H·M)
   // eq. 10: Z = Resort(Z^O, I′): the row at sorted position p goes back to position I′_p, i.e. row
   // j of Z is row inverse_j of Z^O, with inverse = I′⁻¹. Resorting rows commutes with W_O, so the
