@@ -501,9 +501,8 @@ void backward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v
   visit_floating(q.dtype(), "fused_attention", [&](auto tag) {
     using T = decltype(tag);
     backward_cpu<T>(s, Rows<const T>(q), Rows<const T>(k, pick), Rows<const T>(v, pick), limits, Rows<const T>(out),
-                    lse.data<T>(),
-                    Rows<const T>(dout), dlse.defined() ? dlse.data<T>() : nullptr, Rows<T>(dq), Rows<T>(dk),
-                    Rows<T>(dv));
+                    lse.data<T>(), Rows<const T>(dout), dlse.defined() ? dlse.data<T>() : nullptr, Rows<T>(dq),
+                    Rows<T>(dk), Rows<T>(dv));
   });
 }
 

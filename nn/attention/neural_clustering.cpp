@@ -300,7 +300,8 @@ NeuralClusteringResult neural_clustering_attention(const Tensor& x_in, const Ten
   // ---- neural clustering (§3.1, eq. 2–4, 6, 11) ----
   const NeuralClustering clustering = cluster_words(x, centroids, w.w_c, keep, losses);
   const Tensor& assignment = clustering.assignment;  // (B, N)
-  // eq. 5: X^S, I′ = Sort(X, I), stable: a cluster keeps its words in their original order.
+  // eq. 5: X^S, I′ = Sort(X, I), stable: a cluster keeps its words in their original order. Only the
+  // order I′ is formed; eq. 7 below sorts the projections' rows instead of X's.
   const Tensor order = argsort(assignment, 1);                              // (B, N) sorted → original
 
   // ---- neural clustering attention (§3.2) ----
