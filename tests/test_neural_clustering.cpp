@@ -464,10 +464,11 @@ TEST_CASE("neural clustering attention, fused: what its forward keeps, counted i
   // read through their picked rows, fused_attention_rows), Z^O (W_O's input), the output, and the
   // small U, Ĉ and sorts: 7.4 (N, D) tensors measured. Before the projections ran on X, the sorted
   // X^S was kept as their input: 8.4; before W_O ran on Z^O, the resorted Z was kept as its input
-  // too: 9.4; before the blocks picked their rows, each block's 2W
-  // keys and values were gathered, every slot twice (4 tensors where K^S and V^S are 2): 11.4; and
-  // before that the own centroids Ĉ_{I_j} were gathered through an int64 index of B·N·D elements,
-  // kept for gather's backward: 13.4.
+  // too: 9.4; before the blocks picked their rows, each block's 2W keys and values were gathered,
+  // every slot twice (4 tensors where K^S and V^S are 2): 11.4; and before that the own centroids
+  // Ĉ_{I_j} were gathered through an int64 index of B·N·D elements, kept for gather's backward:
+  // 13.4. The cosine losses keep as much: their unit rows, once kept for the product of the two
+  // (2 more), are never formed.
   const int64_t B = 1, N = 1024, D = 64, C = 4, H = 2;
   Generator gen(67);
   const auto param = [&](int64_t rows, int64_t cols) {
@@ -476,13 +477,15 @@ TEST_CASE("neural clustering attention, fused: what its forward keeps, counted i
   const Tensor x = rand({B, N, D}, gen, {DType::Float32}) - 0.5, centroids = param(C, D);
   const NeuralClusteringWeights w{param(D, D), param(D, D), param(D, D), param(D, D), param(D, D)};
   Allocator& alloc = context(Device::cpu()).allocator();
-  const int64_t before = alloc.stats().in_use;
-  const NeuralClusteringResult r = attention::neural_clustering_attention(x, centroids, w, H, {}, Causal::No,
-                                                                          ClusteringLosses::Projected);
-  const double kept = double(alloc.stats().in_use - before) / double(N * D * 4);
-  INFO("kept: " << kept << " (N, D) float32 tensors");
-  CHECK(kept >= 6.5);  // what the forward needs: the count above is not vacuous
-  CHECK(kept <= 8.0);
+  for (const ClusteringLosses losses : {ClusteringLosses::Projected, ClusteringLosses::Cosine}) {
+    const int64_t before = alloc.stats().in_use;
+    const NeuralClusteringResult r =
+        attention::neural_clustering_attention(x, centroids, w, H, {}, Causal::No, losses);
+    const double kept = double(alloc.stats().in_use - before) / double(N * D * 4);
+    INFO(std::string(attention::losses_name(losses)) << " losses, kept: " << kept << " (N, D) float32 tensors");
+    CHECK(kept >= 6.5);  // what the forward needs: the count above is not vacuous
+    CHECK(kept <= 8.0);
+  }
 }
 
 TEST_CASE("neural clustering attention: order is a stable sort by cluster and resort undoes it") {

@@ -103,6 +103,18 @@ Tensor zero_padding(const Tensor& x, const Tensor& keep, const Tensor& lengths) 
   return lengths.defined() ? where(unsqueeze(keep, 2), x, zeros({}, x.options())) : x;
 }
 
+// φ(a_j, b_j) for each row j of a and b (B, N, D) → (B, N): the inner product, or the cosine, as
+// unit_rows(a) · unit_rows(b) but computed as (a · b) / (max(‖a‖, 1e-12) max(‖b‖, 1e-12)), so that
+// the unit rows, two more (B, N, D) tensors, are never kept for the backward (a and b are kept
+// anyway; the inverse norms are (B, N)).
+Tensor row_similarity(const Tensor& a, const Tensor& b, bool cosine) {
+  const Tensor dot = sum(a * b, {2});
+  if (!cosine) return dot;
+  const double no_limit = std::numeric_limits<double>::infinity();
+  const auto inverse_norm = [no_limit](const Tensor& t) { return rsqrt(clamp(sum(t * t, {2}), 1e-24, no_limit)); };
+  return dot * inverse_norm(a) * inverse_norm(b);
+}
+
 // §3.1 and the losses, on words whose padding is zeroed; keep (B, N) bool is true at real words.
 NeuralClustering cluster_words(const Tensor& x, const Tensor& centroids, const Tensor& w_c, const Tensor& keep,
                                ClusteringLosses losses) {
@@ -143,7 +155,7 @@ NeuralClustering cluster_words(const Tensor& x, const Tensor& centroids, const T
   const Tensor assigned = logical_and(keep, logical_not(no_cluster));                              // (B, N)
   const Tensor cluster = where(assigned, assignment, zeros({}, {DType::Int64, device}));          // (B, N)
   const Tensor own_centroid = rows_of(c_hat, cluster);                                             // (B, N, D)
-  const Tensor phi = cosine ? sum(unit_rows(word) * unit_rows(own_centroid), {2}) : sum(word * own_centroid, {2});
+  const Tensor phi = row_similarity(word, own_centroid, cosine);                                   // (B, N)
   const Tensor similarity = where(no_cluster, full({}, std::numeric_limits<double>::quiet_NaN(), x.options()),
                                   where(keep, phi, zero));                                         // (B, N)
   const double no_limit = std::numeric_limits<double>::infinity();
