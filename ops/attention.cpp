@@ -447,30 +447,33 @@ KeyRows picked_rows(const Shape4& s, const KeyLimits& limits) {
   return {limits.rows.data<int64_t>(), limits.per_item, s.S};
 }
 
-// The gradient of k or v (`like`, (B / per_item, H, R, F)) from that of the keys the query items
-// picked (grad, (B, H, S, F), contiguous): each picked row's gradient added into its row, in the
-// order of the items and their keys, whatever the thread count. CPU only.
-Tensor add_picked_rows(const Shape4& s, const KeyLimits& limits, const Tensor& grad, const Tensor& like) {
-  Tensor out = zeros(like.shape(), {grad.dtype(), grad.device()});
-  const KeyRows pick = picked_rows(s, limits);
-  const int64_t items = like.size(0), R = like.size(2), F = like.size(3);
-  visit_floating(grad.dtype(), "fused_attention_rows", [&](auto tag) {
-    using T = decltype(tag);
-    const T* g = grad.data<T>();
-    T* o = out.data<T>();
-#pragma omp parallel for schedule(static)
-    for (int64_t ih = 0; ih < items * s.H; ++ih) {  // one (item, head) of `like` per thread: no races
-      const int64_t item = ih / s.H, h = ih % s.H;
-      T* dst = o + (item * s.H + h) * R * F;
-      for (int64_t b = item * pick.per_item; b < (item + 1) * pick.per_item; ++b)
-        for (int64_t j = 0; j < s.S; ++j) {
-          const T* src = g + ((b * s.H + h) * s.S + j) * F;
-          T* row = dst + pick.index[b * s.S + j] * F;
-          for (int64_t c = 0; c < F; ++c) row[c] += src[c];
-        }
-    }
-  });
-  return out;
+// The row of t's flattened (items · R) rows that each picked key is: key j of query item b is row
+// rows[b, j] of item b / per_item. (B · S,) int64 on rows' device.
+Tensor flat_rows(const Tensor& rows, int64_t per_item, int64_t R) {
+  const int64_t B = rows.size(0), S = rows.size(1);
+  std::vector<int64_t> first(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) first[static_cast<size_t>(b)] = b / per_item * R;
+  return reshape(rows + to(from_vector<int64_t>(first, {B, 1}), rows.device()), {B * S});
+}
+
+// t (items, H, R, F) with the rows `rows` (B, S) picks, item b's from t's item b / per_item:
+// (B, H, S, F), composed from primitives (index_select over t's flattened rows), differentiable.
+Tensor picked(const Tensor& t, const Tensor& rows, int64_t per_item) {
+  const int64_t B = rows.size(0), S = rows.size(1), H = t.size(1), R = t.size(2), F = t.size(3);
+  const Tensor flat = flat_rows(rows, per_item, R);
+  const Tensor selected = index_select(reshape(permute(t, {0, 2, 1, 3}), {t.size(0) * R, H * F}), 0, flat);
+  return permute(reshape(selected, {B, S, H, F}), {0, 2, 1, 3});
+}
+
+// picked's backward: the gradient of `like` (k or v, (items, H, R, F)) from that of the keys the
+// query items picked (grad (B, H, S, F), laid out as (B, S, H, F)), each picked row's gradient added
+// into its row by index_add over like's flattened rows.
+Tensor picked_gradient(const Tensor& grad, const Tensor& rows, int64_t per_item, const Tensor& like) {
+  const int64_t B = grad.size(0), H = grad.size(1), S = grad.size(2), F = grad.size(3);
+  const int64_t items = like.size(0), R = like.size(2);
+  const Tensor sums = index_add(zeros({items * R, H * F}, grad.options()), 0, flat_rows(rows, per_item, R),
+                                reshape(permute(grad, {0, 2, 1, 3}), {B * S, H * F}));
+  return permute(reshape(sums, {items, R, H, F}), {0, 2, 1, 3});
 }
 
 // The kernels on their device: out and lse from q, k, v (one floating dtype; contiguous on a GPU, on
@@ -567,16 +570,23 @@ AttentionWithLse attend(const char* op, const Shape4& s, const Tensor& q, const 
            profile_flops(2 * pairs * double(3 * s.E + 2 * s.M));
            const Tensor q = wide(qs.get()), k = wide(ks.get()), v = wide(vs.get()), out = wide(os.get());
            const Tensor dout = wide(as_read(dy[0])), dlse = dy.size() > 1 ? contiguous(dy[1]) : Tensor();
-           // Picked rows: the gradients of the keys as the query items saw them, then added into k's and v's rows.
-           const bool picked = limits.rows.defined();
+           // Picked rows: the gradients of the keys as the query items saw them, (B, H, S, F) laid out as
+           // (B, S, H, F), then added into k's and v's rows (picked_gradient).
+           const bool by_rows = limits.rows.defined();
+           const auto picked_keys = [&](const Tensor& like, int64_t F) {
+             return permute(empty({s.B, s.S, s.H, F}, like.options()), {0, 2, 1, 3});
+           };
            const Tensor dq = new_like(q, q.shape(), q.dtype()),
-                        dk = picked ? empty({s.B, s.H, s.S, s.E}, k.options()) : new_like(k, k.shape(), k.dtype()),
-                        dv = picked ? empty({s.B, s.H, s.S, s.M}, v.options()) : new_like(v, v.shape(), v.dtype());
+                        dk = by_rows ? picked_keys(k, s.E) : new_like(k, k.shape(), k.dtype()),
+                        dv = by_rows ? picked_keys(v, s.M) : new_like(v, v.shape(), v.dtype());
            backward(s, q, k, v, limits, out, ls.get(), dout, dlse, dq, dk, dv);
+           const auto into_rows = [&](const Tensor& grad, const Tensor& like) {
+             return by_rows ? picked_gradient(grad, limits.rows, limits.per_item, like) : grad;
+           };
            const DType dtype = qs.get().dtype();  // bfloat16 gradients rounded from the float32 kernel's
            if (g.needs(0)) g.accumulate(0, to(dq, dtype));
-           if (g.needs(1)) g.accumulate(1, to(picked ? add_picked_rows(s, limits, dk, k) : dk, dtype));
-           if (g.needs(2)) g.accumulate(2, to(picked ? add_picked_rows(s, limits, dv, v) : dv, dtype));
+           if (g.needs(1)) g.accumulate(1, to(into_rows(dk, k), dtype));
+           if (g.needs(2)) g.accumulate(2, to(into_rows(dv, v), dtype));
          });
   return {out, lse};
 }
@@ -592,17 +602,6 @@ AttentionWithLse fused(const char* op, const Tensor& q, const Tensor& k, const T
   // A causal mask skips about half of the pairs.
   const double pairs = double(s.B) * double(s.H) * double(s.N) * double(s.S) * (causal ? 0.5 : 1.0);
   return attend(op, s, q, k, v, {lengths, Tensor(), Tensor(), 1}, pairs, lse_output);
-}
-
-// t (items, H, R, F) with the rows `rows` (B, S) int64 picks, item b's from t's item b / per_item:
-// (B, H, S, F), composed from primitives (index_select over t's flattened rows), differentiable.
-Tensor picked(const Tensor& t, const Tensor& rows, int64_t per_item) {
-  const int64_t B = rows.size(0), S = rows.size(1), H = t.size(1), R = t.size(2), F = t.size(3);
-  std::vector<int64_t> first(static_cast<size_t>(B));
-  for (int64_t b = 0; b < B; ++b) first[static_cast<size_t>(b)] = b / per_item * R;
-  const Tensor flat = reshape(rows + to(from_vector<int64_t>(first, {B, 1}), rows.device()), {B * S});
-  const Tensor selected = index_select(reshape(permute(t, {0, 2, 1, 3}), {t.size(0) * R, H * F}), 0, flat);
-  return permute(reshape(selected, {B, S, H, F}), {0, 2, 1, 3});
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Before and after neural clustering's blocks read their keys and values through fused_attention_rows
-# (each block's 2W rows of K^S and V^S picked in place on the CPU, where they had been gathered into
-# per-block copies that held every slot twice): the peak memory and time of one layer (`bench
-# attention`, N = 1024, 2048, 4096) and of the classifier's and translation model's steps (`bench
-# train --model classifier`, `bench translate`), neural-clustering beside full, float32, 2 threads.
-# The two programs alternate, two rounds. Usage, from the repository root, on a quiet machine:
-#   docs/results/neural-clustering-rows/run.sh BEFORE AFTER OUT_DIR
+# Before and after a change to what neural clustering keeps for its backward: the peak memory and
+# time of one layer (`bench attention`, N = 1024, 2048, 4096) and of the classifier's and translation
+# model's steps (`bench train --model classifier`, `bench translate`), neural-clustering beside full,
+# float32, 2 threads. The two programs alternate, two rounds. docs/PERFORMANCE.md names the change
+# each run measured (its folder here: kept-, rows-, unsorted-, cosine-DATE). Usage, from the
+# repository root, on a quiet machine:
+#   docs/results/neural-clustering-memory/run.sh BEFORE AFTER OUT_DIR
 set -euo pipefail
 before=$1
 after=$2
