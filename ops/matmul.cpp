@@ -109,8 +109,20 @@ void gemm_bf16_on_cpu(const Shape& batch, const Tensor& a, Transpose ta, const T
 }  // namespace
 
 void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Tensor& b_in, Transpose tb,
-                  const Tensor& out, double beta) {
+                  const Tensor& out, double beta, const Tensor& bias) {
   check_same_device("matmul", {&a_in, &b_in, &out});
+  if (bias.defined()) {
+    TP_CHECK(batch.empty() && beta == 0.0 && bias.dim() == 1 && bias.size(0) == out.shape().back() &&
+                 bias.dtype() == out.dtype(),
+             "matmul", "internal error: a bias needs no batch, beta = 0 and a vector of out's dtype and last dim");
+    // Added by each CPU thread below; elsewhere out starts as the bias and the product adds to it.
+    if (!out.device().is_cpu() || out.dtype() == DType::BFloat16) {
+      copy_(out, bias);
+      batched_gemm(batch, a_in, ta, b_in, tb, out, 1.0);
+      return;
+    }
+  }
+  const Tensor bias_rows = bias.defined() ? contiguous(bias) : Tensor();
   if (out.dtype() == DType::BFloat16 && out.device().is_cpu()) {
     gemm_bf16_on_cpu(batch, a_in, ta, b_in, tb, out, beta);
     out.storage().bump_version();
@@ -156,6 +168,7 @@ void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Te
       const T* pa = static_cast<const T*>(a.raw_data());
       const T* pb = static_cast<const T*>(b.raw_data());
       T* pc = static_cast<T*>(out.raw_data());
+      const T* pbias = bias_rows.defined() ? static_cast<const T*>(bias_rows.raw_data()) : nullptr;
       const int64_t count = numel(batch);
       if (count == 0 || m == 0 || n == 0) return;
       const auto offsets = [&](int64_t i) {  // of batch item i in a, b and out
@@ -172,7 +185,7 @@ void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Te
           for (int64_t r = 0, oc = offsets(i)[2]; r < m; ++r)
             for (int64_t c = 0; c < n; ++c) {
               T& o = pc[oc + r * lc.ld + c];
-              o = beta == 0 ? T(0) : o * static_cast<T>(beta);
+              o = pbias ? pbias[c] : beta == 0 ? T(0) : o * static_cast<T>(beta);
             }
         return;
       }
@@ -201,6 +214,12 @@ void batched_gemm(const Shape& batch, const Tensor& a_in, Transpose ta, const Te
             cpu_gemm<T>(trans_a, trans_b, m, last - first, k, T(1), pa + oa, la.ld,
                         pb + ob + (trans_b ? first * lb.ld : first), lb.ld, static_cast<T>(beta), pc + oc + first,
                         lc.ld);
+          if (pbias) {  // the bias, over this part's rows (or columns) while they are in this core's cache
+            const int64_t r0 = by_rows ? first : 0, r1 = by_rows ? last : m;
+            const int64_t c0 = by_rows ? 0 : first, c1 = by_rows ? n : last;
+            for (int64_t r = r0; r < r1; ++r)
+              for (int64_t c = c0; c < c1; ++c) pc[oc + r * lc.ld + c] += pbias[c];
+          }
         }
       };
       const SingleThreadedBlas one_thread;
@@ -289,8 +308,8 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 
   const Tensor x2 = reshape(x.detach(), {rows, in});
   Tensor y = empty({rows, out}, x.options());
-  if (bias.defined()) copy_(y, bias.detach());  // each row starts as the bias; the GEMM adds x Wᵀ
-  batched_gemm({}, x2, Transpose::No, weight.detach(), Transpose::Yes, y, bias.defined() ? 1.0 : 0.0);
+  batched_gemm({}, x2, Transpose::No, weight.detach(), Transpose::Yes, y, 0.0,
+               bias.defined() ? bias.detach() : Tensor());  // + bias
   Tensor result = reshape(y, out_shape);
 
   std::vector<Tensor> inputs = {x, weight};

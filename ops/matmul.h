@@ -12,8 +12,8 @@ namespace tapestry {
 Tensor matmul(const Tensor& a, const Tensor& b);
 
 /// y = x · weightᵀ + bias over the last dim of x: (..., in) with weight (out, in) and bias (out) or
-/// undefined gives (..., out). One GEMM for all leading dims, the bias added by the GEMM itself
-/// (beta = 1 over the broadcast bias). Its backward computes d weight = dyᵀ · x directly in the
+/// undefined gives (..., out). One GEMM for all leading dims, the bias added to its output where it
+/// lies (batched_gemm's `bias`). Its backward computes d weight = dyᵀ · x directly in the
 /// weight's layout and d bias as column sums of dy, so no transposed copy is ever made. Dtypes as
 /// matmul's, autocast included.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
@@ -27,7 +27,13 @@ enum class Transpose { No, Yes };
 /// matmul's backward sums over broadcast batch dims. beta = 0 overwrites `out` without reading it, as
 /// in BLAS, so `out` may be uninitialised. Transposed or column-major operands are passed
 /// to BLAS with transpose flags, not copied.
+///
+/// With `bias` (a vector of out's last dim; no batch, beta = 0): out = op(a) · op(b) + bias over every
+/// row. On the CPU each thread adds the bias to its own part of `out` right after its product, while
+/// those rows are in its cache (a pass of its own over a fresh `out`, before the product, cost as much
+/// as a narrow product: docs/PERFORMANCE.md); elsewhere `out` starts as the bias and BLAS adds the
+/// product to it (beta = 1). The two round alike where BLAS sums the product in one block of k.
 void batched_gemm(const Shape& batch, const Tensor& a, Transpose ta, const Tensor& b, Transpose tb,
-                  const Tensor& out, double beta);
+                  const Tensor& out, double beta, const Tensor& bias = Tensor());
 
 }  // namespace tapestry
