@@ -3,6 +3,7 @@
 // sizes; gradients by gradcheck; bad input; float32 through either library (OpenBLAS, oneDNN).
 #include <omp.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -248,6 +249,14 @@ TEST_CASE("linear equals matmul(x, weightᵀ) + bias, in values and gradients") 
       const Tensor x = to(uniform(shape, 102), dtype);
       check_close(linear(x, w, b), matmul(x, transpose(w, 0, 1)) + b, tol, tol);
       check_close(linear(x, w), matmul(x, transpose(w, 0, 1)), tol, tol);
+    }
+    // Products large enough to split among the threads, by rows (301 × 129) and by columns (5 × 900):
+    // each thread adds the bias to its own part (ops/matmul.cpp); and in = 0, where y is the bias.
+    for (const auto& [rows, in, out] : std::vector<std::array<int64_t, 3>>{{301, 67, 129}, {5, 40, 900}, {3, 0, 6}}) {
+      INFO(rows << " × " << in << " → " << out);
+      const Tensor x = to(uniform({rows, in}, 118), dtype);
+      const Tensor wide = to(uniform({out, in}, 119), dtype), bias = to(uniform({out}, 120), dtype);
+      check_close(linear(x, wide, bias), matmul(x, transpose(wide, 0, 1)) + bias, tol, tol);
     }
   }
   // Gradients of all three inputs, also for a non-contiguous x and without a bias; and against
