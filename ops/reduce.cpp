@@ -1,5 +1,7 @@
 #include "ops/reduce.h"
 
+#include <omp.h>
+
 #include "core/tape_graph.h"
 
 #include <algorithm>
@@ -7,6 +9,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/cpu_capability.h"
 #include "ops/autocast.h"
 #include "ops/common.h"
 #include "ops/cuda/reduce.h"
@@ -162,25 +165,56 @@ bool sums_leading_dims(const Tensor& x, const Plan& p) {
   return true;
 }
 
+// Columns [c0, c0 + width) of an (n, cols) row-major matrix summed over its rows, from row 0 up in
+// Acc<T>: the order and precision of reduce_rows. Compiled once per CPU capability below: the same
+// additions in wider registers, so the same bits on each.
+template <class T>
+[[gnu::always_inline]] inline void column_block_sums(const T* src, int64_t cols, int64_t n, int64_t c0, int64_t width,
+                                                     T* dst) {
+  constexpr int64_t kColumns = 512;  // a block's accumulators stay in L1
+  Acc<T> acc[kColumns] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    const T* row = src + i * cols + c0;
+    for (int64_t j = 0; j < width; ++j) acc[j] = math::wrapping_add(acc[j], static_cast<Acc<T>>(row[j]));
+  }
+  for (int64_t j = 0; j < width; ++j) dst[c0 + j] = static_cast<T>(acc[j]);
+}
+template <class T>
+void column_block_sums_baseline(const T* src, int64_t cols, int64_t n, int64_t c0, int64_t width, T* dst) {
+  column_block_sums(src, cols, n, c0, width, dst);
+}
+#if TP_CPU_DISPATCH
+template <class T>
+TP_TARGET_AVX2 void column_block_sums_avx2(const T* src, int64_t cols, int64_t n, int64_t c0, int64_t width, T* dst) {
+  column_block_sums(src, cols, n, c0, width, dst);
+}
+template <class T>
+TP_TARGET_AVX512 void column_block_sums_avx512(const T* src, int64_t cols, int64_t n, int64_t c0, int64_t width,
+                                               T* dst) {
+  column_block_sums(src, cols, n, c0, width, dst);
+}
+#endif
+
 // x as a (length, rows) matrix summed over its first dim, in the same order and precision as
-// reduce_rows: out[j] = Σ_i x[i][j], accumulated from i = 0 up in Acc<T>. Threads take columns.
+// reduce_rows: out[j] = Σ_i x[i][j], accumulated from i = 0 up in Acc<T>. The threads take blocks
+// of columns: as many blocks as threads where the columns are few (a bias gradient's 64 or 256),
+// blocks of 512 where they are many.
 template <class T>
 Tensor column_sums(const Tensor& x, const Plan& p) {
-  constexpr int64_t kColumns = 512;  // per task: its accumulators stay in L1
+  auto kernel = column_block_sums_baseline<T>;
+#if TP_CPU_DISPATCH
+  if (cpu_capability() == CpuCapability::Avx512) kernel = column_block_sums_avx512<T>;
+  if (cpu_capability() == CpuCapability::Avx2) kernel = column_block_sums_avx2<T>;
+#endif
   Tensor out = empty(p.out_shape, x.options());
   const T* src = static_cast<const T*>(x.raw_data());
   T* dst = static_cast<T*>(out.raw_data());
   const int64_t cols = p.rows, n = p.length;
-#pragma omp parallel for schedule(static) if (cols > kColumns && cols * n > 32768)
-  for (int64_t c0 = 0; c0 < cols; c0 += kColumns) {
-    const int64_t width = std::min(kColumns, cols - c0);
-    Acc<T> acc[kColumns] = {};
-    for (int64_t i = 0; i < n; ++i) {
-      const T* row = src + i * cols + c0;
-      for (int64_t j = 0; j < width; ++j) acc[j] = math::wrapping_add(acc[j], static_cast<Acc<T>>(row[j]));
-    }
-    for (int64_t j = 0; j < width; ++j) dst[c0 + j] = static_cast<T>(acc[j]);
-  }
+  const bool parallel = cols * n > 32768;
+  const int64_t parts = parallel ? std::max<int64_t>(omp_get_max_threads(), 1) : 1;
+  const int64_t block = std::clamp<int64_t>(((cols + parts - 1) / parts + 15) / 16 * 16, 16, 512);
+#pragma omp parallel for schedule(static) if (parallel && cols > block)
+  for (int64_t c0 = 0; c0 < cols; c0 += block) kernel(src, cols, n, c0, std::min(block, cols - c0), dst);
   return out;
 }
 
