@@ -79,15 +79,19 @@ TP_TARGET_AVX512 void block_avx512(const Block<float>& x) {
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
     }
   }
+  // beta tested once, not at each of the block's vectors (where the compiler kept the test).
   const __m512 alpha = _mm512_set1_ps(x.alpha), beta = _mm512_set1_ps(x.beta);
+  const bool add_c = x.beta != 0.0f;
+  float* const c = x.c;
+  const int64_t ldc = x.ldc;
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) {
-      float* c = x.c + r * x.ldc + 16 * v;
-      __m512 y = _mm512_mul_ps(alpha, acc[r][v]);
-      if (x.beta != 0.0f) y = _mm512_add_ps(y, _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(mask(v), c)));
-      _mm512_mask_storeu_ps(c, mask(v), y);
+      float* cv = c + r * ldc + 16 * v;
+      const __m512 y = _mm512_mul_ps(alpha, acc[r][v]);
+      _mm512_mask_storeu_ps(cv, mask(v),
+                            add_c ? _mm512_add_ps(y, _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(mask(v), cv))) : y);
     }
 }
 
@@ -147,15 +151,17 @@ TP_TARGET_AVX2 void block_avx2(const Block<float>& x) {
     }
   }
   const __m256 alpha = _mm256_set1_ps(x.alpha), beta = _mm256_set1_ps(x.beta);
+  const bool add_c = x.beta != 0.0f;
+  float* const c = x.c;
+  const int64_t ldc = x.ldc;
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) {
-      float* c = x.c + r * x.ldc + 8 * v;
+      float* cv = c + r * ldc + 8 * v;
       const __m256i m = v == V - 1 ? last : all;
-      __m256 y = _mm256_mul_ps(alpha, acc[r][v]);
-      if (x.beta != 0.0f) y = _mm256_add_ps(y, _mm256_mul_ps(beta, _mm256_maskload_ps(c, m)));
-      _mm256_maskstore_ps(c, m, y);
+      const __m256 y = _mm256_mul_ps(alpha, acc[r][v]);
+      _mm256_maskstore_ps(cv, m, add_c ? _mm256_add_ps(y, _mm256_mul_ps(beta, _mm256_maskload_ps(cv, m))) : y);
     }
 }
 
