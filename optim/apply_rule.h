@@ -20,7 +20,10 @@ namespace tapestry::optim {
 template <class Rule, class T, class... Buffers>
 [[gnu::always_inline]] inline void rule_range(const Rule& rule, int64_t begin, int64_t end, T* theta, const T* grad,
                                               Buffers*... buffers) {
-  for (int64_t i = begin; i < end; ++i) rule(theta[i], grad[i], buffers[i]...);
+  // A copy of the rule: read through the reference, its settings might alias the arrays written in
+  // the loop, and the compiler kept the loop scalar (RAdam's, whose branch it could not then hoist).
+  const Rule local = rule;
+  for (int64_t i = begin; i < end; ++i) local(theta[i], grad[i], buffers[i]...);
 }
 template <class Rule, class T, class... Buffers>
 void rule_range_baseline(const Rule& rule, int64_t begin, int64_t end, T* theta, const T* grad, Buffers*... buffers) {
