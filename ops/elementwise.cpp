@@ -3,6 +3,7 @@
 #include "core/tape_graph.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "ops/autocast.h"
@@ -55,12 +56,33 @@ Tensor binary_forward(const char* op, const F& f, const Tensor& a, const Tensor&
   return y;
 }
 
+// The CPU's where: cpu_map's loop, but a run (along the last dim) whose condition is one value (a
+// mask over rows, as masked_fill's padding masks are) is a copy or a fill from one side, where the
+// element-by-element loop read three strided operands.
 Tensor where_forward(const Tensor& cond, const Tensor& a, const Tensor& b, const Shape& shape) {
   Tensor y = empty(shape, a.options());
   if (on_cuda("where", a, [&] { cuda::where(y, cond, a, b); })) return y;
   visit_all(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    cpu_map<T, bool, T, T>(y, [](bool c, T u, T v) { return c ? u : v; }, cond, a, b);
+    T* out = y.data<T>();  // fresh, so contiguous: its step along a run is 1
+    const bool* c = static_cast<const bool*>(cond.raw_data());
+    const T* sides[2] = {static_cast<const T*>(b.raw_data()), static_cast<const T*>(a.raw_data())};
+    const std::array<Strides, 4> strides{y.strides(), broadcast_strides(cond, shape), broadcast_strides(a, shape),
+                                         broadcast_strides(b, shape)};
+    for_each_run(shape, strides, [&](const auto& base, int64_t count, const auto& step) {
+      T* dst = out + base[0];
+      if (step[1] != 0) {
+        for (int64_t j = 0; j < count; ++j)
+          dst[j] = c[base[1] + j * step[1]] ? sides[1][base[2] + j * step[2]] : sides[0][base[3] + j * step[3]];
+        return;
+      }
+      const int side = c[base[1]] ? 1 : 0;  // the run's one condition: a where true, b where false
+      const T* src = sides[side] + base[3 - side];
+      const int64_t at = step[3 - side];
+      if (at == 1) std::copy(src, src + count, dst);
+      else if (at == 0) std::fill(dst, dst + count, src[0]);
+      else for (int64_t j = 0; j < count; ++j) dst[j] = src[j * at];
+    });
   });
   return y;
 }

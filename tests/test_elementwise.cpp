@@ -465,6 +465,24 @@ TEST_CASE("where picks elementwise and broadcasts all three operands") {
   CHECK(where(from_vector<bool>({}, {0}), zeros({0}), zeros({1})).shape() == Shape{0});
 }
 
+TEST_CASE("where over a mask of rows equals where over the same mask written out, in every dtype") {
+  // ops/elementwise.cpp copies or fills a run whose condition is one value; the mask written out
+  // element by element takes the element-by-element loop. Rows of 70 over 64 × 300: runs split
+  // among the threads; a strided side, a scalar side, and a side broadcast along the rows.
+  const Tensor rows = random_mask({64, 300, 1}, 80);
+  const Tensor each = contiguous(expand(rows, {64, 300, 70}));
+  const Tensor wide = transpose(uniform({64, 70, 300}, 81, -3, 3), 1, 2);  // (64, 300, 70), strided runs
+  for (DType dtype : {DType::Float32, DType::Float64, DType::BFloat16, DType::Int64, DType::Bool}) {
+    INFO(dtype);
+    const Tensor a = to(wide, dtype), scalar = to(uniform({}, 82, -3, 3), dtype);
+    const Tensor row = to(uniform({70}, 83, -3, 3), dtype);
+    for (const auto& [x, y] : std::vector<std::pair<Tensor, Tensor>>{{a, scalar}, {scalar, a}, {row, a}, {a, row}}) {
+      CHECK(to(where(rows, x, y), DType::Float64).to_vector<double>() ==
+            to(where(each, x, y), DType::Float64).to_vector<double>());
+    }
+  }
+}
+
 TEST_CASE("where: gradients flow to the chosen side, summed over broadcast dims") {
   const Tensor cond = random_mask({3, 1}, 50);
   auto fn = [](const Inputs& in) { return where(in[0], in[1], in[2]); };
