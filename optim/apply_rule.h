@@ -25,16 +25,19 @@ template <class Rule, class T, class... Buffers>
   const Rule local = rule;
   for (int64_t i = begin; i < end; ++i) local(theta[i], grad[i], buffers[i]...);
 }
+/// rule_range as the baseline build compiles it.
 template <class Rule, class T, class... Buffers>
 void rule_range_baseline(const Rule& rule, int64_t begin, int64_t end, T* theta, const T* grad, Buffers*... buffers) {
   rule_range(rule, begin, end, theta, grad, buffers...);
 }
 #if TP_CPU_DISPATCH
+/// rule_range compiled for AVX2 (core/cpu_capability.h).
 template <class Rule, class T, class... Buffers>
 TP_TARGET_AVX2 void rule_range_avx2(const Rule& rule, int64_t begin, int64_t end, T* theta, const T* grad,
                                     Buffers*... buffers) {
   rule_range(rule, begin, end, theta, grad, buffers...);
 }
+/// rule_range compiled for AVX-512 (core/cpu_capability.h).
 template <class Rule, class T, class... Buffers>
 TP_TARGET_AVX512 void rule_range_avx512(const Rule& rule, int64_t begin, int64_t end, T* theta, const T* grad,
                                         Buffers*... buffers) {
