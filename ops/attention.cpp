@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -93,41 +94,69 @@ struct Tile {
 
 constexpr int64_t kLanes = 16;
 
-// Σ x[0, n) in kLanes partial sums joined in a fixed tree: the same bits at every vector width.
+// kLanes partial sums joined in a fixed tree: the same bits at every vector width.
 template <class T>
-[[gnu::always_inline]] inline T lane_sum(const T* x, int64_t n) {
-  T lanes[kLanes] = {};
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += x[c + l];
-  for (int64_t l = 0; c + l < n; ++l) lanes[l] += x[c + l];
+[[gnu::always_inline]] inline T tree_sum(T (&lanes)[kLanes]) {
   for (int64_t width = kLanes / 2; width > 0; width /= 2)
     for (int64_t l = 0; l < width; ++l) lanes[l] += lanes[l + width];
   return lanes[0];
 }
 
+// A row's columns [0, seen) as whole runs of kLanes, [0, full), and a last run [full, seen) copied
+// into `tail`, padded with −inf (whose e^(s − m) is 0): every run is then a full vector, with no
+// scalar loop after it (at 65 keys, as in the speech recogniser, that loop was a fifth of the softmax).
+template <class T>
+struct Runs {
+  int64_t full, rest;
+  T tail[kLanes];
+  Runs(const T* row, int64_t seen) : full(seen - seen % kLanes), rest(seen % kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) tail[l] = l < rest ? row[full + l] : -std::numeric_limits<T>::infinity();
+  }
+  void store(T* row) const { std::copy(tail, tail + rest, row + full); }
+};
+
 // The online softmax over one key tile: the scores become e^(s − m), m each row's running maximum;
-// the running sums take the tile's, and a row of o (the output so far, M wide) is rescaled when its
-// maximum rises. `fused`: the exponential's multiply-adds fused (ops/fast_exp.h), for AVX2 and AVX-512.
+// the running sums take the tile's (summed in kLanes lanes as the exponentials are written), and a
+// row of o (the output so far, M wide) is rescaled when its maximum rises. `fused`: the exponential's
+// multiply-adds fused (ops/fast_exp.h), for AVX2 and AVX-512.
 template <class T, bool fused>
 [[gnu::always_inline]] inline void online_softmax(const Tile<T>& t, T* row_max, T* row_sum, T* o, int64_t M) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   for (int64_t r = 0; r < t.rows; ++r) {
     T* pr = t.p + r * t.cols;
     const int64_t seen = t.seen[r];
+    Runs<T> runs(pr, seen);
     T m = row_max[r];
     int nan = 0;  // a NaN score makes the query's output NaN (docs/PORTING.md, "NaN"), never zeros
 #pragma omp simd reduction(max : m) reduction(| : nan)
-    for (int64_t c = 0; c < seen; ++c) {
+    for (int64_t c = 0; c < runs.full; ++c) {
       m = pr[c] > m ? pr[c] : m;
       nan |= pr[c] != pr[c];
+    }
+#pragma omp simd reduction(max : m) reduction(| : nan)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      m = runs.tail[l] > m ? runs.tail[l] : m;
+      nan |= runs.tail[l] != runs.tail[l];
     }
     if (nan) m = std::numeric_limits<T>::quiet_NaN();
     T sum = 0;
     if (m != -inf) {
+      T lanes[kLanes] = {};
+      for (int64_t c = 0; c < runs.full; c += kLanes)
 #pragma omp simd
-      for (int64_t c = 0; c < seen; ++c) pr[c] = exp_nonpositive_of<T, fused>(pr[c] - m);
-      sum = lane_sum(pr, seen);
+        for (int64_t l = 0; l < kLanes; ++l) {
+          const T e = exp_nonpositive_of<T, fused>(pr[c + l] - m);
+          pr[c + l] = e;
+          lanes[l] += e;
+        }
+#pragma omp simd
+      for (int64_t l = 0; l < kLanes; ++l) {
+        const T e = exp_nonpositive_of<T, fused>(runs.tail[l] - m);
+        runs.tail[l] = e;
+        lanes[l] += e;
+      }
+      runs.store(pr);
+      sum = tree_sum(lanes);
     }
     std::fill(pr + (m == -inf ? 0 : seen), pr + t.cols, T(0));
     // The running sum and output were taken against the old maximum: rescale them to the new one.
@@ -149,8 +178,13 @@ template <class T, bool fused>
     T* pr = t.p + r * t.cols;
     const T l = lse[r];
     const int64_t seen = l == -inf ? 0 : t.seen[r];
+    Runs<T> runs(pr, seen);
 #pragma omp simd
-    for (int64_t c = 0; c < seen; ++c) pr[c] = exp_nonpositive_of<T, fused>(std::min(pr[c] - l, T(0)));
+    for (int64_t c = 0; c < runs.full; ++c) pr[c] = exp_nonpositive_of<T, fused>(std::min(pr[c] - l, T(0)));
+#pragma omp simd
+    for (int64_t c = 0; c < kLanes; ++c)
+      runs.tail[c] = exp_nonpositive_of<T, fused>(std::min(runs.tail[c] - l, T(0)));
+    runs.store(pr);
     std::fill(pr + seen, pr + t.cols, T(0));
   }
 }
@@ -281,6 +315,19 @@ Tensor in_layout_of(const Tensor& like, const Shape& shape, DType dtype) {
   return permute(empty({shape[0], shape[2], shape[1], shape[3]}, options), {0, 2, 1, 3});
 }
 
+// A thread's scratch of n elements, not initialised (each kernel writes a tile before it reads it) and
+// no larger than the call's tiles: zeroing 256 KiB tiles on every call, in pages fresh from the system,
+// was a tenth of fused attention's time at the speech recogniser's 65 positions.
+template <class T>
+class Workspace {
+ public:
+  explicit Workspace(int64_t n) : data_(new T[static_cast<size_t>(n)]) {}
+  T* data() const { return data_.get(); }
+
+ private:
+  std::unique_ptr<T[]> data_;
+};
+
 // ---- forward: one query tile at a time, its key tiles in turn, with an online softmax ----
 
 template <class T>
@@ -293,10 +340,11 @@ void forward_cpu(const Shape4& s, const Rows<const T>& q, const Rows<const T>& k
   const SingleThreadedBlas one_thread;  // where tile_gemm runs BLAS (ops/tile_gemm.h)
 #pragma omp parallel
   {
-    std::vector<T> p(kQueryTile * kKeyTile), row_max(kQueryTile), row_sum(kQueryTile);
+    const Workspace<T> p(std::min(kQueryTile, s.N) * std::min(kKeyTile, s.S));
+    std::vector<T> row_max(kQueryTile), row_sum(kQueryTile);
     std::vector<T> o(kQueryTile * s.M);  // the tile's output rows while their sums run
     const int64_t ldkt = padded(s.S);
-    std::vector<T> kt(s.E * ldkt);  // (E, S), row stride ldkt: Kᵀ of the head this thread works on
+    const Workspace<T> kt(s.E * ldkt);  // (E, S), row stride ldkt: Kᵀ of the head this thread works on
     int64_t kt_head = -1;
     std::vector<int64_t> seen(kQueryTile);
     std::vector<T> v_rows(v.pick.index ? kKeyTile * s.M : 0);  // a key tile's picked rows of V
@@ -366,9 +414,9 @@ void backward_cpu(const Shape4& s, const Rows<const T>& q, const Rows<const T>& 
   const SingleThreadedBlas one_thread;  // where tile_gemm runs BLAS (ops/tile_gemm.h)
 #pragma omp parallel
   {
-    std::vector<T> p(kQueryTile * kKeyTile), dp(kQueryTile * kKeyTile);
-    constexpr int64_t ldt = padded(kKeyTile);
-    std::vector<T> kt(s.E * ldt), vt(s.M * ldt);  // (E, cols), (M, cols), row stride ldt: the key tile's Kᵀ, Vᵀ
+    const int64_t tile = std::min(kQueryTile, s.N) * std::min(kKeyTile, s.S), ldt = padded(std::min(kKeyTile, s.S));
+    const Workspace<T> p(tile), dp(tile);
+    const Workspace<T> kt(s.E * ldt), vt(s.M * ldt);  // (E, cols), (M, cols), row stride ldt: the key tile's Kᵀ, Vᵀ
     std::vector<int64_t> seen(kQueryTile);
     std::vector<T> k_rows(k.pick.index ? kKeyTile * s.E : 0);  // a key tile's picked rows of K
     T* dq_mine = by_head ? nullptr : dq_partial.data() + static_cast<size_t>(omp_get_thread_num()) * G * s.N * s.E;
