@@ -28,6 +28,10 @@
 #include "ops/shape.h"
 #include "ops/tile_gemm.h"
 
+#if TP_CPU_DISPATCH
+#include <immintrin.h>
+#endif
+
 namespace tapestry {
 
 namespace {
@@ -94,69 +98,41 @@ struct Tile {
 
 constexpr int64_t kLanes = 16;
 
-// kLanes partial sums joined in a fixed tree: the same bits at every vector width.
+// Σ x[0, n) in kLanes partial sums joined in a fixed tree: the same bits at every vector width.
 template <class T>
-[[gnu::always_inline]] inline T tree_sum(T (&lanes)[kLanes]) {
+[[gnu::always_inline]] inline T lane_sum(const T* x, int64_t n) {
+  T lanes[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += x[c + l];
+  for (int64_t l = 0; c + l < n; ++l) lanes[l] += x[c + l];
   for (int64_t width = kLanes / 2; width > 0; width /= 2)
     for (int64_t l = 0; l < width; ++l) lanes[l] += lanes[l + width];
   return lanes[0];
 }
 
-// A row's columns [0, seen) as whole runs of kLanes, [0, full), and a last run [full, seen) copied
-// into `tail`, padded with −inf (whose e^(s − m) is 0): every run is then a full vector, with no
-// scalar loop after it (at 65 keys, as in the speech recogniser, that loop was a fifth of the softmax).
-template <class T>
-struct Runs {
-  int64_t full, rest;
-  T tail[kLanes];
-  Runs(const T* row, int64_t seen) : full(seen - seen % kLanes), rest(seen % kLanes) {
-    for (int64_t l = 0; l < kLanes; ++l) tail[l] = l < rest ? row[full + l] : -std::numeric_limits<T>::infinity();
-  }
-  void store(T* row) const { std::copy(tail, tail + rest, row + full); }
-};
-
 // The online softmax over one key tile: the scores become e^(s − m), m each row's running maximum;
-// the running sums take the tile's (summed in kLanes lanes as the exponentials are written), and a
-// row of o (the output so far, M wide) is rescaled when its maximum rises. `fused`: the exponential's
-// multiply-adds fused (ops/fast_exp.h), for AVX2 and AVX-512.
+// the running sums take the tile's, and a row of o (the output so far, M wide) is rescaled when its
+// maximum rises. `fused`: the exponential's multiply-adds fused (ops/fast_exp.h), for AVX2 and AVX-512.
 template <class T, bool fused>
 [[gnu::always_inline]] inline void online_softmax(const Tile<T>& t, T* row_max, T* row_sum, T* o, int64_t M) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   for (int64_t r = 0; r < t.rows; ++r) {
     T* pr = t.p + r * t.cols;
     const int64_t seen = t.seen[r];
-    Runs<T> runs(pr, seen);
     T m = row_max[r];
     int nan = 0;  // a NaN score makes the query's output NaN (docs/PORTING.md, "NaN"), never zeros
 #pragma omp simd reduction(max : m) reduction(| : nan)
-    for (int64_t c = 0; c < runs.full; ++c) {
+    for (int64_t c = 0; c < seen; ++c) {
       m = pr[c] > m ? pr[c] : m;
       nan |= pr[c] != pr[c];
-    }
-#pragma omp simd reduction(max : m) reduction(| : nan)
-    for (int64_t l = 0; l < kLanes; ++l) {
-      m = runs.tail[l] > m ? runs.tail[l] : m;
-      nan |= runs.tail[l] != runs.tail[l];
     }
     if (nan) m = std::numeric_limits<T>::quiet_NaN();
     T sum = 0;
     if (m != -inf) {
-      T lanes[kLanes] = {};
-      for (int64_t c = 0; c < runs.full; c += kLanes)
 #pragma omp simd
-        for (int64_t l = 0; l < kLanes; ++l) {
-          const T e = exp_nonpositive_of<T, fused>(pr[c + l] - m);
-          pr[c + l] = e;
-          lanes[l] += e;
-        }
-#pragma omp simd
-      for (int64_t l = 0; l < kLanes; ++l) {
-        const T e = exp_nonpositive_of<T, fused>(runs.tail[l] - m);
-        runs.tail[l] = e;
-        lanes[l] += e;
-      }
-      runs.store(pr);
-      sum = tree_sum(lanes);
+      for (int64_t c = 0; c < seen; ++c) pr[c] = exp_nonpositive_of<T, fused>(pr[c] - m);
+      sum = lane_sum(pr, seen);
     }
     std::fill(pr + (m == -inf ? 0 : seen), pr + t.cols, T(0));
     // The running sum and output were taken against the old maximum: rescale them to the new one.
@@ -178,13 +154,8 @@ template <class T, bool fused>
     T* pr = t.p + r * t.cols;
     const T l = lse[r];
     const int64_t seen = l == -inf ? 0 : t.seen[r];
-    Runs<T> runs(pr, seen);
 #pragma omp simd
-    for (int64_t c = 0; c < runs.full; ++c) pr[c] = exp_nonpositive_of<T, fused>(std::min(pr[c] - l, T(0)));
-#pragma omp simd
-    for (int64_t c = 0; c < kLanes; ++c)
-      runs.tail[c] = exp_nonpositive_of<T, fused>(std::min(runs.tail[c] - l, T(0)));
-    runs.store(pr);
+    for (int64_t c = 0; c < seen; ++c) pr[c] = exp_nonpositive_of<T, fused>(std::min(pr[c] - l, T(0)));
     std::fill(pr + seen, pr + t.cols, T(0));
   }
 }
@@ -230,12 +201,91 @@ TP_TARGET_AVX2 void probabilities_avx2(const Tile<float>& t, const float* lse) {
 TP_TARGET_AVX2 void score_gradients_avx2(const Tile<float>& t, float* dp, const float* d) {
   score_gradients(t, dp, d);
 }
+
+// AVX-512: a row's last seen % 16 columns as one masked vector, its reductions in registers. The loops
+// above leave those columns to scalar loops, and there GCC keeps the reductions (the maximum, the sums)
+// in memory, stored as a vector and read back lane by lane, each read waiting for that store (a failed
+// store-to-load forward): at 62 keys of a head of 16 that took most of the softmax's time. These two
+// give the loops' values to the bit: the same exponential, operation for operation (ops/fast_exp.h),
+// exact maxima, the same tree of sums.
+
+// The lanes of [c, c + 16) below n.
+TP_TARGET_AVX512 inline __mmask16 lanes_below(int64_t c, int64_t n) {
+  return static_cast<__mmask16>(n - c >= 16 ? 0xFFFF : (1u << (n - c)) - 1);
+}
+
+// The low or the high 8 lanes (the maskz form: GCC 12 warns that the plain one's undefined
+// pass-through may be uninitialised, as it does for _mm512_max_ps and _mm512_reduce_max_ps).
+TP_TARGET_AVX512 inline __m256 half_avx512(__m512 x, bool high) {
+  return high ? _mm512_maskz_extractf32x8_ps(0xFF, x, 1) : _mm512_maskz_extractf32x8_ps(0xFF, x, 0);
+}
+
+// lane_sum's tree over one vector of 16 lanes: halves added down to one.
+TP_TARGET_AVX512 inline float tree_sum_avx512(__m512 lanes) {
+  const __m256 h = _mm256_add_ps(half_avx512(lanes, false), half_avx512(lanes, true));
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  const __m128 pairs = _mm_add_ps(q, _mm_movehl_ps(q, q));  // lanes 0 + 2 and 1 + 3
+  return _mm_cvtss_f32(_mm_add_ss(pairs, _mm_shuffle_ps(pairs, pairs, 1)));
+}
+
 TP_TARGET_AVX512 void online_softmax_avx512(const Tile<float>& t, float* row_max, float* row_sum, float* o,
                                             int64_t M) {
-  online_softmax<float, true>(t, row_max, row_sum, o, M);
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  const __m512 hidden = _mm512_set1_ps(-inf);  // the masked-off lanes: their e^(s − m) is 0
+  for (int64_t r = 0; r < t.rows; ++r) {
+    float* pr = t.p + r * t.cols;
+    const int64_t seen = t.seen[r];
+    __m512 maxima = _mm512_set1_ps(row_max[r]);
+    __mmask16 nan = 0;
+    for (int64_t c = 0; c < seen; c += 16) {
+      const __m512 s = _mm512_mask_loadu_ps(hidden, lanes_below(c, seen), pr + c);
+      maxima = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(s, maxima, _CMP_GT_OQ), maxima, s);  // s > max ? s : max
+      nan |= _mm512_cmp_ps_mask(s, s, _CMP_UNORD_Q);
+    }
+    const __m256 h = _mm256_max_ps(half_avx512(maxima, false), half_avx512(maxima, true));
+    __m128 q = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+    const float largest = _mm_cvtss_f32(_mm_max_ss(q, _mm_shuffle_ps(q, q, 1)));
+    const float m = nan ? std::numeric_limits<float>::quiet_NaN() : largest;
+    float sum = 0;
+    if (m != -inf) {
+      const __m512 mv = _mm512_set1_ps(m);
+      __m512 lanes = _mm512_setzero_ps();
+      for (int64_t c = 0; c < seen; c += 16) {
+        const __mmask16 k = lanes_below(c, seen);
+        const __m512 e = exp_nonpositive_avx512(_mm512_sub_ps(_mm512_mask_loadu_ps(hidden, k, pr + c), mv));
+        _mm512_mask_storeu_ps(pr + c, k, e);
+        lanes = _mm512_add_ps(lanes, e);
+      }
+      sum = tree_sum_avx512(lanes);
+    }
+    std::fill(pr + (m == -inf ? 0 : seen), pr + t.cols, 0.0f);
+    if (row_max[r] != m && row_max[r] != -inf) {  // as online_softmax
+      const float factor = exp_nonpositive_as<true>(row_max[r] - m);
+      row_sum[r] *= factor;
+      for (int64_t c = 0; c < M; ++c) o[r * M + c] *= factor;
+    }
+    row_max[r] = m;
+    row_sum[r] += sum;
+  }
 }
+
 TP_TARGET_AVX512 void probabilities_avx512(const Tile<float>& t, const float* lse) {
-  probabilities<float, true>(t, lse);
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t r = 0; r < t.rows; ++r) {
+    float* pr = t.p + r * t.cols;
+    const int64_t seen = lse[r] == -inf ? 0 : t.seen[r];
+    const __m512 l = _mm512_set1_ps(lse[r]);
+    for (int64_t c = 0; c < seen; c += 16) {
+      const __mmask16 k = lanes_below(c, seen);
+      // std::min(x, 0): 0 < x ? 0 : x (a NaN x stays)
+      const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, pr + c), l);
+      const __m512 capped = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(zero, x, _CMP_LT_OQ), x, zero);
+      _mm512_mask_storeu_ps(pr + c, k, exp_nonpositive_avx512(capped));
+    }
+    std::fill(pr + seen, pr + t.cols, 0.0f);
+  }
 }
 TP_TARGET_AVX512 void score_gradients_avx512(const Tile<float>& t, float* dp, const float* d) {
   score_gradients(t, dp, d);
@@ -316,8 +366,7 @@ Tensor in_layout_of(const Tensor& like, const Shape& shape, DType dtype) {
 }
 
 // A thread's scratch of n elements, not initialised (each kernel writes a tile before it reads it) and
-// no larger than the call's tiles: zeroing 256 KiB tiles on every call, in pages fresh from the system,
-// was a tenth of fused attention's time at the speech recogniser's 65 positions.
+// no larger than the call's tiles: a call over 65 keys zeroed 0.25 MiB tiles it used a 16th of.
 template <class T>
 class Workspace {
  public:

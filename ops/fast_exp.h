@@ -9,6 +9,12 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/cpu_capability.h"
+
+#if TP_CPU_DISPATCH
+#include <immintrin.h>
+#endif
+
 namespace tapestry {
 
 /// a · b + c, rounded once (std::fma) where `fused`, else twice: the one form exp_nonpositive_as
@@ -21,6 +27,18 @@ template <bool fused>
     return a * b + c;
 }
 
+/// The constants of exp_nonpositive_as and its vector form exp_nonpositive_avx512.
+namespace fast_exp {
+constexpr float kLog2e = 1.44269504088896341f;  ///< 1 / ln 2
+constexpr float kLn2Hi = 0.693359375f;          ///< ln 2 to 10 bits: n · kLn2Hi is exact
+constexpr float kLn2Lo = -2.12194440e-4f;       ///< ln 2 − kLn2Hi
+constexpr float kRound = 12582912.0f;           ///< 1.5 · 2^23: adding it rounds to an integer
+constexpr float kLowest = -87.0f;               ///< below it, e^x is 0 here
+/// e^r's polynomial (the classic Cephes coefficients), highest degree first
+constexpr float kPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                            4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+}  // namespace fast_exp
+
 /// e^x for x ≤ 0 in float32, within 2 ulp of the correctly rounded value for x ≥ −87 (tested over
 /// that whole range in tests/test_softmax.cpp); 0 below −87, where e^x < 1.7e−38 is subnormal or
 /// zero; exactly 0 at −inf and exactly 1 at 0; NaN stays NaN. `fused` rounds each multiply-add once
@@ -32,22 +50,14 @@ template <bool fused>
 /// coefficients), and 2^n built in the exponent bits. No branches and no calls.
 template <bool fused>
 [[gnu::always_inline]] inline float exp_nonpositive_as(float x) {
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693359375f;      // ln 2 to 10 bits: n · kLn2Hi is exact
-  constexpr float kLn2Lo = -2.12194440e-4f;   // ln 2 − kLn2Hi
-  constexpr float kRound = 12582912.0f;       // 1.5 · 2^23: adding it rounds to an integer
-  constexpr float kLowest = -87.0f;
+  using namespace fast_exp;
   // n = round(x / ln 2), from a copy of x kept in [kLowest, 0] so that every conversion is defined
   // (a NaN x compares false and takes kLowest; the NaN still flows through r).
   const float clamped = x >= kLowest ? (x <= 0.0f ? x : 0.0f) : kLowest;
   const float n = multiply_add<fused>(clamped, kLog2e, kRound) - kRound;
   const float r = multiply_add<fused>(-n, kLn2Lo, multiply_add<fused>(-n, kLn2Hi, x));
-  float p = 1.9875691500e-4f;
-  p = multiply_add<fused>(p, r, 1.3981999507e-3f);
-  p = multiply_add<fused>(p, r, 8.3334519073e-3f);
-  p = multiply_add<fused>(p, r, 4.1665795894e-2f);
-  p = multiply_add<fused>(p, r, 1.6666665459e-1f);
-  p = multiply_add<fused>(p, r, 5.0000001201e-1f);
+  float p = kPoly[0];
+  for (int i = 1; i < 6; ++i) p = multiply_add<fused>(p, r, kPoly[i]);
   const float er = multiply_add<fused>(p, r * r, r) + 1.0f;
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;  // 2^n, n in [−126, 0]
   float scale;
@@ -67,5 +77,40 @@ template <class T, bool fused = false>
   else
     return std::exp(x);
 }
+
+#if TP_CPU_DISPATCH
+/// exp_nonpositive_as<true> on 16 lanes of AVX-512, operation for operation: the same bits in every
+/// lane (tests/test_softmax.cpp checks it over the float32 range, NaN and ±inf included). For kernels
+/// that keep a row in registers (fused attention's softmax, ops/attention.cpp) where the loop form
+/// above would leave the row's last lanes to a scalar loop.
+TP_TARGET_AVX512 inline __m512 exp_nonpositive_avx512(__m512 x) {
+  using namespace fast_exp;
+  const __m512 lowest = _mm512_set1_ps(kLowest), zero = _mm512_setzero_ps(), round = _mm512_set1_ps(kRound);
+  // clamped = x ≥ kLowest ? (x ≤ 0 ? x : 0) : kLowest, a NaN taking kLowest (its comparisons are false)
+  const __m512 below_zero = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, zero, _CMP_LE_OQ), zero, x);
+  const __m512 clamped = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lowest, _CMP_GE_OQ), lowest, below_zero);
+  const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(clamped, _mm512_set1_ps(kLog2e), round), round);
+  // r = fma(−n, kLn2Lo, fma(−n, kLn2Hi, x)): fnmadd's −(a · b) + c is that, rounded once
+  const __m512 r =
+      _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x));
+  __m512 p = _mm512_set1_ps(kPoly[0]);
+  for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kPoly[i]));
+  const __m512 er = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+  // (the maskz forms: GCC 12 warns that the plain ones' undefined pass-through may be uninitialised)
+  const __m512i bits = _mm512_maskz_slli_epi32(
+      0xFFFF, _mm512_add_epi32(_mm512_maskz_cvttps_epi32(0xFFFF, n), _mm512_set1_epi32(127)), 23);
+  // x < kLowest ? 0 : er · 2^n, a NaN x keeping its NaN (x < kLowest is false for it)
+  return _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x, lowest, _CMP_NLT_UQ), er, _mm512_castsi512_ps(bits));
+}
+
+/// y[i] = exp_nonpositive_avx512 of x[i] for i < n, 16 at a time: the vector form's entry for code
+/// compiled for the baseline (its tests).
+TP_TARGET_AVX512 inline void exp_nonpositive_avx512(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 lanes = static_cast<__mmask16>(n - i >= 16 ? 0xFFFF : (1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, lanes, exp_nonpositive_avx512(_mm512_maskz_loadu_ps(lanes, x + i)));
+  }
+}
+#endif
 
 }  // namespace tapestry

@@ -1,7 +1,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
+#include "core/cpu_capability.h"
 #include "ops/fast_exp.h"
 #include "tests/oracle.h"
 #include "tests/testing.h"
@@ -227,3 +229,44 @@ TEST_CASE("exp_nonpositive is within 2 ulp of e^x on all of [−87, 0]; exact at
   check_form("exp_nonpositive", exp_nonpositive);
   check_form("exp_nonpositive_as<fused>", [](float x) { return exp_nonpositive_as<true>(x); });
 }
+
+#if TP_CPU_DISPATCH
+TEST_CASE("exp_nonpositive_avx512 gives exp_nonpositive_as<fused>'s bits in every lane, NaN and ±inf included") {
+  // Fused attention's AVX-512 softmax (ops/attention.cpp) takes the vector form, its other
+  // capabilities the scalar one: both must round alike for the capabilities to give the same bits.
+  if (cpu_capability_supported() < CpuCapability::Avx512) {
+    MESSAGE("this CPU has no AVX-512: nothing to compare");
+    return;
+  }
+  // Every 61st bit pattern of the non-positive floats (−0 down to −inf, NaNs after), positive ones
+  // (clamped to 0 on the way), and a length that leaves a partial vector at the end.
+  std::vector<float> x;
+  for (uint64_t bits = 0x80000000u; bits <= 0xFFFFFFFFu; bits += 61) {
+    const uint32_t b = static_cast<uint32_t>(bits);
+    float f;
+    std::memcpy(&f, &b, 4);
+    x.push_back(f);
+  }
+  for (const float f : {0.0f, 1.0f, 87.5f, std::numeric_limits<float>::infinity(),
+                        -std::numeric_limits<float>::infinity(), -87.0f, -87.00001f, -86.99999f})
+    x.push_back(f);
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  REQUIRE(x.size() % 16 != 0);
+  std::vector<float> got(x.size());
+  exp_nonpositive_avx512(x.data(), got.data(), static_cast<int64_t>(x.size()));
+  int64_t differ = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = exp_nonpositive_as<true>(x[i]);
+    const bool same = std::isnan(want) ? std::isnan(got[i]) : std::memcmp(&want, &got[i], 4) == 0;
+    const auto bits = [](float f) {
+      uint32_t b;
+      std::memcpy(&b, &f, 4);
+      return b;
+    };
+    if (!same && differ++ < 5)
+      MESSAGE("x bits " << bits(x[i]) << ": vector gives bits " << bits(got[i]) << ", scalar " << bits(want));
+  }
+  CHECK(x.size() > 30000000);
+  CHECK(differ == 0);
+}
+#endif
