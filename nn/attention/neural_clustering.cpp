@@ -103,16 +103,20 @@ Tensor zero_padding(const Tensor& x, const Tensor& keep, const Tensor& lengths) 
   return lengths.defined() ? where(unsqueeze(keep, 2), x, zeros({}, x.options())) : x;
 }
 
-// φ(a_j, b_j) for each row j of a and b (B, N, D) → (B, N): the inner product, or the cosine, as
-// unit_rows(a) · unit_rows(b) but computed as (a · b) / (max(‖a‖, 1e-12) max(‖b‖, 1e-12)), so that
-// the unit rows, two more (B, N, D) tensors, are never kept for the backward (a and b are kept
-// anyway; the inverse norms are (B, N)).
-Tensor row_similarity(const Tensor& a, const Tensor& b, bool cosine) {
-  const Tensor dot = sum(a * b, {2});
+// φ(word_j, Ĉ_{cluster_j}) for each word j → (B, N), word (B, N, D), c_hat (B, C, D), cluster (B, N)
+// int64 in [0, C): the inner product, or the cosine, computed as (a · b) / (max(‖a‖, 1e-12)
+// max(‖b‖, 1e-12)) so that no unit rows are kept for the backward. Each word's own centroid row is
+// never formed: its inner products with every centroid, word Ĉᵀ (B, N, C), are computed and its own
+// column taken (gather's backward keeps the index alone), and the centroids' inverse norms (B, C)
+// are picked likewise. The gathered Ĉ_{I_j} was one more (B, N, D) tensor kept for the backward;
+// word is kept anyway (it is X W_C, or X, which the clustering keeps).
+Tensor similarity_to_own_centroid(const Tensor& word, const Tensor& c_hat, const Tensor& cluster, bool cosine) {
+  const Tensor column = unsqueeze(cluster, 2);                                                 // (B, N, 1)
+  const Tensor dot = squeeze(gather(matmul(word, transpose(c_hat, 1, 2)), 2, column), 2);      // (B, N)
   if (!cosine) return dot;
   const double no_limit = std::numeric_limits<double>::infinity();
   const auto inverse_norm = [no_limit](const Tensor& t) { return rsqrt(clamp(sum(t * t, {2}), 1e-24, no_limit)); };
-  return dot * inverse_norm(a) * inverse_norm(b);
+  return dot * inverse_norm(word) * gather(inverse_norm(c_hat), 1, cluster);
 }
 
 // §3.1 and the losses, on words whose padding is zeroed; keep (B, N) bool is true at real words.
@@ -154,8 +158,7 @@ NeuralClustering cluster_words(const Tensor& x, const Tensor& centroids, const T
   const Tensor word = losses == ClusteringLosses::Printed ? x : xw;                                // (B, N, D)
   const Tensor assigned = logical_and(keep, logical_not(no_cluster));                              // (B, N)
   const Tensor cluster = where(assigned, assignment, zeros({}, {DType::Int64, device}));          // (B, N)
-  const Tensor own_centroid = rows_of(c_hat, cluster);                                             // (B, N, D)
-  const Tensor phi = row_similarity(word, own_centroid, cosine);                                   // (B, N)
+  const Tensor phi = similarity_to_own_centroid(word, c_hat, cluster, cosine);                    // (B, N)
   const Tensor similarity = where(no_cluster, full({}, std::numeric_limits<double>::quiet_NaN(), x.options()),
                                   where(keep, phi, zero));                                         // (B, N)
   const double no_limit = std::numeric_limits<double>::infinity();
