@@ -334,4 +334,32 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   return result;
 }
 
+Tensor squared_row_norms_of_product(const Tensor& x, const Tensor& w) {
+  const char* op = "squared_row_norms_of_product";
+  check_same_device(op, {&x, &w});
+  check_floating(op, x);
+  check_same_dtype(op, x, w);
+  TP_CHECK(w.dim() == 2 && x.dim() >= 1 && x.shape().back() == w.size(0), op,
+           "expected x (..., in) and w (in, out), got x ", to_string(x.shape()), " and w ", to_string(w.shape()));
+  Tensor norms;
+  {
+    const NoGradGuard no_grad;
+    const Tensor xw = matmul(x.detach(), w.detach());
+    norms = sum(xw * xw, {-1});
+  }
+  // With a = x W: d x = (2 dn ⊙ a) Wᵀ, d W = xᵀ (2 dn ⊙ a), a formed again here.
+  record(op, {x, w}, {norms}, [xs = Saved(x.detach()), ws = Saved(w.detach())](const std::vector<Tensor>& dn,
+                                                                                Gradients& g) {
+    const Tensor& x = xs.get();
+    const Tensor& w = ws.get();
+    const Tensor da = matmul(x, w) * unsqueeze(dn[0] * 2.0, -1);  // (..., out)
+    if (g.needs(0)) g.accumulate(0, matmul(da, transpose(w, 0, 1)));
+    if (g.needs(1)) {
+      const int64_t rows = x.numel() / std::max<int64_t>(1, x.shape().back());
+      g.accumulate(1, matmul(transpose(reshape(x, {rows, w.size(0)}), 0, 1), reshape(da, {rows, w.size(1)})));
+    }
+  });
+  return norms;
+}
+
 }  // namespace tapestry

@@ -18,6 +18,13 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 /// matmul's, autocast included.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
+/// ‖x_j W‖² for each row x_j of x (..., in), W (in, out): (...). The same function as
+/// sum(matmul(x, w) ⊙ matmul(x, w), over the last dim), but x W, a tensor as large as x, is not kept
+/// for the backward: it is formed again there (one more product), where ∂/∂(x W) = 2 x W. For a
+/// caller that keeps x anyway (neural clustering's cosine loss, nn/attention/neural_clustering.cpp).
+/// Differentiable in x and w; dtypes as matmul's.
+Tensor squared_row_norms_of_product(const Tensor& x, const Tensor& w);
+
 /// Whether batched_gemm uses an operand as it is (No) or its transpose (Yes): op below.
 enum class Transpose { No, Yes };
 

@@ -290,6 +290,56 @@ TEST_CASE("linear rejects bad shapes and dtypes with the op's name") {
   check_error([&] { linear(x, Tensor()); }, {"linear", "undefined"});
 }
 
+TEST_CASE("squared_row_norms_of_product equals sum((x W)²) in values and gradients, and keeps no x W") {
+  const auto composed = [](const Tensor& x, const Tensor& w) {
+    const Tensor xw = matmul(x, w);
+    return sum(xw * xw, {-1});
+  };
+  for (const Shape& shape : std::vector<Shape>{{2, 3, 4}, {4}, {7, 4}, {0, 4}}) {
+    INFO(to_string(shape));
+    const Tensor x = uniform(shape, 130), w = uniform({4, 5}, 131);
+    check_close(squared_row_norms_of_product(x, w), composed(x, w), 1e-13, 1e-13);
+  }
+  const auto norms = [](const Inputs& in) { return squared_row_norms_of_product(in[0], in[1]); };
+  check_gradients(norms, {uniform({2, 3, 4}, 132), uniform({4, 5}, 133)});
+  check_gradients(norms, {uniform({4}, 134), uniform({4, 2}, 135)});
+  check_gradients([](const Inputs& in) { return squared_row_norms_of_product(transpose(in[0], 0, 1), in[1]); },
+                  {uniform({4, 3}, 136), uniform({4, 3}, 137)});
+  // Against the composition's gradients, and what the forward keeps: the composition keeps x W
+  // (rows × out), this op nothing of that size (x and W are the caller's).
+  const Tensor x = to(uniform({256, 64}, 138), DType::Float32), w = to(uniform({64, 64}, 139), DType::Float32);
+  const Tensor seed = to(uniform({256}, 140), DType::Float32);
+  Allocator& alloc = context(Device::cpu()).allocator();
+  std::vector<Tensor> grads;
+  std::vector<int64_t> kept;
+  for (const bool fused : {true, false}) {
+    const Tensor xl = x.detach().set_requires_grad(true), wl = w.detach().set_requires_grad(true);
+    const int64_t before = alloc.stats().in_use;
+    const Tensor n = fused ? squared_row_norms_of_product(xl, wl) : composed(xl, wl);
+    kept.push_back(alloc.stats().in_use - before);
+    n.backward(seed);
+    grads.push_back(xl.grad());
+    grads.push_back(wl.grad());
+  }
+  check_close(grads[0], grads[2], 1e-5, 1e-5);
+  check_close(grads[1], grads[3], 1e-5, 1e-5);
+  {
+    INFO("kept: fused " << kept[0] << " bytes, composed " << kept[1]);
+    CHECK(kept[1] >= 256 * 64 * 4);  // the composition keeps x W: the measure sees it
+    CHECK(kept[0] < 256 * 64 * 4 / 4);
+  }
+  // Bad input
+  const Tensor xd = zeros({2, 3}, {DType::Float64}), wd = zeros({3, 4}, {DType::Float64});
+  check_error([&] { squared_row_norms_of_product(xd, zeros({4, 3}, {DType::Float64})); },
+              {"squared_row_norms_of_product", "x (..., in) and w (in, out)", "(2, 3)", "(4, 3)"});
+  check_error([&] { squared_row_norms_of_product(xd, zeros({3, 4})); }, {"squared_row_norms_of_product", "dtype"});
+  check_error([&] { squared_row_norms_of_product(zeros({2, 3}, {DType::Int64}), zeros({3, 4}, {DType::Int64})); },
+              {"squared_row_norms_of_product", "floating"});
+  check_error([&] { squared_row_norms_of_product(xd, Tensor()); }, {"squared_row_norms_of_product", "undefined"});
+  check_error([&] { squared_row_norms_of_product(scalar(1.0, {DType::Float64}), wd); },
+              {"squared_row_norms_of_product", "x (..., in)"});
+}
+
 TEST_CASE("matmul rejects operands on different devices") {
   if (!cuda::is_available()) {
     MESSAGE("skipped: matmul device-mismatch checks need a GPU (" << cuda::unavailable_reason() << ")");

@@ -103,20 +103,36 @@ Tensor zero_padding(const Tensor& x, const Tensor& keep, const Tensor& lengths) 
   return lengths.defined() ? where(unsqueeze(keep, 2), x, zeros({}, x.options())) : x;
 }
 
-// φ(word_j, Ĉ_{cluster_j}) for each word j → (B, N), word (B, N, D), c_hat (B, C, D), cluster (B, N)
-// int64 in [0, C): the inner product, or the cosine, computed as (a · b) / (max(‖a‖, 1e-12)
-// max(‖b‖, 1e-12)) so that no unit rows are kept for the backward. Each word's own centroid row is
-// never formed: its inner products with every centroid, word Ĉᵀ (B, N, C), are computed and its own
-// column taken (gather's backward keeps the index alone), and the centroids' inverse norms (B, C)
-// are picked likewise. The gathered Ĉ_{I_j} was one more (B, N, D) tensor kept for the backward;
-// word is kept anyway (it is X W_C, or X, which the clustering keeps).
-Tensor similarity_to_own_centroid(const Tensor& word, const Tensor& c_hat, const Tensor& cluster, bool cosine) {
-  const Tensor column = unsqueeze(cluster, 2);                                                 // (B, N, 1)
-  const Tensor dot = squeeze(gather(matmul(word, transpose(c_hat, 1, 2)), 2, column), 2);      // (B, N)
+// Products with the words projected, X W (X (B, N, D), W (D, D), an undefined W the identity),
+// re-associated around W so that X W, an (N, D) tensor, is never formed and kept for a backward: what
+// the products keep is X (which the attention's projections keep anyway) and (C, D) matrices.
+struct ProjectedWords {
+  Tensor x, w;
+  // M (X W)ᵀ = (M Wᵀ) Xᵀ for M (..., C, D): (B, C, N)
+  Tensor times_transposed(const Tensor& m) const {
+    return matmul(w.defined() ? matmul(m, transpose(w, 0, 1)) : m, transpose(x, 1, 2));
+  }
+  // U (X W) = (U X) W for U (B, C, N): (B, C, D)
+  Tensor left_times(const Tensor& u) const {
+    const Tensor ux = matmul(u, x);
+    return w.defined() ? matmul(ux, w) : ux;
+  }
+  // ‖X_j W‖² (B, N), X W formed again in the backward (ops/matmul.h)
+  Tensor squared_norms() const { return w.defined() ? squared_row_norms_of_product(x, w) : sum(x * x, {2}); }
+};
+
+// φ(word_j, Ĉ_{cluster_j}) for each word j → (B, N), c_hat (B, C, D), cluster (B, N) int64 in [0, C):
+// the inner product, or the cosine, computed as (a · b) / (max(‖a‖, 1e-12) max(‖b‖, 1e-12)) so that no
+// unit rows are kept for the backward. Each word's own centroid row is never formed: its inner
+// products with every centroid, Ĉ wordᵀ (B, C, N), are computed and its own one taken (gather's
+// backward keeps the index alone), and the centroids' inverse norms (B, C) are picked likewise.
+Tensor similarity_to_own_centroid(const ProjectedWords& words, const Tensor& c_hat, const Tensor& cluster,
+                                  bool cosine) {
+  const Tensor dot = squeeze(gather(words.times_transposed(c_hat), 1, unsqueeze(cluster, 1)), 1);  // (B, N)
   if (!cosine) return dot;
   const double no_limit = std::numeric_limits<double>::infinity();
-  const auto inverse_norm = [no_limit](const Tensor& t) { return rsqrt(clamp(sum(t * t, {2}), 1e-24, no_limit)); };
-  return dot * inverse_norm(word) * gather(inverse_norm(c_hat), 1, cluster);
+  const auto inverse_norm = [no_limit](const Tensor& squared) { return rsqrt(clamp(squared, 1e-24, no_limit)); };
+  return dot * inverse_norm(words.squared_norms()) * gather(inverse_norm(sum(c_hat * c_hat, {2})), 1, cluster);
 }
 
 // §3.1 and the losses, on words whose padding is zeroed; keep (B, N) bool is true at real words.
@@ -127,10 +143,11 @@ NeuralClustering cluster_words(const Tensor& x, const Tensor& centroids, const T
   const Tensor zero = zeros({}, x.options());
   // eq. 2: U_ij = exp φ(C_i, X_j W_C) / Σ_j' exp φ(C_i, X_j' W_C), φ the inner product; the sum runs
   // over the real words only (padded columns of U are exactly 0). An undefined W_C is the identity.
-  const Tensor xw = w_c.defined() ? matmul(x, w_c) : x;  // (B, N, D)
-  const Tensor u = softmax(matmul(centroids, transpose(xw, 1, 2)), unsqueeze(keep, 1));  // (B, C, N)
+  // X W_C is never formed: C (X W_C)ᵀ runs as (C W_Cᵀ) Xᵀ, and eq. 3 as (U X) W_C (ProjectedWords).
+  const ProjectedWords projected{x, w_c};
+  const Tensor u = softmax(projected.times_transposed(centroids), unsqueeze(keep, 1));  // (B, C, N)
   // eq. 3: Ĉ_i = Σ_j U_ij X_j W_C
-  const Tensor c_hat = matmul(u, xw);  // (B, C, D)
+  const Tensor c_hat = projected.left_times(u);  // (B, C, D)
   // eq. 4: I_j = argmax_i U_ij (the first maximum on a tie). Padding gets the virtual cluster C,
   // fixed, so that it sorts behind every real word and its values decide nothing.
   // A column of U that holds a NaN has no maximum (a NaN word makes all of its sample's U NaN, a NaN
@@ -155,10 +172,10 @@ NeuralClustering cluster_words(const Tensor& x, const Tensor& centroids, const T
   // The sum is over real words and N is the sample's length (a sample of length 0 adds 0); L1 is
   // then averaged over the batch.
   const bool cosine = losses == ClusteringLosses::Cosine;
-  const Tensor word = losses == ClusteringLosses::Printed ? x : xw;                                // (B, N, D)
+  const ProjectedWords word{x, losses == ClusteringLosses::Printed ? Tensor() : w_c};  // X, or X W_C
   const Tensor assigned = logical_and(keep, logical_not(no_cluster));                              // (B, N)
   const Tensor cluster = where(assigned, assignment, zeros({}, {DType::Int64, device}));          // (B, N)
-  const Tensor phi = similarity_to_own_centroid(word, c_hat, cluster, cosine);                    // (B, N)
+  const Tensor phi = similarity_to_own_centroid(word, c_hat, cluster, cosine);  // (B, N)
   const Tensor similarity = where(no_cluster, full({}, std::numeric_limits<double>::quiet_NaN(), x.options()),
                                   where(keep, phi, zero));                                         // (B, N)
   const double no_limit = std::numeric_limits<double>::infinity();

@@ -1,7 +1,7 @@
 // matmul on the GPU (cuBLAS) against the CPU (OpenBLAS), forward and backward: matrices of the
 // parity sizes, vectors, batches, broadcast batches (whose backward accumulates with beta = 1),
 // transposed and sliced operands (transpose flags, or a copy for a layout BLAS cannot read), empty
-// products, linear (x Wᵀ + b), and TF32 on request.
+// products, linear (x Wᵀ + b), squared_row_norms_of_product, and TF32 on request.
 #include <algorithm>
 #include <string>
 
@@ -55,6 +55,15 @@ TEST_CASE("linear: x Wᵀ + b by one GEMM over the broadcast bias, forward and b
                  matmul_tol(dtype, 124));
     check_parity([](const std::vector<Tensor>& in) { return linear(in[0], in[1]); },
                  {input({33}, 24, dtype), input({5, 33}, 25, dtype)}, matmul_tol(dtype));
+  }
+}
+
+TEST_CASE("squared_row_norms_of_product: ‖x_j W‖², x W formed again in the backward") {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    INFO(dtype);
+    auto norms = [](const std::vector<Tensor>& in) { return squared_row_norms_of_product(in[0], in[1]); };
+    check_parity(norms, {input({4, 31, 17}, 26, dtype), input({17, 9}, 27, dtype)}, matmul_tol(dtype, 124));
+    check_parity(norms, {input({33}, 28, dtype), input({33, 5}, 29, dtype)}, matmul_tol(dtype));
   }
 }
 
