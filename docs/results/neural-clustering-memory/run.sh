@@ -3,8 +3,8 @@
 # time of one layer (`bench attention`, N = 1024, 2048, 4096) and of the classifier's and translation
 # model's steps (`bench train --model classifier`, `bench translate`), neural-clustering beside full,
 # float32, 2 threads. The two programs alternate, two rounds. docs/PERFORMANCE.md names the change
-# each run measured (its folder here: kept-, rows-, unsorted-, cosine-, own-centroid-DATE). Usage, from the
-# repository root, on a quiet machine:
+# each run measured (its folder here: kept-, rows-, unsorted-, cosine-, own-centroid-, xw-DATE). Usage, from
+# the repository root, on a quiet machine:
 #   docs/results/neural-clustering-memory/run.sh BEFORE AFTER OUT_DIR
 set -euo pipefail
 before=$1
