@@ -344,12 +344,14 @@ Tensor squared_row_norms_of_product(const Tensor& x, const Tensor& w) {
   Tensor norms;
   {
     const NoGradGuard no_grad;
+    const AutocastScope in_dtype(false);  // x's dtype, autocast or not: here and in the backward
     const Tensor xw = matmul(x.detach(), w.detach());
     norms = sum(xw * xw, {-1});
   }
   // With a = x W: d x = (2 dn ⊙ a) Wᵀ, d W = xᵀ (2 dn ⊙ a), a formed again here.
   record(op, {x, w}, {norms}, [xs = Saved(x.detach()), ws = Saved(w.detach())](const std::vector<Tensor>& dn,
                                                                                 Gradients& g) {
+    const AutocastScope in_dtype(false);
     const Tensor& x = xs.get();
     const Tensor& w = ws.get();
     const Tensor da = matmul(x, w) * unsqueeze(dn[0] * 2.0, -1);  // (..., out)

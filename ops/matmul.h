@@ -22,7 +22,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 /// sum(matmul(x, w) ⊙ matmul(x, w), over the last dim), but x W, a tensor as large as x, is not kept
 /// for the backward: it is formed again there (one more product), where ∂/∂(x W) = 2 x W. For a
 /// caller that keeps x anyway (neural clustering's cosine loss, nn/attention/neural_clustering.cpp).
-/// Differentiable in x and w; dtypes as matmul's.
+/// Differentiable in x and w; float32, float64 or bfloat16, computed in x's dtype whether autocast
+/// is on or not (ops/autocast.h: a norm is among what wants float32's precision).
 Tensor squared_row_norms_of_product(const Tensor& x, const Tensor& w);
 
 /// Whether batched_gemm uses an operand as it is (No) or its transpose (Yes): op below.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/autocast.h"
 #include "ops/onednn_gemm.h"
 #include "tests/testing.h"
 
@@ -327,6 +328,21 @@ TEST_CASE("squared_row_norms_of_product equals sum((x W)²) in values and gradie
     INFO("kept: fused " << kept[0] << " bytes, composed " << kept[1]);
     CHECK(kept[1] >= 256 * 64 * 4);  // the composition keeps x W: the measure sees it
     CHECK(kept[0] < 256 * 64 * 4 / 4);
+  }
+  // Under autocast it still computes in x's dtype, forward and backward (a product under autocast
+  // would run in bfloat16).
+  {
+    const Tensor xl = x.detach().set_requires_grad(true), wl = w.detach().set_requires_grad(true);
+    Tensor n;
+    {
+      const AutocastScope autocast;
+      n = squared_row_norms_of_product(xl, wl);
+    }
+    CHECK(n.dtype() == DType::Float32);
+    check_close(n, squared_row_norms_of_product(x, w), 0, 0);
+    n.backward(seed);
+    check_close(xl.grad(), grads[0], 0, 0);
+    check_close(wl.grad(), grads[1], 0, 0);
   }
   // Bad input
   const Tensor xd = zeros({2, 3}, {DType::Float64}), wd = zeros({3, 4}, {DType::Float64});
