@@ -12,6 +12,10 @@
 #include "ops/elementwise_math.h"
 #include "ops/shape.h"
 
+#if TP_CPU_DISPATCH
+#include <immintrin.h>
+#endif
+
 namespace tapestry {
 
 namespace {
@@ -34,7 +38,8 @@ struct DropMask {
 // ---- kernels (the CPU loops; a tensor on a GPU takes the CUDA launcher of ops/cuda/dropout.h) ----
 
 // With AVX2 and AVX-512, Philox blocks are drawn kBlocks at a time, their rounds lane by lane over
-// arrays, so that the compiler runs the blocks side by side in vector registers (16 lanes of AVX-512).
+// arrays, so that the compiler runs the blocks side by side in vector registers (16 lanes of AVX-512);
+// float32 under AVX-512 takes the same steps written in intrinsics (mask_blocks_avx512_float).
 constexpr int64_t kBlocks = 16;
 
 // out[i] = a(in[i]) · scale where element i survives, else 0, for the elements of blocks [q0, q1)
@@ -103,6 +108,73 @@ TP_TARGET_AVX512 void mask_blocks_avx512(const T* in, T* out, int64_t n, int64_t
                                          const DropMask& mask) {
   mask_blocks<kRelu>(in, out, n, q0, q1, mask);
 }
+
+// Every 64-bit lane: the maskz forms with it stand for the plain ones, whose undefined pass-through
+// GCC 12 warns may be used uninitialised.
+constexpr __mmask8 kAll64 = 0xFF;
+
+// The low 32 bits of x in every lane.
+TP_TARGET_AVX512 inline __m512i u32(uint64_t x) {
+  return _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(x)));
+}
+
+// The 32 × 32 → 64-bit products a · m of 16 lanes: their high words, their low words in *lo.
+TP_TARGET_AVX512 inline __m512i mul_hi_lo(__m512i a, __m512i m, __m512i* lo) {
+  const __m512i even = _mm512_maskz_mul_epu32(kAll64, a, m);                                // lanes 0, 2, …
+  const __m512i odd = _mm512_maskz_mul_epu32(kAll64, _mm512_maskz_srli_epi64(kAll64, a, 32), m);  // lanes 1, 3, …
+  *lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_maskz_slli_epi64(kAll64, odd, 32));
+  return _mm512_mask_blend_epi32(0xAAAA, _mm512_maskz_srli_epi64(kAll64, even, 32), odd);
+}
+
+// mask_blocks for float32 in AVX-512 intrinsics, with the same draws and values: GCC's vectors of the
+// lanes above take each product as a 64 × 64-bit one and gather the draws lane by lane. Here the
+// blocks' words are transposed in registers, and each pair of blocks' 16 draws widened to 32 bits.
+template <bool kRelu>
+TP_TARGET_AVX512 void mask_blocks_avx512_float(const float* in, float* out, int64_t n, int64_t q0, int64_t q1,
+                                               const DropMask& mask) {
+  static_assert(kBlocks == 16, "one block per lane");
+  const __m512i m0 = u32(0xD2511F53u), m1 = u32(0xCD9E8D57u), cut = u32(mask.cut);
+  // Lane l runs block offset[l]: after the transposition below, the 256-bit halves of the words hold
+  // blocks 0–1, 2–3, …, 14–15 in turn.
+  const __m512i offset = _mm512_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+  const __m512 scale = _mm512_set1_ps(static_cast<float>(mask.scale)), zero = _mm512_setzero_ps();
+  for (int64_t q = q0; q < q1; q += kBlocks) {
+    // Counters first + q + offset: their low words, and their high words with the low words' carry.
+    const uint64_t base = mask.first + static_cast<uint64_t>(q);
+    __m512i c0 = _mm512_add_epi32(u32(base), offset);
+    const __mmask16 carry = _mm512_cmplt_epu32_mask(c0, u32(base));
+    __m512i c1 = _mm512_mask_add_epi32(u32(base >> 32), carry, u32(base >> 32), u32(1));
+    __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_setzero_si512();
+    uint32_t k0 = static_cast<uint32_t>(mask.seed), k1 = static_cast<uint32_t>(mask.seed >> 32);
+    for (int round = 0; round < 10; ++round) {  // philox4x32_10's rounds
+      __m512i lo0, lo1;
+      const __m512i hi0 = mul_hi_lo(c0, m0, &lo0), hi1 = mul_hi_lo(c2, m1, &lo1);
+      c0 = _mm512_ternarylogic_epi32(hi1, c1, u32(k0), 0x96);  // a three-way xor
+      c1 = lo1;
+      c2 = _mm512_ternarylogic_epi32(hi0, c3, u32(k1), 0x96);
+      c3 = lo0;
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    // A 4 × 4 transposition in each 128 bits: w[j] holds the four words of lanes j, 4 + j, 8 + j, 12 + j.
+    const __m512i a = _mm512_maskz_unpacklo_epi32(0xFFFF, c0, c1), b = _mm512_maskz_unpackhi_epi32(0xFFFF, c0, c1);
+    const __m512i c = _mm512_maskz_unpacklo_epi32(0xFFFF, c2, c3), d = _mm512_maskz_unpackhi_epi32(0xFFFF, c2, c3);
+    const __m512i w[4] = {_mm512_maskz_unpacklo_epi64(kAll64, a, c), _mm512_maskz_unpackhi_epi64(kAll64, a, c),
+                          _mm512_maskz_unpacklo_epi64(kAll64, b, d), _mm512_maskz_unpackhi_epi64(kAll64, b, d)};
+    const int64_t first = 8 * q, count = std::min<int64_t>(8 * std::min(kBlocks, q1 - q), n - first);
+    for (int64_t v = 0; v * 16 < count; ++v) {
+      // Blocks 2v and 2v + 1: their 16 draws in uniform_bits16's order, the low then the high half of
+      // each word, which is memory order.
+      const __m256i pair = v < 4 ? _mm512_maskz_extracti64x4_epi64(0xF, w[v], 0)
+                                 : _mm512_maskz_extracti64x4_epi64(0xF, w[v - 4], 1);
+      const __mmask16 valid = count - v * 16 >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (count - v * 16)) - 1);
+      const __m512 x = _mm512_maskz_loadu_ps(valid, in + first + v * 16);
+      __mmask16 keep = _mm512_cmpge_epu32_mask(_mm512_maskz_cvtepu16_epi32(0xFFFF, pair), cut);
+      if (kRelu) keep &= _mm512_cmp_ps_mask(x, zero, _CMP_NLE_UQ);  // relu: x > 0 or NaN passes
+      _mm512_mask_storeu_ps(out + first + v * 16, valid, _mm512_maskz_mul_ps(keep, x, scale));
+    }
+  }
+}
 #endif
 
 // The mask kernel of the capability in use: float32 and bfloat16 take the widest, float64 the
@@ -112,7 +184,9 @@ auto mask_kernel() {
 #if TP_CPU_DISPATCH
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) {
     switch (cpu_capability()) {
-      case CpuCapability::Avx512: return mask_blocks_avx512<kRelu, T>;
+      case CpuCapability::Avx512:
+        if constexpr (std::is_same_v<T, float>) return mask_blocks_avx512_float<kRelu>;
+        else return mask_blocks_avx512<kRelu, T>;
       case CpuCapability::Avx2: return mask_blocks_avx2<kRelu, T>;
       case CpuCapability::Baseline: break;
     }

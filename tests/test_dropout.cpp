@@ -86,6 +86,26 @@ TEST_CASE("dropout in float32 and bfloat16 gives the same mask and values under 
   }
 }
 
+TEST_CASE("dropout's mask where the counters' low words wrap, under a seed wider than 32 bits") {
+  // The AVX-512 kernel carries a wrapping low word of the counter into its high word lane by lane; the
+  // seed's high word is the key's second word. 1,001 elements from 3 blocks below 2^32 on.
+  const Tensor x = to(uniform({1001}, 7, -2, 2), DType::Float32);
+  const std::vector<float> in = x.to_vector<float>();
+  const uint64_t seed = 0x0123456789ABCDEFull, first = (uint64_t{1} << 32) - 3;
+  for (const CpuCapability c : {CpuCapability::Baseline, CpuCapability::Avx2, CpuCapability::Avx512}) {
+    if (c > cpu_capability_supported()) continue;
+    INFO(to_string(c));
+    CpuCapabilityScope scope(c);
+    Generator gen;
+    gen.set_state(seed, first);
+    const std::vector<float> y = dropout(x, 0.5, gen, Mode::Train).to_vector<float>();
+    for (size_t i = 0; i < in.size(); ++i) {
+      const bool kept = uniform_bits16(philox_block(first + i / 8, seed), static_cast<int64_t>(i % 8)) >= 32768;
+      if (y[i] != (kept ? in[i] * 2.0f : 0.0f)) FAIL("element " << i);
+    }
+  }
+}
+
 TEST_CASE("dropout drops with p rounded to a multiple of 2^-16") {
   // p = 0.1 is cut = round(6553.6) = 6554: an element survives with probability 58982 / 65536.
   Generator gen(11);
