@@ -1,5 +1,6 @@
 // CTC loss: checks on the host, the forward (α) and backward (β, gradient) recursions of
-// ops/ctc_math.h per utterance, the reduction composed from primitive ops.
+// ops/ctc_math.h per utterance (in float32 on the CPU, each frame's row vectorised, below), the
+// reduction composed from primitive ops.
 //
 // Shapes: log_probs and its gradient (B, T, C), targets (B, S), lengths and per-utterance losses (B),
 // α (B, T, L) with L = 2S + 1 (rows t ≥ T_b and positions s ≥ 2S_b + 1 of utterance b unused).
@@ -7,20 +8,147 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "core/cpu_capability.h"
 #include "ops/autocast.h"
 #include "ops/common.h"
 #include "ops/ctc_math.h"
 #include "ops/cuda/ctc.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
+#include "ops/fast_exp.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 
 namespace tapestry {
 
 namespace {
+
+// ---- float32 on the CPU: each frame's row of α or β, vectorised over the positions s ----
+//
+// The recursions of ops/ctc_math.h, with each position's two or three terms summed as
+// m + ln(Σ e^(a − m)) (m their maximum) through exp_nonpositive_as and log_1_to_4_as (ops/fast_exp.h)
+// rather than nested log_adds of libm's log1p and exp: a row is then one loop the compiler runs in
+// vector lanes. The gradient sums the posteriors e^(α + β − ln y − ln p) ≤ 1 of the positions that
+// carry each class rather than their logs. float64 keeps ctc_math.h's scalar form.
+
+// ln(e^a + e^b + e^c); −inf when all three are.
+template <bool fused>
+[[gnu::always_inline]] inline float log_sum_exp3(float a, float b, float c) {
+  const float m = std::max(a, std::max(b, c));
+  const bool none = m == -std::numeric_limits<float>::infinity();
+  const float shift = none ? 0.0f : m;
+  const float sum = exp_nonpositive_as<fused>(a - shift) + exp_nonpositive_as<fused>(b - shift) +
+                    exp_nonpositive_as<fused>(c - shift);
+  return none ? m : shift + log_1_to_4_as<fused>(sum);
+}
+
+// One utterance's extended labels z'_s as int32 (the gathers' index width) and where α_t(s) takes
+// α_{t−1}(s − 2) too (eq. 8's condition); β_t(s) takes β_{t+1}(s + 2) where skip[s + 2].
+struct Extended {
+  std::vector<int32_t> label;
+  std::vector<uint8_t> skip;
+  Extended(const int64_t* z, int64_t L, int64_t blank) : label(L), skip(L, 0) {
+    for (int64_t s = 0; s < L; ++s) label[s] = static_cast<int32_t>(ctc::extended_label(z, s, blank));
+    for (int64_t s = 2; s < L; ++s) skip[s] = label[s] != blank && label[s] != label[s - 2];
+  }
+};
+
+// α_t (row `cur`, L positions) from α_{t−1} (`prev`) and the frame's log-probabilities lp.
+template <bool fused>
+[[gnu::always_inline]] inline void alpha_row(const float* prev, const float* lp, const Extended& z, int64_t L,
+                                             float* cur) {
+  constexpr float none = -std::numeric_limits<float>::infinity();
+  const int32_t* k = z.label.data();
+  const uint8_t* skip = z.skip.data();
+  cur[0] = lp[k[0]] + prev[0];
+  if (L > 1) cur[1] = lp[k[1]] + log_sum_exp3<fused>(prev[1], prev[0], none);
+#pragma omp simd
+  for (int64_t s = 2; s < L; ++s) {
+    const float two_back = prev[s - 2];  // read unconditionally: a load under a condition stays scalar
+    cur[s] = lp[k[s]] + log_sum_exp3<fused>(prev[s], prev[s - 1], skip[s] ? two_back : none);
+  }
+}
+
+// β_t (row `cur`) from β_{t+1} (`next`).
+template <bool fused>
+[[gnu::always_inline]] inline void beta_row(const float* next, const float* lp, const Extended& z, int64_t L,
+                                            float* cur) {
+  constexpr float none = -std::numeric_limits<float>::infinity();
+  const int32_t* k = z.label.data();
+  const uint8_t* skip = z.skip.data();
+  cur[L - 1] = lp[k[L - 1]] + next[L - 1];
+  if (L > 1) cur[L - 2] = lp[k[L - 2]] + log_sum_exp3<fused>(next[L - 2], next[L - 1], none);
+#pragma omp simd
+  for (int64_t s = 0; s < L - 2; ++s) {
+    const float two_on = next[s + 2];
+    cur[s] = lp[k[s]] + log_sum_exp3<fused>(next[s], next[s + 1], skip[s + 2] ? two_on : none);
+  }
+}
+
+// The posterior of each position at one frame, e^(α_t(s) + β_t(s) − ln y_t^{z'_s} − ln p) (Graves's
+// β holds y_t as α does: eq. 14's division), at most 1: taken at most 0 in the exponent.
+template <bool fused>
+[[gnu::always_inline]] inline void posterior_row(const float* a, const float* b, const float* lp, const Extended& z,
+                                                 int64_t L, float log_p, float* out) {
+  const int32_t* k = z.label.data();
+#pragma omp simd
+  for (int64_t s = 0; s < L; ++s) out[s] = exp_nonpositive_as<fused>(std::min(a[s] + b[s] - lp[k[s]] - log_p, 0.0f));
+}
+
+struct CtcRows {
+  void (*alpha)(const float*, const float*, const Extended&, int64_t, float*);
+  void (*beta)(const float*, const float*, const Extended&, int64_t, float*);
+  void (*posterior)(const float*, const float*, const float*, const Extended&, int64_t, float, float*);
+};
+
+void alpha_row_baseline(const float* p, const float* lp, const Extended& z, int64_t L, float* c) {
+  alpha_row<false>(p, lp, z, L, c);
+}
+void beta_row_baseline(const float* n, const float* lp, const Extended& z, int64_t L, float* c) {
+  beta_row<false>(n, lp, z, L, c);
+}
+void posterior_row_baseline(const float* a, const float* b, const float* lp, const Extended& z, int64_t L,
+                            float log_p, float* out) {
+  posterior_row<false>(a, b, lp, z, L, log_p, out);
+}
+#if TP_CPU_DISPATCH
+TP_TARGET_AVX2 void alpha_row_avx2(const float* p, const float* lp, const Extended& z, int64_t L, float* c) {
+  alpha_row<true>(p, lp, z, L, c);
+}
+TP_TARGET_AVX2 void beta_row_avx2(const float* n, const float* lp, const Extended& z, int64_t L, float* c) {
+  beta_row<true>(n, lp, z, L, c);
+}
+TP_TARGET_AVX2 void posterior_row_avx2(const float* a, const float* b, const float* lp, const Extended& z, int64_t L,
+                                       float log_p, float* out) {
+  posterior_row<true>(a, b, lp, z, L, log_p, out);
+}
+TP_TARGET_AVX512 void alpha_row_avx512(const float* p, const float* lp, const Extended& z, int64_t L, float* c) {
+  alpha_row<true>(p, lp, z, L, c);
+}
+TP_TARGET_AVX512 void beta_row_avx512(const float* n, const float* lp, const Extended& z, int64_t L, float* c) {
+  beta_row<true>(n, lp, z, L, c);
+}
+TP_TARGET_AVX512 void posterior_row_avx512(const float* a, const float* b, const float* lp, const Extended& z,
+                                           int64_t L, float log_p, float* out) {
+  posterior_row<true>(a, b, lp, z, L, log_p, out);
+}
+#endif
+
+// The three, as the capability in use compiled them (core/cpu_capability.h).
+CtcRows ctc_rows() {
+#if TP_CPU_DISPATCH
+  switch (cpu_capability()) {
+    case CpuCapability::Avx512: return {alpha_row_avx512, beta_row_avx512, posterior_row_avx512};
+    case CpuCapability::Avx2: return {alpha_row_avx2, beta_row_avx2, posterior_row_avx2};
+    case CpuCapability::Baseline: break;
+  }
+#endif
+  return {alpha_row_baseline, beta_row_baseline, posterior_row_baseline};
+}
 
 struct CtcForward {
   Tensor alpha;  // (B, T, L)
@@ -46,6 +174,7 @@ CtcForward ctc_forward(const Tensor& lp_t, const Tensor& targets_t, const Tensor
     F* alpha = out.alpha.data<F>();
     F* log_p = out.log_p.data<F>();
     F* loss = out.loss.data<F>();
+    const CtcRows rows = ctc_rows();
 #pragma omp parallel for schedule(dynamic) if (B > 1)
     for (int64_t b = 0; b < B; ++b) {
       const int64_t Tb = in_len[b], Lb = 2 * tg_len[b] + 1;
@@ -57,8 +186,13 @@ CtcForward ctc_forward(const Tensor& lp_t, const Tensor& targets_t, const Tensor
         lpb = Lb == 1 ? F(0) : ctc::minus_infinity<F>();  // zero frames emit only the empty labelling
       } else {
         for (int64_t s = 0; s < Lb; ++s) a[s] = ctc::alpha_start(x, z, s, blank);
-        for (int64_t t = 1; t < Tb; ++t)
-          for (int64_t s = 0; s < Lb; ++s) a[t * L + s] = ctc::alpha_step(a + (t - 1) * L, x + t * C, z, s, blank);
+        if constexpr (std::is_same_v<F, float>) {
+          const Extended ext(z, Lb, blank);
+          for (int64_t t = 1; t < Tb; ++t) rows.alpha(a + (t - 1) * L, x + t * C, ext, Lb, a + t * L);
+        } else {
+          for (int64_t t = 1; t < Tb; ++t)
+            for (int64_t s = 0; s < Lb; ++s) a[t * L + s] = ctc::alpha_step(a + (t - 1) * L, x + t * C, z, s, blank);
+        }
         lpb = ctc::log_likelihood(a + (Tb - 1) * L, Lb);
       }
       log_p[b] = lpb;
@@ -91,6 +225,7 @@ Tensor ctc_backward(const Tensor& dy_in, const Tensor& lp_t, const Tensor& targe
     const F* log_p = log_p_t.data<F>();
     const F* dys = dy.data<F>();
     F* g = grad.data<F>();
+    const CtcRows rows = ctc_rows();
 #pragma omp parallel for schedule(dynamic) if (B > 1)
     for (int64_t b = 0; b < B; ++b) {
       const int64_t Tb = in_len[b], Lb = 2 * tg_len[b] + 1;
@@ -102,6 +237,21 @@ Tensor ctc_backward(const Tensor& dy_in, const Tensor& lp_t, const Tensor& targe
       if (Tb == 0 || log_p[b] == ctc::minus_infinity<F>()) continue;
       std::vector<F> beta(static_cast<size_t>(Tb * Lb));  // (T_b, L_b)
       for (int64_t s = 0; s < Lb; ++s) beta[(Tb - 1) * Lb + s] = ctc::beta_start(x + (Tb - 1) * C, z, s, Lb, blank);
+      if constexpr (std::is_same_v<F, float>) {
+        const Extended ext(z, Lb, blank);
+        for (int64_t t = Tb - 2; t >= 0; --t)
+          rows.beta(beta.data() + (t + 1) * Lb, x + t * C, ext, Lb, beta.data() + t * Lb);
+        // ∂ℓ_b/∂(log y_t^k) = −dy_b Σ_{s: z'_s = k} (the posterior of s at t): eq. 16 with lcab's sum
+        // taken over the posteriors themselves.
+        std::vector<float> posterior(static_cast<size_t>(Lb));
+        for (int64_t t = 0; t < Tb; ++t) {
+          rows.posterior(a + t * L, beta.data() + t * Lb, x + t * C, ext, Lb, log_p[b], posterior.data());
+          float* gt = gb + t * C;
+          for (int64_t s = 0; s < Lb; ++s) gt[ext.label[s]] += posterior[s];  // s ascending
+          for (int64_t k = 0; k < C; ++k) gt[k] = gt[k] == 0.0f ? 0.0f : -dys[b] * gt[k];
+        }
+        continue;
+      }
       for (int64_t t = Tb - 2; t >= 0; --t)
         for (int64_t s = 0; s < Lb; ++s)
           beta[t * Lb + s] = ctc::beta_step(beta.data() + (t + 1) * Lb, x + t * C, z, s, Lb, blank);

@@ -56,8 +56,12 @@ template <bool fused>
   const float clamped = x >= kLowest ? (x <= 0.0f ? x : 0.0f) : kLowest;
   const float n = multiply_add<fused>(clamped, kLog2e, kRound) - kRound;
   const float r = multiply_add<fused>(-n, kLn2Lo, multiply_add<fused>(-n, kLn2Hi, x));
-  float p = kPoly[0];
-  for (int i = 1; i < 6; ++i) p = multiply_add<fused>(p, r, kPoly[i]);
+  // Horner's rule written out: as a loop over kPoly, GCC vectorised no loop that called this one.
+  float p = multiply_add<fused>(kPoly[0], r, kPoly[1]);
+  p = multiply_add<fused>(p, r, kPoly[2]);
+  p = multiply_add<fused>(p, r, kPoly[3]);
+  p = multiply_add<fused>(p, r, kPoly[4]);
+  p = multiply_add<fused>(p, r, kPoly[5]);
   const float er = multiply_add<fused>(p, r * r, r) + 1.0f;
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;  // 2^n, n in [−126, 0]
   float scale;
@@ -76,6 +80,35 @@ template <class T, bool fused = false>
     return exp_nonpositive_as<fused>(x);
   else
     return std::exp(x);
+}
+
+/// ln x for x in [1, 4), in float32, in a form the compiler vectorises (for sums of up to three
+/// exponentials of x ≤ 0, the CTC recursions' log-sum-exps, ops/ctc.cpp); a NaN x gives NaN. Within 1
+/// ulp of the correctly rounded value over the whole range (tests/test_ctc.cpp checks every float
+/// there, and reports the worst). `fused` as for exp_nonpositive_as.
+///
+/// x = 2^e · f with f in [√2/2, √2), e in {0, 1, 2}; ln f = 2 atanh w, w = (f − 1) / (f + 1), |w| ≤
+/// 0.172, from its series to w⁹ (the next term is below 2^−28 of the sum), arranged so that the
+/// rounding of w reaches only a correction term; ln 2 in two parts.
+template <bool fused>
+[[gnu::always_inline]] inline float log_1_to_4_as(float x) {
+  using namespace fast_exp;
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  const uint32_t mantissa = (bits & 0x7FFFFFu) | 0x3F800000u;  // f in [1, 2), e = bits' exponent − 127
+  float f;
+  std::memcpy(&f, &mantissa, sizeof f);
+  const bool halve = f > 1.41421356f;
+  const float e = static_cast<float>(static_cast<int32_t>(bits >> 23) - 127 + (halve ? 1 : 0));
+  f = halve ? f * 0.5f : f;  // exact
+  const float u = f - 1.0f;  // exact: f lies within a factor 2 of 1
+  const float w = u / (f + 1.0f), w2 = w * w;
+  const float p = multiply_add<fused>(multiply_add<fused>(multiply_add<fused>(1.0f / 9, w2, 1.0f / 7), w2, 1.0f / 5),
+                                     w2, 1.0f / 3);
+  // 2 atanh w = 2w + 2w³ p, and 2w = u − u w: ln f = u − w (u − 2 w² p), whose leading term u is exact.
+  const float ln_f = multiply_add<fused>(-w, multiply_add<fused>(-2.0f * w2, p, u), u);
+  const float ln_x = multiply_add<fused>(e, kLn2Hi, multiply_add<fused>(e, kLn2Lo, ln_f));
+  return x == x ? ln_x : x;
 }
 
 #if TP_CPU_DISPATCH

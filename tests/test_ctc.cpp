@@ -1,8 +1,13 @@
 // The CTC loss: against enumeration of every alignment on tiny cases, gradcheck (through a
 // log_softmax and on free log-probabilities), infeasible targets, reductions, independence of the
-// batch's utterances and of their padding, and bad input.
+// batch's utterances and of their padding, float32's vectorised rows and their logarithm, and bad
+// input.
 #include <cmath>
+#include <cstring>
 #include <limits>
+
+#include "core/cpu_capability.h"
+#include "ops/fast_exp.h"
 
 #include "tests/ctc_brute_force.h"
 #include "tests/testing.h"
@@ -230,4 +235,82 @@ TEST_CASE("ctc_loss checks its arguments") {
               {"ctc_loss", "targets[0, 1] = 3", "out of range", "3 classes"});
   check_error([&] { ctc_loss(lp, from_vector<int64_t>({-4, 1, 2, 0}, {2, 2}), il, tl); }, {"ctc_loss", "targets[0, 0] = -4"});
   check_error([&] { ctc_loss(lp, t, il, Tensor{}); }, {"ctc_loss", "undefined"});
+}
+
+TEST_CASE("log_1_to_4_as, the CTC rows' logarithm, is within 1 ulp of ln x on every float in [1, 4)") {
+  // Both forms: rounded multiply-adds (the baseline's rows) and fused ones (AVX2's and AVX-512's).
+  // Reference: ln x in double, rounded to float. Every 3rd bit pattern for the fused form, whose
+  // std::fma is a call into libm in this file's code.
+  const auto check_form = [](const std::string& name, float (*log_of)(float), uint32_t step) {
+    double worst = 0;
+    float worst_x = 1;
+    int64_t checked = 0;
+    const float one = 1.0f, four = 4.0f;
+    uint32_t from, to;
+    std::memcpy(&from, &one, 4);
+    std::memcpy(&to, &four, 4);
+    for (uint32_t bits = from; bits < to; bits += step, ++checked) {
+      float x;
+      std::memcpy(&x, &bits, 4);
+      const double want = std::log(static_cast<double>(x));
+      const float want_f = static_cast<float>(want);
+      const double ulp = std::nextafter(want_f, std::numeric_limits<float>::infinity()) - want_f;
+      const double error = std::abs(static_cast<double>(log_of(x)) - want) / ulp;
+      if (error > worst) worst = error, worst_x = x;
+    }
+    MESSAGE(name << ": worst " << worst << " ulp at x = " << worst_x << " over " << checked << " values");
+    CHECK(checked > 5000000);
+    CHECK(worst <= 1.0);
+    CHECK(log_of(1.0f) == 0.0f);
+    CHECK(std::isnan(log_of(std::numeric_limits<float>::quiet_NaN())));
+  };
+  check_form("log_1_to_4_as<false>", [](float x) { return log_1_to_4_as<false>(x); }, 1);
+  check_form("log_1_to_4_as<true>", [](float x) { return log_1_to_4_as<true>(x); }, 3);
+}
+
+TEST_CASE("ctc_loss in float32 agrees with float64 under every CPU capability; AVX2 and AVX-512 to the bit") {
+  // float32 runs each frame's row vectorised over the positions (ops/ctc.cpp); float64 runs the scalar
+  // recursions of ops/ctc_math.h. Six utterances over C = 7 classes, blank 2, T = 23: a long target
+  // with repeated labels, no frames, one frame, an empty target, a target its 5 frames cannot hold
+  // (inf, a zero gradient), and 8 distinct labels over 17 frames; the losses weighted so that each
+  // utterance's gradient is scaled by its own dy.
+  const int64_t B = 6, T = 23, C = 7, S = 8;
+  Generator gen(21);
+  const Tensor lp64 = log_softmax(randn({B, T, C}, gen, {DType::Float64}) * 3.0);
+  const Tensor targets = from_vector<int64_t>({3, 3, 1, 1, 4, 5, 6, 0,  //
+                                               -1, -1, -1, -1, -1, -1, -1, -1,  //
+                                               5, -1, -1, -1, -1, -1, -1, -1,  //
+                                               -1, -1, -1, -1, -1, -1, -1, -1,  //
+                                               1, 1, 1, 1, -1, -1, -1, -1,  //
+                                               0, 1, 3, 4, 5, 6, 0, 1},
+                                              {B, S});
+  const Tensor il = lengths({23, 0, 1, 23, 5, 17}), tl = lengths({8, 0, 1, 0, 4, 8});
+  const Tensor weights = from_vector<double>({1.0, 0.5, 2.0, -1.0, 1.0, 0.25}, {B});
+  const auto run = [&](DType dtype) {
+    Tensor leaf = to(lp64, dtype).detach();
+    leaf.set_requires_grad(true);
+    const Tensor loss = ctc_loss(leaf.detach(), targets, il, tl, 2, CtcReduction::None);  // the infeasible one inf
+    sum(ctc_loss(leaf, targets, il, tl, 2, CtcReduction::None, CtcInfinity::Zero) * to(weights, dtype)).backward();
+    return std::pair{to(loss, DType::Float64), to(leaf.grad(), DType::Float64)};
+  };
+  const auto [loss64, grad64] = run(DType::Float64);
+  const std::vector<double> l64 = loss64.to_vector<double>();
+  CHECK(std::isinf(l64[4]));
+  std::vector<std::pair<Tensor, Tensor>> by_capability;
+  for (const CpuCapability c : {CpuCapability::Baseline, CpuCapability::Avx2, CpuCapability::Avx512}) {
+    if (c > cpu_capability_supported()) continue;
+    INFO(to_string(c));
+    CpuCapabilityScope scope(c);
+    const auto [loss32, grad32] = run(DType::Float32);
+    const std::vector<double> l32 = loss32.to_vector<double>();
+    CHECK(std::isinf(l32[4]));
+    for (int64_t b = 0; b < B; ++b)
+      if (b != 4) CHECK(l32[b] == doctest::Approx(l64[b]).epsilon(1e-5));
+    check_close(grad32, grad64, 2e-5, 1e-4);
+    by_capability.emplace_back(loss32, grad32);
+  }
+  if (by_capability.size() == 3) {
+    CHECK(by_capability[1].first.to_vector<double>() == by_capability[2].first.to_vector<double>());
+    CHECK(by_capability[1].second.to_vector<double>() == by_capability[2].second.to_vector<double>());
+  }
 }
