@@ -3,14 +3,19 @@
 #include "core/tape_graph.h"
 
 #include <array>
+#include <cmath>
 #include <vector>
 
+#include "core/autograd.h"
 #include "ops/autocast.h"
 #include "ops/common.h"
 #include "ops/cuda/cluster.h"
 #include "ops/cuda/index.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
 #include "ops/shape.h"
+#include "ops/softmax.h"
 
 namespace tapestry {
 
@@ -141,17 +146,114 @@ void check_ids_topk(const char* op, const Tensor& q, const Tensor& key, const Te
     TP_CHECK(c >= 0 && c <= C, op, "cluster id ", c, " is outside [0, ", C, "]");
 }
 
-// The rows a query reads: key[g, topk[g, ids[g, i], t]] for t < k, or none for an invalid query.
-struct Rows {
-  const int64_t* topk;
-  const int64_t* ids;
-  int64_t N, S, C, k;
-  // Pointer to the k key indices of query i of group g, or nullptr.
-  const int64_t* of(int64_t g, int64_t i) const {
-    const int64_t c = ids[g * N + i];
-    return c == C ? nullptr : topk + (g * C + c) * k;
+// The rows each query reads, rows[g, topk[g, ids[g, i], t]] for t < k, or none for an invalid query
+// (ids[g, i] = C): topk (G, C, k) and ids (G, N), contiguous, with, on a GPU, its kernels' sort of the
+// queries by cluster (made once in the forward, reused by the backward).
+class SparseRows {
+ public:
+  SparseRows(const Tensor& topk, const Tensor& ids)
+      : topk_(contiguous(topk)), ids_(contiguous(ids)), topk_saved_(topk_), ids_saved_(ids_) {
+    if (ids_.device().is_cuda()) layout_ = cuda::queries_by_cluster(ids_, clusters());
   }
+  int64_t k() const { return topk_.size(2); }
+  int64_t clusters() const { return topk_.size(1); }
+  // Refuses topk or ids changed in place since the forward (a GPU's layout was built from them).
+  void check_unchanged() const { topk_saved_.get(), ids_saved_.get(); }
+  // The k row indices query i of group g reads, or nullptr (CPU).
+  const int64_t* of(int64_t g, int64_t i) const {
+    const int64_t N = ids_.size(1), C = clusters();
+    const int64_t c = ids_.data<int64_t>()[g * N + i];
+    return c == C ? nullptr : topk_.data<int64_t>() + (g * C + c) * k();
+  }
+  const Tensor& topk() const { return topk_; }
+  const cuda::QueryLayout& layout() const { return layout_; }
+
+ private:
+  Tensor topk_, ids_;
+  Saved topk_saved_, ids_saved_;
+  cuda::QueryLayout layout_;
 };
+
+// ---- the three sparse products, contiguous operands; ops/cuda/cluster.h has their CUDA forms ----
+
+// out (G, N, k): out[g, i, t] = a[g, i] · rows[g, s_t]   (a (G, N, E), rows (G, S, E))
+void gather_dot(const Tensor& out, const Tensor& a, const Tensor& rows, const SparseRows& sparse) {
+  if (on_cuda("clustered_sparse_dot", a, [&] { cuda::gather_dot(out, a, rows, sparse.topk(), sparse.layout()); }))
+    return;
+  const int64_t G = a.size(0), N = a.size(1), E = a.size(2), S = rows.size(1), k = sparse.k();
+  visit_floating(a.dtype(), "clustered_sparse_dot", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = a.data<T>();
+    const T* pr = rows.data<T>();
+    T* py = out.data<T>();
+#pragma omp parallel for collapse(2) schedule(static) if (G * N * k * E > kParallelWork)
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t i = 0; i < N; ++i) {
+        const int64_t* keys = sparse.of(g, i);
+        if (!keys) continue;
+        const T* ai = pa + (g * N + i) * E;
+        for (int64_t t = 0; t < k; ++t) {
+          const T* rs = pr + (g * S + keys[t]) * E;
+          T acc = 0;
+          for (int64_t e = 0; e < E; ++e) acc += ai[e] * rs[e];
+          py[(g * N + i) * k + t] = acc;
+        }
+      }
+  });
+}
+
+// out (G, N, E) += Σ_t coef[g, i, t] · rows[g, s_t]   (coef (G, N, k), rows (G, S, E))
+void weighted_rows(const Tensor& out, const Tensor& coef, const Tensor& rows, const SparseRows& sparse) {
+  if (on_cuda("clustered_sparse_weighted_sum", coef,
+              [&] { cuda::weighted_rows(out, coef, rows, sparse.topk(), sparse.layout()); }))
+    return;
+  const int64_t G = coef.size(0), N = coef.size(1), S = rows.size(1), E = rows.size(2), k = sparse.k();
+  visit_floating(coef.dtype(), "clustered_sparse_weighted_sum", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pc = coef.data<T>();
+    const T* pr = rows.data<T>();
+    T* py = out.data<T>();
+#pragma omp parallel for collapse(2) schedule(static) if (G * N * k * E > kParallelWork)
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t i = 0; i < N; ++i) {
+        const int64_t* keys = sparse.of(g, i);
+        if (!keys) continue;
+        T* yi = py + (g * N + i) * E;
+        for (int64_t t = 0; t < k; ++t) {
+          const T c = pc[(g * N + i) * k + t];
+          const T* rs = pr + (g * S + keys[t]) * E;
+          for (int64_t e = 0; e < E; ++e) yi[e] += c * rs[e];
+        }
+      }
+  });
+}
+
+// grad_rows (G, S, E) += Σ_{i, t: s_t = s} coef[g, i, t] · a[g, i]   (coef (G, N, k), a (G, N, E)); one
+// thread per group, so that each row's sum runs in query order.
+void scatter_outer(const Tensor& grad_rows, const Tensor& coef, const Tensor& a, const SparseRows& sparse) {
+  if (on_cuda("clustered_sparse_dot", coef,
+              [&] { cuda::scatter_outer(grad_rows, coef, a, sparse.topk(), sparse.layout()); }))
+    return;
+  const int64_t G = coef.size(0), N = coef.size(1), S = grad_rows.size(1), E = a.size(2), k = sparse.k();
+  visit_floating(coef.dtype(), "clustered_sparse_dot", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pc = coef.data<T>();
+    const T* pa = a.data<T>();
+    T* pg = grad_rows.data<T>();
+#pragma omp parallel for schedule(static) if (G > 1 && G * N * k * E > kParallelWork)
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t i = 0; i < N; ++i) {
+        const int64_t* keys = sparse.of(g, i);
+        if (!keys) continue;
+        const T* ai = pa + (g * N + i) * E;
+        for (int64_t t = 0; t < k; ++t) {
+          const T c = pc[(g * N + i) * k + t];
+          T* row = pg + (g * S + keys[t]) * E;
+          for (int64_t e = 0; e < E; ++e) row[e] += c * ai[e];
+        }
+      }
+  });
+}
 
 }  // namespace
 
@@ -198,82 +300,26 @@ Tensor clustered_sparse_dot(const Tensor& q_in, const Tensor& key_in, const Tens
   TP_CHECK(q_in.size(2) == key_in.size(2), op, "queries and keys differ in E: ",
            to_string(q_in.shape()), " and ", to_string(key_in.shape()));
   const Tensor q = contiguous(q_in.detach()), key = contiguous(key_in.detach());
-  const Tensor topk = contiguous(topk_in), ids = contiguous(ids_in);
-  const int64_t G = q.size(0), N = q.size(1), E = q.size(2), S = key.size(1), C = topk.size(1), k = topk.size(2);
-  Tensor y = zeros({G, N, k}, q.options());
-  // On a GPU the queries are grouped by cluster once, here, and the backward reuses that layout.
-  cuda::QueryLayout layout;
-  const auto on_gpu = [&] {
-    layout = cuda::queries_by_cluster(ids, C);
-    cuda::gather_dot(y, q, key, topk, layout);
-  };
-  if (!on_cuda(op, q, on_gpu)) {
-    const Rows rows{topk.data<int64_t>(), ids.data<int64_t>(), N, S, C, k};
-    visit_floating(q.dtype(), op, [&](auto tag) {
-      using T = decltype(tag);
-      const T* pq = q.data<T>();
-      const T* pk = key.data<T>();
-      T* py = y.data<T>();
-#pragma omp parallel for collapse(2) schedule(static) if (G * N * k * E > kParallelWork)
-      for (int64_t g = 0; g < G; ++g)
-        for (int64_t i = 0; i < N; ++i) {
-          const int64_t* keys = rows.of(g, i);
-          if (!keys) continue;
-          const T* qi = pq + (g * N + i) * E;
-          for (int64_t t = 0; t < k; ++t) {
-            const T* ks = pk + (g * S + keys[t]) * E;
-            T acc = 0;
-            for (int64_t e = 0; e < E; ++e) acc += qi[e] * ks[e];
-            py[(g * N + i) * k + t] = acc;
-          }
-        }
-    });
-  }
+  const SparseRows rows(topk_in, ids_in);
+  Tensor y = zeros({q.size(0), q.size(1), rows.k()}, q.options());
+  gather_dot(y, q, key, rows);
   // dq[g, i] += Σ_t dy[g, i, t] · key[g, s_t];   dkey[g, s_t] += Σ_{i,t} dy[g, i, t] · q[g, i]
   record(op, {q_in, key_in, topk_in, ids_in}, {y},
-         [rows_shape = Shape{G, N, E, S, C, k}, qs = Saved(q), ks = Saved(key), ts = Saved(topk), is = Saved(ids),
-          layout](const std::vector<Tensor>& grads_out, Gradients& g) {
+         [qs = Saved(q), ks = Saved(key), rows](const std::vector<Tensor>& grads_out, Gradients& g) {
            const Tensor dy = contiguous(grads_out[0]);
            const Tensor& q = qs.get();
            const Tensor& key = ks.get();
-           const Tensor& topk = ts.get();
-           const Tensor& ids = is.get();  // refuses ids changed in place (a GPU's layout was built from them)
-           const int64_t G = rows_shape[0], N = rows_shape[1], E = rows_shape[2], S = rows_shape[3],
-                         C = rows_shape[4], k = rows_shape[5];
-           Tensor dq = g.needs(0) ? zeros(q.shape(), q.options()) : Tensor();
-           Tensor dkey = g.needs(1) ? zeros(key.shape(), key.options()) : Tensor();
-           const auto on_gpu = [&] {
-             if (dq.defined()) cuda::weighted_rows(dq, dy, key, topk, layout);
-             if (dkey.defined()) cuda::scatter_outer(dkey, dy, q, topk, layout);
-           };
-           if (!on_cuda("clustered_sparse_dot", dy, on_gpu)) {
-             const Rows rows{topk.data<int64_t>(), ids.data<int64_t>(), N, S, C, k};
-             visit_floating(q.dtype(), "clustered_sparse_dot", [&](auto tag) {
-               using T = decltype(tag);
-               const T* pq = q.data<T>();
-               const T* pk = key.data<T>();
-               const T* pdy = dy.data<T>();
-               T* pdq = dq.defined() ? dq.data<T>() : nullptr;
-               T* pdk = dkey.defined() ? dkey.data<T>() : nullptr;
-               // One thread per group: the key gradient of a group is summed in query order.
-#pragma omp parallel for schedule(static) if (G > 1 && G * N * k * E > kParallelWork)
-               for (int64_t gi = 0; gi < G; ++gi)
-                 for (int64_t i = 0; i < N; ++i) {
-                   const int64_t* keys = rows.of(gi, i);
-                   if (!keys) continue;
-                   for (int64_t t = 0; t < k; ++t) {
-                     const T d = pdy[(gi * N + i) * k + t];
-                     const int64_t row = (gi * S + keys[t]) * E;
-                     for (int64_t e = 0; e < E; ++e) {
-                       if (pdq) pdq[(gi * N + i) * E + e] += d * pk[row + e];
-                       if (pdk) pdk[row + e] += d * pq[(gi * N + i) * E + e];
-                     }
-                   }
-                 }
-             });
+           rows.check_unchanged();
+           if (g.needs(0)) {
+             Tensor dq = zeros(q.shape(), q.options());
+             weighted_rows(dq, dy, key, rows);
+             g.accumulate(0, dq);
            }
-           if (dq.defined()) g.accumulate(0, dq);
-           if (dkey.defined()) g.accumulate(1, dkey);
+           if (g.needs(1)) {
+             Tensor dkey = zeros(key.shape(), key.options());
+             scatter_outer(dkey, dy, q, rows);
+             g.accumulate(1, dkey);
+           }
          });
   return y;
 }
@@ -289,82 +335,107 @@ Tensor clustered_sparse_weighted_sum(const Tensor& w_in, const Tensor& value_in,
   TP_CHECK(w_in.size(2) == topk_in.size(2), op, "weights have ", w_in.size(2), " entries per query but topk has ",
            topk_in.size(2), " keys per cluster");
   const Tensor w = contiguous(w_in.detach()), value = contiguous(value_in.detach());
-  const Tensor topk = contiguous(topk_in), ids = contiguous(ids_in);
-  const int64_t G = w.size(0), N = w.size(1), S = value.size(1), M = value.size(2), C = topk.size(1), k = topk.size(2);
-  Tensor y = zeros({G, N, M}, w.options());
-  // On a GPU the queries are grouped by cluster once, here, and the backward reuses that layout.
-  cuda::QueryLayout layout;
-  const auto on_gpu = [&] {
-    layout = cuda::queries_by_cluster(ids, C);
-    cuda::weighted_rows(y, w, value, topk, layout);
-  };
-  if (!on_cuda(op, w, on_gpu)) {
-    const Rows rows{topk.data<int64_t>(), ids.data<int64_t>(), N, S, C, k};
-    visit_floating(w.dtype(), op, [&](auto tag) {
-      using T = decltype(tag);
-      const T* pw = w.data<T>();
-      const T* pv = value.data<T>();
-      T* py = y.data<T>();
-#pragma omp parallel for collapse(2) schedule(static) if (G * N * k * M > kParallelWork)
-      for (int64_t g = 0; g < G; ++g)
-        for (int64_t i = 0; i < N; ++i) {
-          const int64_t* keys = rows.of(g, i);
-          if (!keys) continue;
-          T* yi = py + (g * N + i) * M;
-          for (int64_t t = 0; t < k; ++t) {
-            const T a = pw[(g * N + i) * k + t];
-            const T* vs = pv + (g * S + keys[t]) * M;
-            for (int64_t m = 0; m < M; ++m) yi[m] += a * vs[m];
-          }
-        }
-    });
-  }
+  const SparseRows rows(topk_in, ids_in);
+  Tensor y = zeros({w.size(0), w.size(1), value.size(2)}, w.options());
+  weighted_rows(y, w, value, rows);
   // dw[g, i, t] += dy[g, i] · value[g, s_t];   dvalue[g, s_t] += Σ_{i,t} w[g, i, t] · dy[g, i]
   record(op, {w_in, value_in, topk_in, ids_in}, {y},
-         [dims = Shape{G, N, M, S, C, k}, ws = Saved(w), vs = Saved(value), ts = Saved(topk), is = Saved(ids),
-          layout](const std::vector<Tensor>& grads_out, Gradients& g) {
+         [ws = Saved(w), vs = Saved(value), rows](const std::vector<Tensor>& grads_out, Gradients& g) {
            const Tensor dy = contiguous(grads_out[0]);
            const Tensor& w = ws.get();
            const Tensor& value = vs.get();
-           const Tensor& topk = ts.get();
-           const Tensor& ids = is.get();  // refuses ids changed in place (a GPU's layout was built from them)
-           const int64_t G = dims[0], N = dims[1], M = dims[2], S = dims[3], C = dims[4], k = dims[5];
-           Tensor dw = g.needs(0) ? zeros(w.shape(), w.options()) : Tensor();
-           Tensor dv = g.needs(1) ? zeros(value.shape(), value.options()) : Tensor();
-           const auto on_gpu = [&] {
-             if (dw.defined()) cuda::gather_dot(dw, dy, value, topk, layout);
-             if (dv.defined()) cuda::scatter_outer(dv, w, dy, topk, layout);
-           };
-           if (!on_cuda("clustered_sparse_weighted_sum", dy, on_gpu)) {
-             const Rows rows{topk.data<int64_t>(), ids.data<int64_t>(), N, S, C, k};
-             visit_floating(w.dtype(), "clustered_sparse_weighted_sum", [&](auto tag) {
-               using T = decltype(tag);
-               const T* pw = w.data<T>();
-               const T* pv = value.data<T>();
-               const T* pdy = dy.data<T>();
-               T* pdw = dw.defined() ? dw.data<T>() : nullptr;
-               T* pdv = dv.defined() ? dv.data<T>() : nullptr;
-#pragma omp parallel for schedule(static) if (G > 1 && G * N * k * M > kParallelWork)
-               for (int64_t gi = 0; gi < G; ++gi)
-                 for (int64_t i = 0; i < N; ++i) {
-                   const int64_t* keys = rows.of(gi, i);
-                   if (!keys) continue;
-                   const T* dyi = pdy + (gi * N + i) * M;
-                   for (int64_t t = 0; t < k; ++t) {
-                     const int64_t row = (gi * S + keys[t]) * M;
-                     const T a = pw[(gi * N + i) * k + t];
-                     T acc = 0;
-                     for (int64_t m = 0; m < M; ++m) {
-                       acc += dyi[m] * pv[row + m];
-                       if (pdv) pdv[row + m] += a * dyi[m];
-                     }
-                     if (pdw) pdw[(gi * N + i) * k + t] += acc;
-                   }
-                 }
-             });
+           rows.check_unchanged();
+           if (g.needs(0)) {
+             Tensor dw = zeros(w.shape(), w.options());
+             gather_dot(dw, dy, value, rows);
+             g.accumulate(0, dw);
            }
-           if (dw.defined()) g.accumulate(0, dw);
-           if (dv.defined()) g.accumulate(1, dv);
+           if (g.needs(1)) {
+             Tensor dv = zeros(value.shape(), value.options());
+             scatter_outer(dv, w, dy, rows);
+             g.accumulate(1, dv);
+           }
+         });
+  return y;
+}
+
+Tensor clustered_sparse_attention(const Tensor& q_in, const Tensor& key_in, const Tensor& value_in,
+                                  const Tensor& topk_in, const Tensor& ids_in, const Tensor& mass_in,
+                                  const Tensor& keep_in) {
+  const char* op = "clustered_sparse_attention";
+  TP_CHECK(q_in.defined() && key_in.defined() && value_in.defined() && mass_in.defined(), op,
+           "got an undefined tensor among q, key, value, mass");
+  if (autocast_widens({&q_in, &key_in, &value_in, &mass_in}))  // ops/autocast.h
+    return clustered_sparse_attention(autocast_float32(q_in), autocast_float32(key_in), autocast_float32(value_in),
+                                      topk_in, ids_in, autocast_float32(mass_in), keep_in);
+  check_same_device(op, {&q_in, &key_in, &value_in, &topk_in, &ids_in, &mass_in});
+  check_floating(op, q_in);
+  for (const Tensor* t : {&key_in, &value_in, &mass_in}) check_same_dtype(op, q_in, *t);
+  check_ids_topk(op, q_in, key_in, topk_in, ids_in);
+  const int64_t G = q_in.size(0), N = q_in.size(1), E = q_in.size(2), k = topk_in.size(2);
+  TP_CHECK(key_in.size(2) == E, op, "queries and keys differ in E: ", to_string(q_in.shape()), " and ",
+           to_string(key_in.shape()));
+  TP_CHECK(value_in.dim() == 3 && value_in.size(0) == G && value_in.size(1) == key_in.size(1), op,
+           "value must be (G, S, M) with keys ", to_string(key_in.shape()), ", got ", to_string(value_in.shape()));
+  TP_CHECK(mass_in.shape() == (Shape{G, N, 1}), op, "mass must be (G, N, 1) = ", to_string({G, N, 1}), ", got ",
+           to_string(mass_in.shape()));
+  if (keep_in.defined()) {
+    check_same_device(op, {&q_in, &keep_in});
+    TP_CHECK(keep_in.dtype() == DType::Bool && keep_in.shape() == (Shape{G, N, k}), op,
+             "keep must be bool (G, N, k) = ", to_string({G, N, k}), ", got ", keep_in.dtype(), " ",
+             to_string(keep_in.shape()));
+  }
+  const Tensor q = contiguous(q_in.detach()), key = contiguous(key_in.detach()),
+               value = contiguous(value_in.detach()), mass = mass_in.detach(),
+               keep = keep_in.defined() ? keep_in.detach() : Tensor();
+  const SparseRows rows(topk_in, ids_in);
+  // p = softmax(q_i · k_{s_t} / √E) over the kept t, as the composition computes it: (G, N, k), made again
+  // by the backward rather than held.
+  const auto probabilities = [E, rows](const Tensor& q, const Tensor& key, const Tensor& keep) {
+    Tensor dots = zeros({q.size(0), q.size(1), rows.k()}, q.options());
+    gather_dot(dots, q, key, rows);
+    return softmax(dots / std::sqrt(static_cast<double>(E)), keep);
+  };
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = zeros({G, N, value.size(2)}, q.options());
+    weighted_rows(y, probabilities(q, key, keep) * mass, value, rows);
+  }
+  // With w = p · m: dvalue[s_t] += Σ w_t dy_i; dw_t = dy_i · value[s_t]; dm_i = Σ_t p_t dw_t;
+  // ds = p ⊙ (dp − Σ_t p_t dp_t) with dp = m dw (softmax's backward); dq_i = Σ_t ds_t key[s_t] / √E;
+  // dkey[s_t] += ds_t q_i / √E.
+  record(op, {q_in, key_in, value_in, mass_in, topk_in, ids_in}, {y},
+         [qs = Saved(q), ks = Saved(key), vs = Saved(value), ms = Saved(mass), keep, rows, E,
+          probabilities](const std::vector<Tensor>& grads_out, Gradients& g) {
+           const Tensor dy = contiguous(grads_out[0]);
+           const Tensor& q = qs.get();
+           const Tensor& key = ks.get();
+           const Tensor& value = vs.get();
+           const Tensor& mass = ms.get();
+           rows.check_unchanged();
+           const Tensor p = probabilities(q, key, keep);
+           Tensor dw = zeros(p.shape(), p.options());
+           gather_dot(dw, dy, value, rows);
+           if (g.needs(2)) {
+             Tensor dvalue = zeros(value.shape(), value.options());
+             scatter_outer(dvalue, p * mass, dy, rows);
+             g.accumulate(2, dvalue);
+           }
+           if (g.needs(3)) g.accumulate(3, sum(p * dw, {-1}, KeepDim::Yes));
+           if (!g.needs(0) && !g.needs(1)) return;
+           const Tensor dp = dw * mass;
+           const Tensor ds = p * (dp - sum(p * dp, {-1}, KeepDim::Yes)) / std::sqrt(static_cast<double>(E));
+           if (g.needs(0)) {
+             Tensor dq = zeros(q.shape(), q.options());
+             weighted_rows(dq, ds, key, rows);
+             g.accumulate(0, dq);
+           }
+           if (g.needs(1)) {
+             Tensor dkey = zeros(key.shape(), key.options());
+             scatter_outer(dkey, ds, q, rows);
+             g.accumulate(1, dkey);
+           }
          });
   return y;
 }

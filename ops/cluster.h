@@ -36,4 +36,16 @@ Tensor clustered_sparse_dot(const Tensor& q, const Tensor& key, const Tensor& to
 /// w (G, N, k), value (G, S, M), topk (G, C, k), ids (G, N) -> (G, N, M). Differentiable in w and value.
 Tensor clustered_sparse_weighted_sum(const Tensor& w, const Tensor& value, const Tensor& topk, const Tensor& ids);
 
+/// Each query's attention over its cluster's top-k keys, scaled by a mass per query (eq. 13 and 16,
+/// improved-clustered's exact part): y[g, i] = mass[g, i] Σ_t p_t · value[g, s_t] with s_t =
+/// topk[g, ids[g, i], t] and p = softmax_t(q[g, i] · key[g, s_t] / √E) over the t where keep[g, i, t]
+/// (all t when keep is undefined; p = 0 where none is kept); 0 where ids[g, i] = C. q (G, N, E),
+/// key (G, S, E), value (G, S, M), topk (G, C, k), ids (G, N), mass (G, N, 1) in q's dtype, keep
+/// (G, N, k) bool or undefined -> (G, N, M). The same values as the composition clustered_sparse_dot,
+/// / √E, softmax, · mass, clustered_sparse_weighted_sum, to the bit; it holds for the backward only its
+/// inputs, not the three (G, N, k) tensors between, and makes p again there. Differentiable in q, key,
+/// value and mass.
+Tensor clustered_sparse_attention(const Tensor& q, const Tensor& key, const Tensor& value, const Tensor& topk,
+                                  const Tensor& ids, const Tensor& mass, const Tensor& keep);
+
 }  // namespace tapestry

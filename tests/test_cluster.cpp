@@ -1,7 +1,9 @@
 #include "tests/testing.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "ops/cluster.h"
@@ -192,6 +194,74 @@ TEST_CASE("clustered sparse products equal their dense composition, values and g
                   {w, value});
 }
 
+// clustered_sparse_attention as improved-clustered composed it before (nn/attention/clustered.cpp).
+Tensor sparse_attention_composed(const Tensor& q, const Tensor& key, const Tensor& value, const Tensor& topk,
+                                 const Tensor& ids, const Tensor& mass, const Tensor& keep) {
+  const Tensor dots = clustered_sparse_dot(q, key, topk, ids) / std::sqrt(static_cast<double>(q.size(2)));
+  return clustered_sparse_weighted_sum(softmax(dots, keep) * mass, value, topk, ids);
+}
+
+TEST_CASE("clustered_sparse_attention: the composition's values to the bit, its gradients, gradcheck") {
+  // Repeated keys in a cluster's list, queries of no cluster (id 3), and a keep mask with a row kept
+  // whole, rows kept in part and a row with nothing kept (p = 0 there).
+  const int64_t G = 2, N = 5, S = 6, E = 3, M = 4, C = 3, k = 3;
+  const Tensor topk = from_vector<int64_t>({0, 5, 2, 2, 4, 1, 3, 3, 0,  //
+                                            1, 5, 4, 0, 2, 3, 5, 5, 1},
+                                           {G, C, k});
+  const Tensor ids = from_vector<int64_t>({0, 1, 2, 1, 3, 2, 2, 0, 3, 1}, {G, N});
+  const Tensor q = uniform({G, N, E}, 11, -2, 2), key = uniform({G, S, E}, 12, -2, 2), value = uniform({G, S, M}, 13),
+               mass = uniform({G, N, 1}, 14, 0.1, 1);
+  const Tensor keep = from_vector<bool>({1, 1, 1, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 0, 1,  //
+                                         0, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0, 1},
+                                        {G, N, k});
+  for (const Tensor& mask : {keep, Tensor()}) {
+    INFO((mask.defined() ? "with keep" : "all kept"));
+    for (const DType dtype : {DType::Float64, DType::Float32}) {
+      INFO(dtype_name(dtype));
+      std::vector<Tensor> a, b;
+      for (const Tensor& t : {q, key, value, mass}) {
+        a.push_back(to(t, dtype).detach().set_requires_grad(true));
+        b.push_back(to(t, dtype).detach().set_requires_grad(true));
+      }
+      const Tensor fused = clustered_sparse_attention(a[0], a[1], a[2], topk, ids, a[3], mask);
+      const Tensor composed = sparse_attention_composed(b[0], b[1], b[2], topk, ids, b[3], mask);
+      CHECK(to(fused, DType::Float64).to_vector<double>() == to(composed, DType::Float64).to_vector<double>());
+      const Tensor dy = to(uniform({G, N, M}, 15), dtype);
+      fused.backward(dy);
+      composed.backward(dy);
+      const double tol = dtype == DType::Float64 ? 1e-13 : 1e-5;
+      for (size_t i = 0; i < a.size(); ++i)
+        check_close(to(a[i].grad(), DType::Float64), to(b[i].grad(), DType::Float64), tol, tol);
+    }
+    check_gradients([&](const std::vector<Tensor>& in) {
+      return clustered_sparse_attention(in[0], in[1], in[2], topk, ids, in[3], mask);
+    }, {q, key, value, mass});
+  }
+}
+
+TEST_CASE("clustered_sparse_attention holds none of its N × k tensors for the backward") {
+  // 8 groups of 512 queries over 32 keys each: the composition holds the dot products, the softmax
+  // and the weights (three G × N × k tensors, 1.5 MiB in float32); the op holds its inputs alone.
+  Allocator& alloc = context(Device::cpu()).allocator();
+  const int64_t G = 8, N = 512, S = 256, E = 16, C = 16, k = 32;
+  Generator gen(5);
+  const Tensor q = randn({G, N, E}, gen).set_requires_grad(true), key = randn({G, S, E}, gen).set_requires_grad(true),
+               value = randn({G, S, E}, gen).set_requires_grad(true), mass = rand({G, N, 1}, gen);
+  const Tensor topk = randint(0, S, {G, C, k}, gen), ids = randint(0, C + 1, {G, N}, gen);
+  const int64_t nk = G * N * k * 4, output = G * N * E * 4;
+  const auto held = [&](const std::function<Tensor()>& forward) {
+    alloc.empty_cache();
+    const int64_t before = alloc.stats().in_use;
+    const Tensor y = forward();
+    return alloc.stats().in_use - before - output;
+  };
+  const int64_t fused = held([&] { return clustered_sparse_attention(q, key, value, topk, ids, mass, Tensor()); });
+  const int64_t composed = held([&] { return sparse_attention_composed(q, key, value, topk, ids, mass, Tensor()); });
+  INFO("held beyond the output: fused " << fused << " bytes, composed " << composed << ", one N × k tensor " << nk);
+  CHECK(fused < nk / 2);
+  CHECK(composed >= 2 * nk);
+}
+
 TEST_CASE("clustered sparse products refuse bad arguments before reading") {
   const Tensor q = zeros({1, 2, 3}, {DType::Float64}), key = zeros({1, 4, 3}, {DType::Float64});
   const Tensor topk = zeros({1, 2, 2}, {DType::Int64}), ids = zeros({1, 2}, {DType::Int64});
@@ -206,4 +276,19 @@ TEST_CASE("clustered sparse products refuse bad arguments before reading") {
               {"clustered_sparse_weighted_sum", "entries per query"});
   check_error([&] { clustered_sparse_weighted_sum(zeros({1, 2, 2}, {DType::Float64}), key, to(topk, DType::Int32), ids); },
               {"clustered_sparse_weighted_sum", "int64"});
+  // clustered_sparse_attention: its own arguments (q, key, topk and ids are checked as above)
+  const Tensor value = zeros({1, 4, 5}, {DType::Float64}), mass = ones({1, 2, 1}, {DType::Float64});
+  const auto attend = [&](const Tensor& v, const Tensor& m, const Tensor& keep) {
+    clustered_sparse_attention(q, key, v, topk, ids, m, keep);
+  };
+  check_error([&] { attend(zeros({1, 3, 5}, {DType::Float64}), mass, Tensor()); },
+              {"clustered_sparse_attention", "value"});
+  check_error([&] { attend(value, ones({1, 2}, {DType::Float64}), Tensor()); }, {"clustered_sparse_attention", "mass"});
+  check_error([&] { attend(value, ones({1, 2, 1}), Tensor()); }, {"clustered_sparse_attention", "dtype"});
+  check_error([&] { attend(value, mass, ones({1, 2, 2})); }, {"clustered_sparse_attention", "keep", "bool"});
+  check_error([&] { attend(value, mass, ones({1, 2, 3}, {DType::Bool})); }, {"clustered_sparse_attention", "keep"});
+  check_error([&] { attend(Tensor(), mass, Tensor()); }, {"clustered_sparse_attention", "undefined"});
+  check_error([&] { clustered_sparse_attention(q, key, value, from_vector<int64_t>({0, 4, 0, 0}, {1, 2, 2}), ids, mass,
+                                               Tensor()); },
+              {"clustered_sparse_attention", "top-k key index 4"});
 }

@@ -273,19 +273,17 @@ Tensor improved_clustered_attention(const Tensor& q_in, const Tensor& k_in, cons
 
   // Eq. 13: on T_j, query i's own softmax over its dot products with the k keys, scaled by m̂_j.
   // The dot products and the weighted sum are sparse: all queries of a cluster share its k keys.
-  const Tensor ids = reshape(clusters.ids, {G, s.N});
-  const Tensor indices = reshape(top.indices, {G, C, kk});
-  const Tensor dots = reshape(clustered_sparse_dot(reshape(q, {G, s.N, s.E}), reshape(k, {G, s.S, s.E}), indices, ids),
-                              {s.B, s.H, s.N, kk}) /
-                      std::sqrt(static_cast<double>(s.E));
   // Which of each query's k keys are real (a cluster can have fewer real keys than k); false for padded queries.
   const Tensor keep = padding.key_lengths.defined() ? to_queries(real_keys(top.indices, padding, s, op), clusters)
                                                     : Tensor();
-  const Tensor weights = softmax(dots, keep) * to_queries(mass, clusters);
-  // Eq. 16: V̂^t_i = Σ_l T_jl A^t_il V_l.
-  const Tensor exact = reshape(clustered_sparse_weighted_sum(reshape(weights, {G, s.N, kk}), reshape(v, {G, s.S, s.M}),
-                                                             indices, ids),
-                               {s.B, s.H, s.N, s.M});
+  // Eq. 16: V̂^t_i = Σ_l T_jl A^t_il V_l, in one op that holds none of the N × k dot products, softmax
+  // and weights for the backward (ops/cluster.h).
+  const Tensor exact = reshape(
+      clustered_sparse_attention(reshape(q, {G, s.N, s.E}), reshape(k, {G, s.S, s.E}), reshape(v, {G, s.S, s.M}),
+                                 reshape(top.indices, {G, C, kk}), reshape(clusters.ids, {G, s.N}),
+                                 reshape(to_queries(mass, clusters), {G, s.N, 1}),
+                                 keep.defined() ? reshape(keep, {G, s.N, kk}) : Tensor()),
+      {s.B, s.H, s.N, s.M});
   // Eq. 15: V̂_i = V̂^t_i + V̂^b_i.
   return exact + to_queries(rest, clusters);
 }

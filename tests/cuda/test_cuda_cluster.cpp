@@ -7,7 +7,8 @@
 // clustered_sparse_dot and clustered_sparse_weighted_sum, values and the gradients of both
 // differentiable inputs, against the CPU to rounding (the GPU's key / value gradients add in another,
 // fixed, order): every parity size of N, invalid queries, empty and single-query clusters, repeated
-// keys in a top-k row, k·E too large to stage in shared memory, strided inputs, k = 0, no queries.
+// keys in a top-k row, k·E too large to stage in shared memory, strided inputs, k = 0, no queries; and
+// clustered_sparse_attention, which composes them with softmax, on the same inputs.
 #include <limits>
 
 #include "ops/cluster.h"
@@ -86,6 +87,13 @@ void check_sparse(const Sparse& s, DType dtype) {
                {s.queries, s.rows, s.topk, s.ids}, sparse_tol(dtype));
   check_parity([](const std::vector<Tensor>& in) { return clustered_sparse_weighted_sum(in[0], in[1], in[2], in[3]); },
                {input({G, N, k}, 77, dtype), s.rows, s.topk, s.ids}, sparse_tol(dtype));
+  // the attention over the top keys: the two products and their gradients composed with softmax, three
+  // in four keys kept
+  const Tensor keep = ne(small_integers({G, N, k}, 78, DType::Int64, 0, 4), scalar(0.0, {DType::Int64}));
+  check_parity([](const std::vector<Tensor>& in) {
+    return clustered_sparse_attention(in[0], in[1], in[2], in[3], in[4], in[5], in[6]);
+  }, {s.queries, s.rows, input({G, s.rows.size(1), 5}, 79, dtype), s.topk, s.ids, input({G, N, 1}, 80, dtype, 0.1, 1.0),
+      keep}, sparse_tol(dtype));
 }
 
 }  // namespace
