@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Before and after improved-clustered's exact part (eq. 13 and 16) became one op,
-# clustered_sparse_attention, that holds none of its N × k tensors for the backward: one layer
+# clustered_sparse_attention, that holds none of its N × k tensors for the backward, and the sparse
+# dot products summed in vector lanes (commits a91b28d and b2ad3cb): one layer
 # (`bench attention`, 6 heads × 64, N = 1024, 2048 and 4096, forward and backward) and the copy task's
 # step with improved-clustered (L = 31 and 127), float32, 2 threads; the two programs alternate, two
 # rounds; then the after program's op-by-op profile of the layer at N = 4096.
