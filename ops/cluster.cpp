@@ -167,6 +167,15 @@ class SparseRows {
   }
   const Tensor& topk() const { return topk_; }
   const cuda::QueryLayout& layout() const { return layout_; }
+  // Calls f(q, its k row indices) for every valid query q = g · N + i in parallel (CPU), for the
+  // products whose output rows are the queries'; `work`: multiply-adds a query.
+  template <class F>
+  void for_each_query(int64_t work, F f) const {
+    const int64_t queries = ids_.numel();
+#pragma omp parallel for schedule(static) if (queries * work > kParallelWork)
+    for (int64_t q = 0; q < queries; ++q)
+      if (const int64_t* keys = of(q / ids_.size(1), q % ids_.size(1))) f(q, keys);
+  }
 
  private:
   Tensor topk_, ids_;
@@ -180,29 +189,25 @@ class SparseRows {
 void gather_dot(const Tensor& out, const Tensor& a, const Tensor& rows, const SparseRows& sparse) {
   if (on_cuda("clustered_sparse_dot", a, [&] { cuda::gather_dot(out, a, rows, sparse.topk(), sparse.layout()); }))
     return;
-  const int64_t G = a.size(0), N = a.size(1), E = a.size(2), S = rows.size(1), k = sparse.k();
+  const int64_t N = a.size(1), E = a.size(2), S = rows.size(1), k = sparse.k();
   visit_floating(a.dtype(), "clustered_sparse_dot", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.data<T>();
     const T* pr = rows.data<T>();
     T* py = out.data<T>();
-#pragma omp parallel for collapse(2) schedule(static) if (G * N * k * E > kParallelWork)
-    for (int64_t g = 0; g < G; ++g)
-      for (int64_t i = 0; i < N; ++i) {
-        const int64_t* keys = sparse.of(g, i);
-        if (!keys) continue;
-        const T* ai = pa + (g * N + i) * E;
-        for (int64_t t = 0; t < k; ++t) {
-          const T* rs = pr + (g * S + keys[t]) * E;
-          // In vector lanes, then their sum: this file is compiled for the x86-64 baseline, so every
-          // x86-64 CPU sums in this one order. A sum in order was a chain of dependent adds: the
-          // product took twice as long.
-          T acc = 0;
+    sparse.for_each_query(k * E, [&](int64_t q, const int64_t* keys) {
+      const T* aq = pa + q * E;
+      for (int64_t t = 0; t < k; ++t) {
+        const T* rs = pr + (q / N * S + keys[t]) * E;
+        // In vector lanes, then their sum: this file is compiled for the x86-64 baseline, so every
+        // x86-64 CPU sums in this one order. A sum in order was a chain of dependent adds: the
+        // product took twice as long.
+        T acc = 0;
 #pragma omp simd reduction(+ : acc)
-          for (int64_t e = 0; e < E; ++e) acc += ai[e] * rs[e];
-          py[(g * N + i) * k + t] = acc;
-        }
+        for (int64_t e = 0; e < E; ++e) acc += aq[e] * rs[e];
+        py[q * k + t] = acc;
       }
+    });
   });
 }
 
@@ -211,24 +216,20 @@ void weighted_rows(const Tensor& out, const Tensor& coef, const Tensor& rows, co
   if (on_cuda("clustered_sparse_weighted_sum", coef,
               [&] { cuda::weighted_rows(out, coef, rows, sparse.topk(), sparse.layout()); }))
     return;
-  const int64_t G = coef.size(0), N = coef.size(1), S = rows.size(1), E = rows.size(2), k = sparse.k();
+  const int64_t N = coef.size(1), S = rows.size(1), E = rows.size(2), k = sparse.k();
   visit_floating(coef.dtype(), "clustered_sparse_weighted_sum", [&](auto tag) {
     using T = decltype(tag);
     const T* pc = coef.data<T>();
     const T* pr = rows.data<T>();
     T* py = out.data<T>();
-#pragma omp parallel for collapse(2) schedule(static) if (G * N * k * E > kParallelWork)
-    for (int64_t g = 0; g < G; ++g)
-      for (int64_t i = 0; i < N; ++i) {
-        const int64_t* keys = sparse.of(g, i);
-        if (!keys) continue;
-        T* yi = py + (g * N + i) * E;
-        for (int64_t t = 0; t < k; ++t) {
-          const T c = pc[(g * N + i) * k + t];
-          const T* rs = pr + (g * S + keys[t]) * E;
-          for (int64_t e = 0; e < E; ++e) yi[e] += c * rs[e];
-        }
+    sparse.for_each_query(k * E, [&](int64_t q, const int64_t* keys) {
+      T* yq = py + q * E;
+      for (int64_t t = 0; t < k; ++t) {
+        const T c = pc[q * k + t];
+        const T* rs = pr + (q / N * S + keys[t]) * E;
+        for (int64_t e = 0; e < E; ++e) yq[e] += c * rs[e];
       }
+    });
   });
 }
 
