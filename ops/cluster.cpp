@@ -153,7 +153,7 @@ class SparseRows {
  public:
   SparseRows(const Tensor& topk, const Tensor& ids)
       : topk_(contiguous(topk)), ids_(contiguous(ids)), topk_saved_(topk_), ids_saved_(ids_) {
-    if (ids_.device().is_cuda()) layout_ = cuda::queries_by_cluster(ids_, clusters());
+    on_cuda("clustered_sparse_dot", ids_, [&] { layout_ = cuda::queries_by_cluster(ids_, clusters()); });
   }
   int64_t k() const { return topk_.size(2); }
   int64_t clusters() const { return topk_.size(1); }

@@ -271,13 +271,12 @@ Tensor improved_clustered_attention(const Tensor& q_in, const Tensor& k_in, cons
   const Tensor mass = sum(top.weights, {-1}, KeepDim::Yes);  // (B, H, C, 1)
   const Tensor& rest = top.rest;
 
-  // Eq. 13: on T_j, query i's own softmax over its dot products with the k keys, scaled by m̂_j.
-  // The dot products and the weighted sum are sparse: all queries of a cluster share its k keys.
   // Which of each query's k keys are real (a cluster can have fewer real keys than k); false for padded queries.
   const Tensor keep = padding.key_lengths.defined() ? to_queries(real_keys(top.indices, padding, s, op), clusters)
                                                     : Tensor();
-  // Eq. 16: V̂^t_i = Σ_l T_jl A^t_il V_l, in one op that holds none of the N × k dot products, softmax
-  // and weights for the backward (ops/cluster.h).
+  // Eq. 13: on T_j, query i's own softmax over its dot products with the k keys, scaled by m̂_j; eq. 16:
+  // V̂^t_i = Σ_l T_jl A^t_il V_l. Sparse (all queries of a cluster share its k keys), and one op that
+  // holds none of the N × k dot products, softmax and weights for the backward (ops/cluster.h).
   const Tensor exact = reshape(
       clustered_sparse_attention(reshape(q, {G, s.N, s.E}), reshape(k, {G, s.S, s.E}), reshape(v, {G, s.S, s.M}),
                                  reshape(top.indices, {G, C, kk}), reshape(clusters.ids, {G, s.N}),
