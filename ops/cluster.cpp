@@ -260,6 +260,16 @@ void scatter_outer(const Tensor& grad_rows, const Tensor& coef, const Tensor& a,
   });
 }
 
+// Input i's gradient, when it wants one: `product` adds it into zeros of like's shape (the sparse
+// products accumulate).
+template <class Product>
+void sparse_gradient(Gradients& g, size_t i, const Tensor& like, Product product) {
+  if (!g.needs(i)) return;
+  Tensor grad = zeros(like.shape(), like.options());
+  product(grad);
+  g.accumulate(i, grad);
+}
+
 }  // namespace
 
 HammingClusters hamming_kmeans(const Tensor& codes, const Tensor& valid, int64_t clusters,
@@ -315,16 +325,8 @@ Tensor clustered_sparse_dot(const Tensor& q_in, const Tensor& key_in, const Tens
            const Tensor& q = qs.get();
            const Tensor& key = ks.get();
            rows.check_unchanged();
-           if (g.needs(0)) {
-             Tensor dq = zeros(q.shape(), q.options());
-             weighted_rows(dq, dy, key, rows);
-             g.accumulate(0, dq);
-           }
-           if (g.needs(1)) {
-             Tensor dkey = zeros(key.shape(), key.options());
-             scatter_outer(dkey, dy, q, rows);
-             g.accumulate(1, dkey);
-           }
+           sparse_gradient(g, 0, q, [&](const Tensor& dq) { weighted_rows(dq, dy, key, rows); });
+           sparse_gradient(g, 1, key, [&](const Tensor& dkey) { scatter_outer(dkey, dy, q, rows); });
          });
   return y;
 }
@@ -350,16 +352,8 @@ Tensor clustered_sparse_weighted_sum(const Tensor& w_in, const Tensor& value_in,
            const Tensor& w = ws.get();
            const Tensor& value = vs.get();
            rows.check_unchanged();
-           if (g.needs(0)) {
-             Tensor dw = zeros(w.shape(), w.options());
-             gather_dot(dw, dy, value, rows);
-             g.accumulate(0, dw);
-           }
-           if (g.needs(1)) {
-             Tensor dv = zeros(value.shape(), value.options());
-             scatter_outer(dv, w, dy, rows);
-             g.accumulate(1, dv);
-           }
+           sparse_gradient(g, 0, w, [&](const Tensor& dw) { gather_dot(dw, dy, value, rows); });
+           sparse_gradient(g, 1, value, [&](const Tensor& dv) { scatter_outer(dv, w, dy, rows); });
          });
   return y;
 }
@@ -422,25 +416,13 @@ Tensor clustered_sparse_attention(const Tensor& q_in, const Tensor& key_in, cons
            const Tensor p = probabilities(q, key, keep);
            Tensor dw = zeros(p.shape(), p.options());
            gather_dot(dw, dy, value, rows);
-           if (g.needs(2)) {
-             Tensor dvalue = zeros(value.shape(), value.options());
-             scatter_outer(dvalue, p * mass, dy, rows);
-             g.accumulate(2, dvalue);
-           }
+           sparse_gradient(g, 2, value, [&](const Tensor& dv) { scatter_outer(dv, p * mass, dy, rows); });
            if (g.needs(3)) g.accumulate(3, sum(p * dw, {-1}, KeepDim::Yes));
            if (!g.needs(0) && !g.needs(1)) return;
            const Tensor dp = dw * mass;
            const Tensor ds = p * (dp - sum(p * dp, {-1}, KeepDim::Yes)) / std::sqrt(static_cast<double>(E));
-           if (g.needs(0)) {
-             Tensor dq = zeros(q.shape(), q.options());
-             weighted_rows(dq, ds, key, rows);
-             g.accumulate(0, dq);
-           }
-           if (g.needs(1)) {
-             Tensor dkey = zeros(key.shape(), key.options());
-             scatter_outer(dkey, ds, q, rows);
-             g.accumulate(1, dkey);
-           }
+           sparse_gradient(g, 0, q, [&](const Tensor& dq) { weighted_rows(dq, ds, key, rows); });
+           sparse_gradient(g, 1, key, [&](const Tensor& dkey) { scatter_outer(dkey, ds, q, rows); });
          });
   return y;
 }
