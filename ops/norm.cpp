@@ -1,13 +1,20 @@
 // Layer norm. Shapes: x, y, dy (R, D) seen as R rows of the D normalized elements; weight, bias
 // (D); the saved per-row statistics mean, rstd (R), float64 whatever x's dtype: x − μ in float32
 // would round μ to x's precision, which costs digits when |μ| ≫ σ.
+//
+// What the backward keeps: x, mean and rstd; under autocast (ops/autocast.h) instead x̂ = (x − μ) · rstd
+// rounded to bfloat16, and rstd. The forward is float32 either way; the gradients then read x̂ to 8
+// bits, as the products' gradients read their bfloat16 operands (docs/MIXED-PRECISION.md). x̂ rather
+// than x: x rounded to 8 bits would lose x − μ entirely when |μ| ≫ σ; x̂'s rounding is relative to x̂.
 #include "ops/norm.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
+#include "core/bfloat16.h"
 #include "core/cpu_capability.h"
 #include "ops/autocast.h"
 #include "ops/common.h"
@@ -28,6 +35,7 @@ struct Rows {
 
 struct Forward {
   Tensor y, mean, rstd;  // (R, D) as x's shape; (R), (R) float64
+  Tensor xhat;           // (R, D) bfloat16: x̂, when asked for (autocast); else undefined
 };
 
 struct Backward {
@@ -66,15 +74,28 @@ template <class T>
   out = __builtin_convertvector(v, Lanes);
 }
 
+// The same for bfloat16: each value's bits are a float32's top half.
+[[gnu::always_inline]] inline void load(Lanes& out, const bfloat16* p) {
+  typedef uint16_t Halves __attribute__((vector_size(kLanes * sizeof(uint16_t))));
+  typedef uint32_t Words __attribute__((vector_size(kLanes * sizeof(uint32_t))));
+  Halves h;
+  std::memcpy(&h, p, sizeof h);
+  const Words words = __builtin_convertvector(h, Words) << 16;
+  Packed<float>::type v;
+  std::memcpy(&v, &words, sizeof v);
+  out = __builtin_convertvector(v, Lanes);
+}
+
 [[gnu::always_inline]] inline double total(const Lanes& a) {
   return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
 // Rows [r0, r1): μ = Σ x / D, σ² = Σ (x − μ)² / D (two passes, in float64), rstd = 1 / √(σ² + eps),
-// y = (x − μ) · rstd ⊙ w + b.
+// y = (x − μ) · rstd ⊙ w + b; where xhat is given, x̂ = (x − μ) · rstd in T, rounded to bfloat16.
 template <class T>
-[[gnu::always_inline]] inline void forward_rows(const T* x, const T* w, const T* b, T* y, double* mean,
-                                                double* rstd, int64_t r0, int64_t r1, int64_t D, double eps) {
+[[gnu::always_inline]] inline void forward_rows(const T* x, const T* w, const T* b, T* y, bfloat16* xhat,
+                                                double* mean, double* rstd, int64_t r0, int64_t r1, int64_t D,
+                                                double eps) {
   const int64_t full = D - D % kLanes;
   for (int64_t r = r0; r < r1; ++r) {
     const T* xr = x + r * D;
@@ -93,9 +114,13 @@ template <class T>
       for (int64_t c = 0; c < D; ++c) yr[c] = static_cast<T>((xr[c] - mu) * s) * w[c] + b[c];
     } else {
       for (int64_t c = 0; c < D; ++c) {
-        const T xhat = static_cast<T>((xr[c] - mu) * s);
-        yr[c] = (w ? xhat * w[c] : xhat) + (b ? b[c] : T(0));
+        const T xh = static_cast<T>((xr[c] - mu) * s);
+        yr[c] = (w ? xh * w[c] : xh) + (b ? b[c] : T(0));
       }
+    }
+    if (xhat) {
+      bfloat16* hr = xhat + r * D;
+      for (int64_t c = 0; c < D; ++c) hr[c] = bfloat16(static_cast<float>(static_cast<T>((xr[c] - mu) * s)));
     }
   }
 }
@@ -103,15 +128,19 @@ template <class T>
 // Rows [r0, r1) with x̂ = (x − μ) · rstd, g = dy ⊙ w (in float64): where dx is wanted,
 // dx = rstd · (g − mean_c g − x̂ ⊙ mean_c(g ⊙ x̂)); where pw, pb are wanted, the rows' part of dweight
 // and dbias, pw += Σ_rows dy ⊙ x̂, pb += Σ_rows dy (in the same pass over dy and x).
-template <class T>
-[[gnu::always_inline]] inline void backward_rows(const T* dy, const T* x, const double* mean, const double* rstd,
+// X = T: x is the forward's input. X = bfloat16: x is x̂ itself, as the forward saved it under
+// autocast (mean is not read).
+template <class T, class X>
+[[gnu::always_inline]] inline void backward_rows(const T* dy, const X* x, const double* mean, const double* rstd,
                                                  const T* w, T* dx, double* pw, double* pb, int64_t r0, int64_t r1,
                                                  int64_t D) {
+  constexpr bool kSavedXhat = std::is_same_v<X, bfloat16>;
   const int64_t full = D - D % kLanes;
   for (int64_t r = r0; r < r1; ++r) {
     const T* gr = dy + r * D;
-    const T* xr = x + r * D;
-    const double m = mean[r], s = rstd[r];
+    const X* xr = x + r * D;
+    // x̂ = (x − m) · sx
+    const double s = rstd[r], m = kSavedXhat ? 0.0 : mean[r], sx = kSavedXhat ? 1.0 : s;
     if (dx) {
       Lanes sum_g = {}, sum_gx = {}, g, v, wv;
       for (int64_t c = 0; c < full; c += kLanes) {
@@ -119,130 +148,153 @@ template <class T>
         if (w) load(wv, w + c), g *= wv;
         load(v, xr + c);
         sum_g += g;
-        sum_gx += g * ((v - m) * s);
+        sum_gx += g * ((v - m) * sx);
       }
       for (int64_t c = full; c < D; ++c) {
         const double gc = w ? static_cast<double>(gr[c]) * w[c] : gr[c];
         sum_g[c - full] += gc;
-        sum_gx[c - full] += gc * ((xr[c] - m) * s);
+        sum_gx[c - full] += gc * ((xr[c] - m) * sx);
       }
       const double a = total(sum_g) / static_cast<double>(D), b = total(sum_gx) / static_cast<double>(D);
       T* dr = dx + r * D;
       for (int64_t c = 0; c < D; ++c) {
         const double gc = w ? static_cast<double>(gr[c]) * w[c] : gr[c];
-        dr[c] = static_cast<T>(s * (gc - a - (xr[c] - m) * s * b));
+        dr[c] = static_cast<T>(s * (gc - a - (xr[c] - m) * sx * b));
       }
     }
     if (pw)
-      for (int64_t c = 0; c < D; ++c) pw[c] += gr[c] * ((xr[c] - m) * s);
+      for (int64_t c = 0; c < D; ++c) pw[c] += gr[c] * ((xr[c] - m) * sx);
     if (pb)
       for (int64_t c = 0; c < D; ++c) pb[c] += gr[c];
   }
 }
 
 template <class T>
-void forward_rows_baseline(const T* x, const T* w, const T* b, T* y, double* mean, double* rstd, int64_t r0,
-                           int64_t r1, int64_t D, double eps) {
-  forward_rows(x, w, b, y, mean, rstd, r0, r1, D, eps);
+void forward_rows_baseline(const T* x, const T* w, const T* b, T* y, bfloat16* xhat, double* mean, double* rstd,
+                           int64_t r0, int64_t r1, int64_t D, double eps) {
+  forward_rows(x, w, b, y, xhat, mean, rstd, r0, r1, D, eps);
 }
-template <class T>
-void backward_rows_baseline(const T* dy, const T* x, const double* mean, const double* rstd, const T* w, T* dx,
+template <class T, class X>
+void backward_rows_baseline(const T* dy, const X* x, const double* mean, const double* rstd, const T* w, T* dx,
                             double* pw, double* pb, int64_t r0, int64_t r1, int64_t D) {
   backward_rows(dy, x, mean, rstd, w, dx, pw, pb, r0, r1, D);
 }
 #if TP_CPU_DISPATCH
 template <class T>
-TP_TARGET_AVX2 void forward_rows_avx2(const T* x, const T* w, const T* b, T* y, double* mean, double* rstd,
-                                      int64_t r0, int64_t r1, int64_t D, double eps) {
-  forward_rows(x, w, b, y, mean, rstd, r0, r1, D, eps);
+TP_TARGET_AVX2 void forward_rows_avx2(const T* x, const T* w, const T* b, T* y, bfloat16* xhat, double* mean,
+                                      double* rstd, int64_t r0, int64_t r1, int64_t D, double eps) {
+  forward_rows(x, w, b, y, xhat, mean, rstd, r0, r1, D, eps);
 }
-template <class T>
-TP_TARGET_AVX2 void backward_rows_avx2(const T* dy, const T* x, const double* mean, const double* rstd, const T* w,
+template <class T, class X>
+TP_TARGET_AVX2 void backward_rows_avx2(const T* dy, const X* x, const double* mean, const double* rstd, const T* w,
                                        T* dx, double* pw, double* pb, int64_t r0, int64_t r1, int64_t D) {
   backward_rows(dy, x, mean, rstd, w, dx, pw, pb, r0, r1, D);
 }
 template <class T>
-TP_TARGET_AVX512 void forward_rows_avx512(const T* x, const T* w, const T* b, T* y, double* mean, double* rstd,
-                                          int64_t r0, int64_t r1, int64_t D, double eps) {
-  forward_rows(x, w, b, y, mean, rstd, r0, r1, D, eps);
+TP_TARGET_AVX512 void forward_rows_avx512(const T* x, const T* w, const T* b, T* y, bfloat16* xhat, double* mean,
+                                          double* rstd, int64_t r0, int64_t r1, int64_t D, double eps) {
+  forward_rows(x, w, b, y, xhat, mean, rstd, r0, r1, D, eps);
 }
-template <class T>
-TP_TARGET_AVX512 void backward_rows_avx512(const T* dy, const T* x, const double* mean, const double* rstd,
+template <class T, class X>
+TP_TARGET_AVX512 void backward_rows_avx512(const T* dy, const X* x, const double* mean, const double* rstd,
                                            const T* w, T* dx, double* pw, double* pb, int64_t r0, int64_t r1,
                                            int64_t D) {
   backward_rows(dy, x, mean, rstd, w, dx, pw, pb, r0, r1, D);
 }
 #endif
 
-template <class T>
-struct RowKernels {
-  decltype(&forward_rows_baseline<T>) forward;
-  decltype(&backward_rows_baseline<T>) backward;
-};
-
 // The widest capability in use, for float32 and float64 alike (the same bits on each).
 template <class T>
-RowKernels<T> row_kernels() {
+decltype(&forward_rows_baseline<T>) forward_kernel() {
 #if TP_CPU_DISPATCH
   switch (cpu_capability()) {
-    case CpuCapability::Avx512: return {forward_rows_avx512<T>, backward_rows_avx512<T>};
-    case CpuCapability::Avx2: return {forward_rows_avx2<T>, backward_rows_avx2<T>};
+    case CpuCapability::Avx512: return forward_rows_avx512<T>;
+    case CpuCapability::Avx2: return forward_rows_avx2<T>;
     case CpuCapability::Baseline: break;
   }
 #endif
-  return {forward_rows_baseline<T>, backward_rows_baseline<T>};
+  return forward_rows_baseline<T>;
 }
 
-Forward layer_norm_forward(const Tensor& x, const Rows& rows, const Tensor& weight, const Tensor& bias, double eps) {
+// The same for the backward of T's rows from the saved X (T: x; bfloat16: x̂).
+template <class T, class X>
+decltype(&backward_rows_baseline<T, X>) backward_kernel() {
+#if TP_CPU_DISPATCH
+  switch (cpu_capability()) {
+    case CpuCapability::Avx512: return backward_rows_avx512<T, X>;
+    case CpuCapability::Avx2: return backward_rows_avx2<T, X>;
+    case CpuCapability::Baseline: break;
+  }
+#endif
+  return backward_rows_baseline<T, X>;
+}
+
+// With `save_xhat`, f.xhat is x̂ in bfloat16 (autocast's saved tensor) and f.mean stays undefined.
+Forward layer_norm_forward(const Tensor& x, const Rows& rows, const Tensor& weight, const Tensor& bias, double eps,
+                           bool save_xhat) {
   const Tensor xc = contiguous(x.detach());
   const Tensor wc = weight.defined() ? contiguous(weight.detach()) : Tensor();
   const Tensor bc = bias.defined() ? contiguous(bias.detach()) : Tensor();
-  Forward out{empty(x.shape(), x.options()), empty({rows.R}, {DType::Float64, x.device()}),
-              empty({rows.R}, {DType::Float64, x.device()})};
   const int64_t R = rows.R, D = rows.D;
-  if (on_cuda("layer_norm", x, [&] { cuda::layer_norm_forward(xc, wc, bc, eps, R, D, out.y, out.mean, out.rstd); }))
+  Forward out{empty(x.shape(), x.options()), empty({R}, {DType::Float64, x.device()}),
+              empty({R}, {DType::Float64, x.device()}),
+              save_xhat ? empty(x.shape(), {DType::BFloat16, x.device()}) : Tensor()};
+  if (on_cuda("layer_norm", x, [&] {
+        cuda::layer_norm_forward(xc, wc, bc, eps, R, D, out.y, out.xhat, out.mean, out.rstd);
+      })) {
+    if (save_xhat) out.mean = Tensor();
     return out;
+  }
   visit_floating(x.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
-    const auto kernel = row_kernels<T>().forward;
+    const auto kernel = forward_kernel<T>();
     const T* w = wc.defined() ? wc.data<T>() : nullptr;
     const T* b = bc.defined() ? bc.data<T>() : nullptr;
+    bfloat16* xhat = save_xhat ? out.xhat.data<bfloat16>() : nullptr;
     const int64_t chunks = (R + kRowChunk - 1) / kRowChunk;
 #pragma omp parallel for schedule(static) if (chunks > 1 && R * D > kParallelWork)
     for (int64_t k = 0; k < chunks; ++k)
-      kernel(xc.data<T>(), w, b, out.y.data<T>(), out.mean.data<double>(), out.rstd.data<double>(), k * kRowChunk,
-             std::min(R, (k + 1) * kRowChunk), D, eps);
+      kernel(xc.data<T>(), w, b, out.y.data<T>(), xhat, out.mean.data<double>(), out.rstd.data<double>(),
+             k * kRowChunk, std::min(R, (k + 1) * kRowChunk), D, eps);
   });
+  if (save_xhat) out.mean = Tensor();
   return out;
 }
 
 // One pass over the rows, in chunks of kRowChunk, for dx and each chunk's part of dweight and dbias;
 // the parts are then added in chunk order (deterministic: no atomics, the same sums for any number
-// of threads).
-Backward layer_norm_backward(const Tensor& dy_in, const Tensor& x, const Tensor& mean_t, const Tensor& rstd_t,
+// of threads). `saved` is what the forward kept: x, or x̂ in bfloat16 (then mean_t is undefined).
+Backward layer_norm_backward(const Tensor& dy_in, const Tensor& saved, const Tensor& mean_t, const Tensor& rstd_t,
                              const Tensor& weight, const Rows& rows, Wanted want) {
   const Tensor dy = contiguous(dy_in);
+  const bool saved_xhat = saved.dtype() == DType::BFloat16;
   const int64_t R = rows.R, D = rows.D;
   Backward out;
-  if (want.dx) out.dx = empty(x.shape(), x.options());
-  if (want.dweight) out.dweight = empty(rows.normalized, x.options());
-  if (want.dbias) out.dbias = empty(rows.normalized, x.options());
+  if (want.dx) out.dx = empty(saved.shape(), dy.options());
+  if (want.dweight) out.dweight = empty(rows.normalized, dy.options());
+  if (want.dbias) out.dbias = empty(rows.normalized, dy.options());
+  // The CUDA kernels read x̂ in dy's dtype: widened for the call.
   if (on_cuda("layer_norm", dy_in, [&] {
-        cuda::layer_norm_backward(dy, x, mean_t, rstd_t, weight, R, D, out.dx, out.dweight, out.dbias);
+        cuda::layer_norm_backward(dy, saved_xhat ? to(saved, dy.dtype()) : saved, mean_t, rstd_t, weight, R, D,
+                                  out.dx, out.dweight, out.dbias);
       }))
     return out;
-  visit_floating(x.dtype(), "layer_norm", [&](auto tag) {
+  visit_floating(dy.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
-    const auto kernel = row_kernels<T>().backward;
     const T* w = weight.defined() ? weight.data<T>() : nullptr;
     T* dx = want.dx ? out.dx.data<T>() : nullptr;
     const int64_t chunks = (R + kRowChunk - 1) / kRowChunk;
     std::vector<double> pw(want.dweight ? chunks * D : 0), pb(want.dbias ? chunks * D : 0);
+    const auto run = [&](auto kernel, const auto* x, const double* mean) {
 #pragma omp parallel for schedule(static) if (chunks > 1 && R * D > kParallelWork)
-    for (int64_t k = 0; k < chunks; ++k)
-      kernel(dy.data<T>(), x.data<T>(), mean_t.data<double>(), rstd_t.data<double>(), w, dx,
-             pw.empty() ? nullptr : pw.data() + k * D, pb.empty() ? nullptr : pb.data() + k * D, k * kRowChunk,
-             std::min(R, (k + 1) * kRowChunk), D);
+      for (int64_t k = 0; k < chunks; ++k)
+        kernel(dy.data<T>(), x, mean, rstd_t.data<double>(), w, dx, pw.empty() ? nullptr : pw.data() + k * D,
+               pb.empty() ? nullptr : pb.data() + k * D, k * kRowChunk, std::min(R, (k + 1) * kRowChunk), D);
+    };
+    if (saved_xhat)
+      run(backward_kernel<T, bfloat16>(), saved.data<bfloat16>(), nullptr);
+    else
+      run(backward_kernel<T, T>(), saved.data<T>(), mean_t.data<double>());
     const auto total = [&](const std::vector<double>& parts, Tensor& result) {
       T* dst = result.data<T>();
       for (int64_t c = 0; c < D; ++c) {
@@ -283,22 +335,25 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   check_parameter("bias", bias, x, normalized_shape);
 
   const Rows rows{numel(Shape(x.shape().begin(), x.shape().end() - k)), numel(normalized_shape), normalized_shape};
-  const Tensor xc = contiguous(x.detach());
-  Forward f = layer_norm_forward(xc, rows, weight, bias, eps);
-
   std::vector<Tensor> inputs{x};
   const size_t wi = weight.defined() ? inputs.size() : 0;  // 0: absent (input 0 is x)
   if (weight.defined()) inputs.push_back(weight);
   const size_t bi = bias.defined() ? inputs.size() : 0;
   if (bias.defined()) inputs.push_back(bias);
+  // Under autocast the backward keeps x̂ in bfloat16 rather than x (the file's comment).
+  const bool save_xhat = autocast_enabled() && x.dtype() == DType::Float32 && should_record(inputs);
+  const Tensor xc = contiguous(x.detach());
+  Forward f = layer_norm_forward(xc, rows, weight, bias, eps, save_xhat);
+
   // x̂ = (x − μ) · rstd, g = dy ⊙ w:  dx = rstd · (g − mean_c g − x̂ ⊙ mean_c(g ⊙ x̂))
   // dweight = Σ_rows dy ⊙ x̂,  dbias = Σ_rows dy
   record("layer_norm", inputs, {f.y},
-         [rows, wi, bi, xs = Saved(xc),
-          ws = weight.defined() ? Saved(contiguous(weight.detach())) : Saved(), means = Saved(f.mean),
-          rstds = Saved(f.rstd)](const std::vector<Tensor>& dy, Gradients& g) {
+         [rows, wi, bi, save_xhat, xs = Saved(save_xhat ? f.xhat : xc),
+          ws = weight.defined() ? Saved(contiguous(weight.detach())) : Saved(),
+          means = save_xhat ? Saved() : Saved(f.mean), rstds = Saved(f.rstd)](const std::vector<Tensor>& dy,
+                                                                               Gradients& g) {
            const Wanted want{g.needs(0), wi && g.needs(wi), bi && g.needs(bi)};
-           const Backward b = layer_norm_backward(dy[0], xs.get(), means.get(), rstds.get(),
+           const Backward b = layer_norm_backward(dy[0], xs.get(), save_xhat ? Tensor() : means.get(), rstds.get(),
                                                   wi ? ws.get() : Tensor(), rows, want);
            if (want.dx) g.accumulate(0, b.dx);
            if (want.dweight) g.accumulate(wi, b.dweight);

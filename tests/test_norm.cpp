@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "core/cpu_capability.h"
+#include "ops/autocast.h"
 #include "tests/oracle.h"
 #include "tests/testing.h"
 
@@ -85,15 +86,22 @@ TEST_CASE("layer_norm on inputs large enough to run on several threads matches t
 
 TEST_CASE("layer_norm gives the same bits under every CPU capability this CPU has") {
   // Its row sums run in eight float64 lanes, compiled for the baseline, AVX2 and AVX-512 (ops/norm.cpp);
-  // 150 rows (three parts of dweight and dbias) of 203 (a lane-wide tail of 3), forward and backward.
-  for (const DType dtype : {DType::Float32, DType::Float64}) {
-    const Tensor x = to(uniform({150, 203}, 16, -3, 3), dtype), w = to(uniform({203}, 17, 0.5, 1.5), dtype),
-                 b = to(uniform({203}, 18), dtype), dy = to(uniform({150, 203}, 19), dtype);
+  // 150 rows (three parts of dweight and dbias) of 203 (a lane-wide tail of 3), forward and backward;
+  // in float32 also under autocast, whose backward reads x̂ in bfloat16.
+  for (const DType dtype : {DType::Float32, DType::Float64, DType::BFloat16}) {
+    const bool autocast = dtype == DType::BFloat16;
+    const DType real = autocast ? DType::Float32 : dtype;
+    const Tensor x = to(uniform({150, 203}, 16, -3, 3), real), w = to(uniform({203}, 17, 0.5, 1.5), real),
+                 b = to(uniform({203}, 18), real), dy = to(uniform({150, 203}, 19), real);
     const auto run = [&](CpuCapability c) {
       CpuCapabilityScope scope(c);
       Tensor xi = x.detach(), wi = w.detach(), bi = b.detach();
       for (Tensor* t : {&xi, &wi, &bi}) t->set_requires_grad(true);
-      const Tensor y = layer_norm(xi, wi, bi);
+      Tensor y;
+      {
+        const AutocastScope scope(autocast);
+        y = layer_norm(xi, wi, bi);
+      }
       y.backward(dy);
       std::vector<double> all;
       for (const Tensor& t : {y, xi.grad(), wi.grad(), bi.grad()}) {
@@ -105,8 +113,65 @@ TEST_CASE("layer_norm gives the same bits under every CPU capability this CPU ha
     const std::vector<double> baseline = run(CpuCapability::Baseline);
     for (const CpuCapability c : {CpuCapability::Avx2, CpuCapability::Avx512}) {
       if (c > cpu_capability_supported()) continue;
-      INFO(dtype_name(dtype) << " at " << to_string(c));
+      INFO((autocast ? "autocast" : dtype_name(dtype)) << " at " << to_string(c));
       CHECK(run(c) == baseline);
     }
   }
+}
+
+TEST_CASE("layer_norm under autocast: float32's forward, the gradients from x̂ kept in bfloat16") {
+  // Rows near 1000 with a spread of ±3: rounded to 8 bits (a step of 4 there) x would lose x − μ;
+  // x̂ = (x − μ) · rstd keeps 8 bits of itself. 37 rows of 70 (a lane-wide tail of 6).
+  const DType f32 = DType::Float32, f64 = DType::Float64;
+  const Tensor x = to(uniform({37, 70}, 20, -3, 3) + 1e3, f32), w = to(uniform({70}, 21, 0.5, 1.5), f32),
+               b = to(uniform({70}, 22), f32), dy = to(uniform({37, 70}, 23), f32);
+  const auto run = [&](bool autocast) {
+    Tensor xi = x.detach(), wi = w.detach(), bi = b.detach();
+    for (Tensor* t : {&xi, &wi, &bi}) t->set_requires_grad(true);
+    Tensor y;
+    {
+      const AutocastScope scope(autocast);
+      y = layer_norm(xi, wi, bi);
+    }
+    y.backward(dy);
+    return std::vector<Tensor>{y, xi.grad(), wi.grad(), bi.grad()};
+  };
+  const std::vector<Tensor> plain = run(false), mixed = run(true);
+  for (const Tensor& t : mixed) CHECK(t.dtype() == f32);
+  CHECK(mixed[0].to_vector<float>() == plain[0].to_vector<float>());  // the forward to the bit
+  CHECK(mixed[3].to_vector<float>() == plain[3].to_vector<float>());  // dbias = Σ dy reads no x̂
+  // The backward's formulas in float64 on x̂ rounded to bfloat16 (layer_norm(x) without weight and
+  // bias is x̂ in float32): the results' float32 rounding apart, the same.
+  const Tensor x64 = to(x, f64), g = to(dy, f64) * to(w, f64);
+  const Tensor rstd = 1.0 / sqrt(var(x64, {-1}, KeepDim::Yes, 0) + 1e-5);
+  const Tensor xhat = to(to(layer_norm(x), DType::BFloat16), f64);
+  const Tensor dx = rstd * (g - mean(g, {-1}, KeepDim::Yes) - xhat * mean(g * xhat, {-1}, KeepDim::Yes));
+  check_close(to(mixed[1], f64), dx, 1e-6, 1e-6);
+  check_close(to(mixed[2], f64), sum(to(dy, f64) * xhat, {0}), 1e-5, 1e-6);
+  // Against float32's gradients: x̂ to 8 bits, a few parts in 2^9 of the gradients' scale.
+  for (const int i : {1, 2}) {
+    const double scale = max(abs(to(plain[i], f64))).item<double>();
+    check_close(mixed[i], plain[i], std::ldexp(scale, -6), 0);
+    CHECK(max(abs(to(mixed[i], f64) - to(plain[i], f64))).item<double>() > 0);  // rounded: not float32's
+  }
+}
+
+TEST_CASE("layer_norm under autocast keeps half the bytes for its backward") {
+  // Float32 keeps x (4 bytes an element) and two float64 statistics a row; autocast x̂ in bfloat16
+  // (2 bytes) and one statistic.
+  Allocator& alloc = context(Device::cpu()).allocator();
+  const int64_t R = 4096, D = 64;
+  Tensor x = to(uniform({R, D}, 24), DType::Float32).detach();
+  x.set_requires_grad(true);
+  const auto held = [&](bool autocast) {
+    alloc.empty_cache();
+    const int64_t before = alloc.stats().in_use;
+    const AutocastScope scope(autocast);
+    const Tensor y = layer_norm(x + x);  // x + x: a tensor that only the layer norm keeps
+    return alloc.stats().in_use - before - R * D * 4;
+  };
+  const int64_t plain = held(false), mixed = held(true);
+  INFO("held beyond the output: float32 " << plain << " bytes, autocast " << mixed);
+  CHECK(plain >= R * D * 4 + 2 * R * 8);
+  CHECK(mixed <= R * D * 2 + R * 8);
 }

@@ -26,10 +26,10 @@ constexpr int64_t kMinChunkRows = 32;     // rows per chunk, at least
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// One block per row. Shared memory: blockDim.x doubles.
+// One block per row. Shared memory: blockDim.x doubles. xhat may be null.
 template <class T>
 __global__ void layer_norm_forward_kernel(const T* x, const T* w, const T* b, double eps, int64_t R, int64_t D,
-                                          T* y, double* mean, double* rstd) {
+                                          T* y, bfloat16* xhat, double* mean, double* rstd) {
   extern __shared__ __align__(16) unsigned char shared[];
   double* buf = reinterpret_cast<double*>(shared);
   const SumReducer<double> add;
@@ -46,13 +46,15 @@ __global__ void layer_norm_forward_kernel(const T* x, const T* w, const T* b, do
     const double s = 1.0 / std::sqrt(var + eps);
     if (threadIdx.x == 0) mean[r] = mu, rstd[r] = s;
     for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
-      const T xhat = static_cast<T>((xr[c] - mu) * s);
-      yr[c] = (w ? xhat * w[c] : xhat) + (b ? b[c] : T(0));
+      const T xh = static_cast<T>((xr[c] - mu) * s);
+      yr[c] = (w ? xh * w[c] : xh) + (b ? b[c] : T(0));
+      if (xhat) xhat[r * D + c] = bfloat16(static_cast<float>(xh));
     }
   }
 }
 
-// dx, one block per row: a = mean_c g, b = mean_c (g ⊙ x̂), dx = rstd · (g − a − x̂ ⊙ b).
+// dx, one block per row: a = mean_c g, b = mean_c (g ⊙ x̂), dx = rstd · (g − a − x̂ ⊙ b). With mean
+// null, x is x̂.
 template <class T>
 __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const double* mean, const double* rstd, const T* w,
                                      int64_t R, int64_t D, T* dx) {
@@ -62,12 +64,12 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const double* mean
   for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
     const T* gr = dy + r * D;
     const T* xr = x + r * D;
-    const double m = mean[r], s = rstd[r];
+    const double s = rstd[r], m = mean ? mean[r] : 0.0, sx = mean ? s : 1.0;  // x̂ = (x − m) · sx
     double sum_g = 0, sum_gx = 0;
     for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
       const double gc = w ? gr[c] * w[c] : gr[c];
       sum_g += gc;
-      sum_gx += gc * ((xr[c] - m) * s);
+      sum_gx += gc * ((xr[c] - m) * sx);
     }
     sum_g = block_reduce(buf, sum_g, add);
     sum_gx = block_reduce(buf, sum_gx, add);
@@ -75,13 +77,14 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const double* mean
     T* dr = dx + r * D;
     for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
       const double gc = w ? gr[c] * w[c] : gr[c];
-      dr[c] = static_cast<T>(s * (gc - a - (xr[c] - m) * s * b));
+      dr[c] = static_cast<T>(s * (gc - a - (xr[c] - m) * sx * b));
     }
   }
 }
 
 // Pass 1 of dweight / dbias: partial_w[k, c] = Σ_{r in chunk k} dy[r, c] · x̂[r, c], partial_b[k, c] =
-// Σ_{r in chunk k} dy[r, c], rows in order. Grid: (column tiles, grid-stride) × chunks.
+// Σ_{r in chunk k} dy[r, c], rows in order. Grid: (column tiles, grid-stride) × chunks. With mean
+// null, x is x̂.
 template <class T>
 __global__ void layer_norm_partials_kernel(const T* dy, const T* x, const double* mean, const double* rstd,
                                            int64_t R, int64_t D, int64_t chunk_rows, double* partial_w,
@@ -92,7 +95,7 @@ __global__ void layer_norm_partials_kernel(const T* dy, const T* x, const double
     double acc_w = 0, acc_b = 0;
     for (int64_t r = r0; r < r1; ++r) {
       const T g = dy[r * D + c];
-      acc_w += g * ((x[r * D + c] - mean[r]) * rstd[r]);
+      acc_w += g * (mean ? (x[r * D + c] - mean[r]) * rstd[r] : static_cast<double>(x[r * D + c]));
       acc_b += g;
     }
     if (partial_w) partial_w[k * D + c] = acc_w;
@@ -128,7 +131,7 @@ T* mutable_or_null(const Tensor& t) {
 }  // namespace
 
 void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, int64_t R,
-                        int64_t D, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+                        int64_t D, const Tensor& y, const Tensor& xhat, const Tensor& mean, const Tensor& rstd) {
   visit_floating(x.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
     if (R == 0) return;
@@ -137,7 +140,7 @@ void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
     layer_norm_forward_kernel<T><<<static_cast<unsigned>(std::min(R, kMaxBlocks)), threads,
                                    threads * sizeof(double), ctx.stream()>>>(
         static_cast<const T*>(x.raw_data()), data_or_null<T>(weight), data_or_null<T>(bias), eps, R, D,
-        static_cast<T*>(y.raw_data()), mean.data<double>(), rstd.data<double>());
+        static_cast<T*>(y.raw_data()), mutable_or_null<bfloat16>(xhat), mean.data<double>(), rstd.data<double>());
     TP_CUDA_CHECK_LAUNCH();
   });
 }
@@ -155,7 +158,7 @@ void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& mean, 
       const int threads = pow2_threads(D, 32, kThreads);
       layer_norm_dx_kernel<T><<<static_cast<unsigned>(std::min(R, kMaxBlocks)), threads,
                                 threads * sizeof(double), ctx.stream()>>>(
-          g, src, mean.data<double>(), rstd.data<double>(), data_or_null<T>(weight), R, D,
+          g, src, data_or_null<double>(mean), rstd.data<double>(), data_or_null<T>(weight), R, D,
           static_cast<T*>(dx.raw_data()));
       TP_CUDA_CHECK_LAUNCH();
     }
@@ -172,7 +175,7 @@ void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& mean, 
     if (chunks > 0) {
       const dim3 grid(blocks_for(D, threads), static_cast<unsigned>(chunks));
       layer_norm_partials_kernel<T><<<grid, threads, 0, ctx.stream()>>>(
-          g, src, mean.data<double>(), rstd.data<double>(), R, D, chunk_rows, pw, pb);
+          g, src, data_or_null<double>(mean), rstd.data<double>(), R, D, chunk_rows, pw, pb);
       TP_CUDA_CHECK_LAUNCH();
     }
     layer_norm_columns_kernel<T><<<blocks_for(D, threads), threads, 0, ctx.stream()>>>(

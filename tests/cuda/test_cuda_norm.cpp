@@ -2,9 +2,10 @@
 // along the normalized dim and along the rows, with and without weight and bias, several trailing
 // dims, non-contiguous inputs and parameters, rows far from zero, more rows than one grid (and
 // enough for the weight / bias gradients to be reduced in many chunks), and gradients that have the
-// same bits on every run.
+// same bits on every run; under autocast, x̂ kept in bfloat16.
 #include <string>
 
+#include "ops/autocast.h"
 #include "tests/cuda/parity.h"
 
 using namespace tapestry;
@@ -90,6 +91,25 @@ TEST_CASE("layer_norm over many rows: beyond one grid, weight and bias gradients
   check_layer_norm({100000, 3}, {3}, DType::Float32, 400, Affine::Both);
   check_layer_norm({5000, 77}, {77}, DType::Float64, 410, Affine::Both);
   check_layer_norm({2, 2500, 33}, {33}, DType::Float32, 420, Affine::Weight);
+}
+
+TEST_CASE("layer_norm under autocast: x̂ kept in bfloat16 for the backward, as on the CPU") {
+  // Both devices round the same float32 x̂ to bfloat16 (ops/norm.cpp); rows near 1000 (x̂ rather than x
+  // is kept), a row tail, one row, both affine settings.
+  uint64_t seed = 600;
+  for (Affine a : {Affine::None, Affine::Both})
+    for (const Shape& shape : {Shape{300, 77}, Shape{1, 8}, Shape{65, 64}}) {
+      const Shape normalized{shape[1]};
+      INFO("x " << to_string(shape) << " " << affine_name(a) << ", autocast");
+      check_parity(
+          [&](const std::vector<Tensor>& in) {
+            const AutocastScope autocast;
+            return run(in, normalized, a);
+          },
+          {input(shape, seed += 3, DType::Float32, 997, 1003), input(normalized, seed + 1, DType::Float32, 0.5, 1.5),
+           input(normalized, seed + 2, DType::Float32)},
+          norm_tol(DType::Float32));
+    }
 }
 
 TEST_CASE("layer_norm gradients have the same bits on every run") {
