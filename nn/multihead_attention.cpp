@@ -1,6 +1,7 @@
 #include "nn/multihead_attention.h"
 
 #include "core/autograd.h"
+#include "ops/autocast.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
 
@@ -106,11 +107,13 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   TP_CHECK(causal == Causal::No || N == S, op, "causal attention needs as many queries as keys, got N = ", N,
            ", S = ", S);
 
-  const Tensor q_in = zero_padding(query, padding.query_lengths, op);
+  // Under autocast the projections compute in bfloat16 (ops/autocast.h): a shared input is converted
+  // once here, so that their backward keeps one bfloat16 copy of it, not one per projection.
+  const Tensor q_in = zero_padding(autocast_lower(query), padding.query_lengths, op);
   const Tensor k_in = same(key, query) && same(padding.key_lengths, padding.query_lengths)
                           ? q_in
-                          : zero_padding(key, padding.key_lengths, op);
-  const Tensor v_in = same(value, key) ? k_in : zero_padding(value, padding.key_lengths, op);
+                          : zero_padding(autocast_lower(key), padding.key_lengths, op);
+  const Tensor v_in = same(value, key) ? k_in : zero_padding(autocast_lower(value), padding.key_lengths, op);
   const Tensor q = split_heads(q_proj->forward(q_in));
   // Shared-QK attention keys the positions by the query projection (attend normalises them); k_proj
   // is kept, unused, so that one model can be evaluated with either kind of attention.
@@ -139,8 +142,8 @@ KeyValues MultiheadAttention::project_keys_values(const Tensor& key, const Tenso
   check_model_input("value", value);
   TP_CHECK(key.size(0) == value.size(0) && key.size(1) == value.size(1), op, "key ", to_string(key.shape()),
            " and value ", to_string(value.shape()), " do not fit (B, S, D), (B, S, D)");
-  const Tensor k_in = zero_padding(key, key_lengths, op);
-  const Tensor v_in = same(value, key) ? k_in : zero_padding(value, key_lengths, op);
+  const Tensor k_in = zero_padding(autocast_lower(key), key_lengths, op);  // converted once (forward's comment)
+  const Tensor v_in = same(value, key) ? k_in : zero_padding(autocast_lower(value), key_lengths, op);
   const bool shared = attention::shares_qk(options_.attention);
   return {split_heads((shared ? q_proj : k_proj)->forward(k_in)), split_heads(v_proj->forward(v_in))};
 }

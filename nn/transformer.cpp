@@ -2,6 +2,7 @@
 
 #include "core/tape_graph.h"
 
+#include "ops/autocast.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"
 #include "ops/shape.h"
@@ -232,10 +233,13 @@ Tensor TransformerDecoder::forward(const Tensor& x, const Tensor& memory, const 
   const TransformerDecoderLayer& first = *(*layers)[0];
   check_sequence(*this, "input", x, first.norm1->weight, first.options().d_model);
   check_sequence(*this, "memory", memory, first.norm1->weight, first.options().d_model);
+  // Under autocast every layer's cross-attention projects the memory in bfloat16: converted once
+  // for all of them (ops/autocast.h), one copy kept for their backward.
+  const Tensor m = autocast_lower(memory);
   Tensor h = x;
   for (size_t i = 0; i < layers->size(); ++i) {
     const TapeScope scope("layers", int64_t(i));
-    h = (*layers)[i]->forward(h, memory, lengths, memory_lengths, gen);
+    h = (*layers)[i]->forward(h, m, lengths, memory_lengths, gen);
   }
   return norm ? norm->forward(h) : h;
 }
@@ -253,7 +257,8 @@ void DecoderCache::select_rows(const Tensor& rows) {
 
 DecoderCache TransformerDecoder::start(const Tensor& memory, const Tensor& memory_lengths) {
   DecoderCache cache;
-  for (const auto& layer : *layers) cache.layers.push_back(layer->start(memory, memory_lengths));
+  const Tensor m = autocast_lower(memory);  // converted once for every layer, as in forward
+  for (const auto& layer : *layers) cache.layers.push_back(layer->start(m, memory_lengths));
   return cache;
 }
 

@@ -243,6 +243,45 @@ TEST_CASE("set_attention on the stacks reaches every layer; improved-clustered w
 
 // ---- bad input ----
 
+TEST_CASE("Under autocast the attention's shared input and the decoder's memory become bfloat16 once") {
+  // What a forward keeps beyond its output, given a float32 input, against the same input already
+  // in bfloat16: one bfloat16 copy more, not one per projection (self-attention's q, k and v) or one
+  // per layer (the decoder's cross-attentions). The outputs are the same to the bit.
+  Allocator& alloc = context(Device::cpu()).allocator();
+  const auto kept = [&](const std::function<Tensor()>& forward, std::vector<float>& values) {
+    alloc.empty_cache();
+    const int64_t before = alloc.stats().in_use;
+    const Tensor y = forward();
+    const int64_t held = alloc.stats().in_use - before - y.numel() * static_cast<int64_t>(element_size(y.dtype()));
+    values = to(y, DType::Float32).to_vector<float>();
+    return held;
+  };
+  const AutocastScope autocast;
+  Generator init(4), gen(0);
+  nn::MultiheadAttentionOptions mo;
+  mo.d_model = 32;
+  mo.heads = 2;
+  nn::MultiheadAttention mha(mo, init);
+  const Tensor x = to(uniform({2, 64, 32}, 40), DType::Float32), x16 = to(x, DType::BFloat16);
+  std::vector<float> a, b;
+  const int64_t from32 = kept([&] { return mha.forward(x, x, x, {}, attention::Causal::No, gen); }, a);
+  const int64_t from16 = kept([&] { return mha.forward(x16, x16, x16, {}, attention::Causal::No, gen); }, b);
+  CHECK(a == b);
+  CHECK(from32 - from16 == x16.numel() * 2);
+
+  nn::TransformerLayerOptions o = small_options(nn::NormPosition::Post);
+  o.d_model = 32;
+  o.d_ff = 64;
+  o.dropout = 0;
+  nn::TransformerDecoder decoder(o, 3, init);
+  const Tensor t = to(uniform({2, 16, 32}, 41), DType::Float32), memory = to(uniform({2, 64, 32}, 42), DType::Float32);
+  const Tensor memory16 = to(memory, DType::BFloat16);
+  const int64_t memory32_kept = kept([&] { return decoder.forward(t, memory, {}, {}, gen); }, a);
+  const int64_t memory16_kept = kept([&] { return decoder.forward(t, memory16, {}, {}, gen); }, b);
+  CHECK(a == b);
+  CHECK(memory32_kept - memory16_kept == memory16.numel() * 2);
+}
+
 TEST_CASE("Transformer layers and stacks: bad options and bad input name the layer") {
   Generator gen(0);
   nn::TransformerLayerOptions bad = small_options(nn::NormPosition::Post);
