@@ -139,14 +139,21 @@ Tensor binary(const char* op, const Tensor& a_in, const Tensor& b_in, Domain dom
   if (domain == Domain::Floating) check_floating(op, a);
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
   Tensor y = binary_forward(op, f, a, b, shape);
-  // y is saved only where a gradient reads it (pow's db); elsewhere the functor ignores that
-  // argument, which gets dy (of y's shape) instead, so the output is not held for the tape.
-  Saved ys;
+  // y is saved only where a gradient reads it (pow's db), and an input only where a gradient that
+  // will be wanted reads it: x · c for a constant c keeps c alone (da = dy ⊙ b reads no a). Where a
+  // tensor is not saved the functor ignores that argument, which gets dy (of y's shape) instead.
+  const bool grad_a = a.requires_grad(), grad_b = b.requires_grad();
+  const bool keep_a = grad_b || (grad_a && F::kGradAReadsA), keep_b = grad_a || (grad_b && F::kGradBReadsB);
+  Saved ys, as, bs;
   if constexpr (F::kBackwardReadsOutput) ys = Saved(y);
-  record(op, {a, b}, {y}, [op, f, as = Saved(a), bs = Saved(b), ys](const std::vector<Tensor>& dy, Gradients& g) {
+  if (keep_a) as = Saved(a);
+  if (keep_b) bs = Saved(b);
+  record(op, {a, b}, {y}, [op, f, keep_a, keep_b, as, bs, ys](const std::vector<Tensor>& dy, Gradients& g) {
     const Tensor& out = F::kBackwardReadsOutput ? ys.get() : dy[0];
-    if (g.needs(0)) g.accumulate(0, binary_backward(op, f, Side::A, dy[0], as.get(), bs.get(), out));
-    if (g.needs(1)) g.accumulate(1, binary_backward(op, f, Side::B, dy[0], as.get(), bs.get(), out));
+    const Tensor& a_or_dy = keep_a ? as.get() : dy[0];
+    const Tensor& b_or_dy = keep_b ? bs.get() : dy[0];
+    if (g.needs(0)) g.accumulate(0, binary_backward(op, f, Side::A, dy[0], a_or_dy, b_or_dy, out));
+    if (g.needs(1)) g.accumulate(1, binary_backward(op, f, Side::B, dy[0], a_or_dy, b_or_dy, out));
   });
   return y;
 }

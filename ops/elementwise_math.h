@@ -299,6 +299,8 @@ struct Sub {
 /// The functor of mul (ops/elementwise.h).
 struct Mul {
   static constexpr bool kBackwardReadsOutput = false;  ///< whether grad_a or grad_b reads y (binary() saves it then)
+  static constexpr bool kGradAReadsA = false;  ///< whether grad_a reads a (else a is kept only for grad_b)
+  static constexpr bool kGradBReadsB = false;  ///< whether grad_b reads b (else b is kept only for grad_a)
   /// y = a · b (wrapping for signed integers)
   template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return wrapping_mul(a, b); }
   ///@{
@@ -311,6 +313,8 @@ struct Mul {
 /// The functor of div (ops/elementwise.h).
 struct Div {
   static constexpr bool kBackwardReadsOutput = false;  ///< whether grad_a or grad_b reads y (binary() saves it then)
+  static constexpr bool kGradAReadsA = false;  ///< whether grad_a reads a (else a is kept only for grad_b)
+  static constexpr bool kGradBReadsB = true;  ///< whether grad_b reads b (else b is kept only for grad_a)
   /// y = a / b (min / −1 wraps to min for signed integers)
   template <class T> TP_HOST_DEVICE T forward(T a, T b) const {
     // The one overflowing integer quotient, min / −1, traps like a division by zero; it wraps to
@@ -330,6 +334,8 @@ struct Div {
 /// The functor of pow (ops/elementwise.h).
 struct Pow {
   static constexpr bool kBackwardReadsOutput = true;  ///< whether grad_a or grad_b reads y (binary() saves it then)
+  static constexpr bool kGradAReadsA = true;  ///< whether grad_a reads a (else a is kept only for grad_b)
+  static constexpr bool kGradBReadsB = true;  ///< whether grad_b reads b (else b is kept only for grad_a)
   /// y = a^b
   template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return std::pow(a, b); }
   ///@{
@@ -348,6 +354,8 @@ struct Pow {
 /// side the result came from, half to each on a tie (PyTorch's choice).
 struct Maximum {
   static constexpr bool kBackwardReadsOutput = false;  ///< whether grad_a or grad_b reads y (binary() saves it then)
+  static constexpr bool kGradAReadsA = true;  ///< whether grad_a reads a (else a is kept only for grad_b)
+  static constexpr bool kGradBReadsB = true;  ///< whether grad_b reads b (else b is kept only for grad_a)
   /// y = max(a, b); NaN if either is NaN
   template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return a > b || is_nan(a) ? a : b; }
   ///@{
@@ -365,6 +373,8 @@ struct Maximum {
 /// result, and the gradient goes to the side the result came from, half to each on a tie.
 struct Minimum {
   static constexpr bool kBackwardReadsOutput = false;  ///< whether grad_a or grad_b reads y (binary() saves it then)
+  static constexpr bool kGradAReadsA = true;  ///< whether grad_a reads a (else a is kept only for grad_b)
+  static constexpr bool kGradBReadsB = true;  ///< whether grad_b reads b (else b is kept only for grad_a)
   /// y = min(a, b); NaN if either is NaN
   template <class T> TP_HOST_DEVICE T forward(T a, T b) const { return a < b || is_nan(a) ? a : b; }
   ///@{

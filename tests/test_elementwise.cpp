@@ -336,6 +336,10 @@ TEST_CASE("ops with one constant operand differentiate the other") {
   const Tensor c = f64({0.5, -2, 3}, {3});
   check_gradients([c](const Inputs& in) { return mul(in[0], c) + div(c, in[0]) - pow(in[0], c); },
                   {uniform({2, 3}, 80, 0.5, 2)});
+  // the constant on the other side (each op keeps only what the wanted gradient reads)
+  check_gradients([c](const Inputs& in) { return mul(c, in[0]) + div(in[0], c) - pow(abs(c), in[0]); },
+                  {uniform({2, 3}, 82, 0.5, 2)});
+  check_gradients([c](const Inputs& in) { return maximum(in[0], c) + minimum(c, in[0]); }, {uniform({2, 3}, 83, -3, 3)});
   check_gradients([c](const Inputs& in) { return where(gt(c, f64({0}, {1})), in[0], c); }, {uniform({3}, 81)});
 }
 
@@ -671,4 +675,30 @@ TEST_CASE("binary ops hold their output for the backward pass only where a gradi
   CHECK(held_after(div) == scalar);
   CHECK(held_after(maximum) == scalar);
   CHECK(held_after(static_cast<Tensor (*)(const Tensor&, const Tensor&)>(pow)) == scalar + bytes);
+}
+
+TEST_CASE("binary ops hold an input only where a wanted gradient reads it: x · c keeps c, not x") {
+  constexpr int64_t n = 1 << 16, bytes = n * 4;
+  Generator gen(43);
+  const Tensor w = rand({n}, gen).set_requires_grad(true), c = rand({n}, gen) + 1.0;
+  const Tensor c_grad = (rand({n}, gen) + 1.0).set_requires_grad(true);
+  Allocator& alloc = context(Device::cpu()).allocator();
+  // bytes held beyond the output once f(x, c) is made and x dropped
+  auto held_after = [&](const std::function<Tensor(const Tensor&)>& f) {
+    alloc.empty_cache();  // so that each block is exactly its size, not a cached one up to 1/8 larger
+    const int64_t before = alloc.stats().in_use;
+    Tensor y;
+    {
+      const Tensor x = w + 1.0;  // held by nothing but y's backward, if it keeps x
+      y = f(x);
+    }
+    const int64_t held = alloc.stats().in_use - before - bytes;
+    sum(y).backward();
+    return held;
+  };
+  CHECK(held_after([&](const Tensor& x) { return x * c; }) == 0);       // da = dy ⊙ c
+  CHECK(held_after([&](const Tensor& x) { return x / c; }) == 0);       // da = dy / c
+  CHECK(held_after([&](const Tensor& x) { return x * c_grad; }) == bytes);  // dc = dy ⊙ x
+  CHECK(held_after([&](const Tensor& x) { return c / x; }) == bytes);       // dx = −dy ⊙ c / x²
+  CHECK(held_after([&](const Tensor& x) { return maximum(x, c); }) == bytes);
 }
