@@ -39,7 +39,7 @@ struct DropMask {
 
 // With AVX2 and AVX-512, Philox blocks are drawn kBlocks at a time, their rounds lane by lane over
 // arrays, so that the compiler runs the blocks side by side in vector registers (16 lanes of AVX-512);
-// float32 under AVX-512 takes the same steps written in intrinsics (mask_blocks_avx512_float).
+// float32 and bfloat16 under AVX-512 take the same steps written in intrinsics (mask_blocks_avx512_vector).
 constexpr int64_t kBlocks = 16;
 
 // out[i] = a(in[i]) · scale where element i survives, else 0, for the elements of blocks [q0, q1)
@@ -103,11 +103,6 @@ template <bool kRelu, class T>
 TP_TARGET_AVX2 void mask_blocks_avx2(const T* in, T* out, int64_t n, int64_t q0, int64_t q1, const DropMask& mask) {
   mask_blocks<kRelu>(in, out, n, q0, q1, mask);
 }
-template <bool kRelu, class T>
-TP_TARGET_AVX512 void mask_blocks_avx512(const T* in, T* out, int64_t n, int64_t q0, int64_t q1,
-                                         const DropMask& mask) {
-  mask_blocks<kRelu>(in, out, n, q0, q1, mask);
-}
 
 // Every 64-bit lane: the maskz forms with it stand for the plain ones, whose undefined pass-through
 // GCC 12 warns may be used uninitialised.
@@ -126,12 +121,35 @@ TP_TARGET_AVX512 inline __m512i mul_hi_lo(__m512i a, __m512i m, __m512i* lo) {
   return _mm512_mask_blend_epi32(0xAAAA, _mm512_maskz_srli_epi64(kAll64, even, 32), odd);
 }
 
-// mask_blocks for float32 in AVX-512 intrinsics, with the same draws and values: GCC's vectors of the
-// lanes above take each product as a 64 × 64-bit one and gather the draws lane by lane. Here the
-// blocks' words are transposed in registers, and each pair of blocks' 16 draws widened to 32 bits.
-template <bool kRelu>
-TP_TARGET_AVX512 void mask_blocks_avx512_float(const float* in, float* out, int64_t n, int64_t q0, int64_t q1,
-                                               const DropMask& mask) {
+// The elements of `valid` from p as float32, the others 0.
+TP_TARGET_AVX512 inline __m512 load16(const float* p, __mmask16 valid) { return _mm512_maskz_loadu_ps(valid, p); }
+TP_TARGET_AVX512 inline __m512 load16(const bfloat16* p, __mmask16 valid) {
+  const __m512i words = _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(valid, p));
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, words, 16));  // a bfloat16 is a float32's top half
+}
+
+// The elements of `valid` of v to p, bfloat16 rounded as bfloat16's constructor rounds (core/bfloat16.h):
+// to nearest, ties to even, a NaN kept quiet.
+TP_TARGET_AVX512 inline void store16(float* p, __mmask16 valid, __m512 v) { _mm512_mask_storeu_ps(p, valid, v); }
+TP_TARGET_AVX512 inline void store16(bfloat16* p, __mmask16 valid, __m512 v) {
+  const __m512i word = _mm512_castps_si512(v), one = _mm512_set1_epi32(1);
+  const __m512i odd = _mm512_maskz_and_epi32(0xFFFF, _mm512_maskz_srli_epi32(0xFFFF, word, 16), one);
+  const __m512i rounded = _mm512_maskz_srli_epi32(
+      0xFFFF, _mm512_maskz_add_epi32(0xFFFF, word, _mm512_maskz_add_epi32(0xFFFF, odd, _mm512_set1_epi32(0x7FFF))),
+      16);
+  const __m512i quiet = _mm512_maskz_or_epi32(0xFFFF, _mm512_maskz_srli_epi32(0xFFFF, word, 16),
+                                               _mm512_set1_epi32(0x40));
+  const __m512i bits = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), rounded, quiet);
+  _mm256_mask_storeu_epi16(p, valid, _mm512_maskz_cvtepi32_epi16(0xFFFF, bits));
+}
+
+// mask_blocks for float32 and bfloat16 in AVX-512 intrinsics, with the same draws and values: GCC's
+// vectors of the lanes above take each product as a 64 × 64-bit one and gather the draws lane by
+// lane. Here the blocks' words are transposed in registers, and each pair of blocks' 16 draws widened
+// to 32 bits; bfloat16 is scaled in float32 and rounded once, as compute_t says.
+template <bool kRelu, class T>
+TP_TARGET_AVX512 void mask_blocks_avx512_vector(const T* in, T* out, int64_t n, int64_t q0, int64_t q1,
+                                                const DropMask& mask) {
   static_assert(kBlocks == 16, "one block per lane");
   const __m512i m0 = u32(0xD2511F53u), m1 = u32(0xCD9E8D57u), cut = u32(mask.cut);
   // Lane l runs block offset[l]: after the transposition below, the 256-bit halves of the words hold
@@ -168,10 +186,10 @@ TP_TARGET_AVX512 void mask_blocks_avx512_float(const float* in, float* out, int6
       const __m256i pair = v < 4 ? _mm512_maskz_extracti64x4_epi64(0xF, w[v], 0)
                                  : _mm512_maskz_extracti64x4_epi64(0xF, w[v - 4], 1);
       const __mmask16 valid = count - v * 16 >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (count - v * 16)) - 1);
-      const __m512 x = _mm512_maskz_loadu_ps(valid, in + first + v * 16);
+      const __m512 x = load16(in + first + v * 16, valid);
       __mmask16 keep = _mm512_cmpge_epu32_mask(_mm512_maskz_cvtepu16_epi32(0xFFFF, pair), cut);
       if (kRelu) keep &= _mm512_cmp_ps_mask(x, zero, _CMP_NLE_UQ);  // relu: x > 0 or NaN passes
-      _mm512_mask_storeu_ps(out + first + v * 16, valid, _mm512_maskz_mul_ps(keep, x, scale));
+      store16(out + first + v * 16, valid, _mm512_maskz_mul_ps(keep, x, scale));
     }
   }
 }
@@ -184,9 +202,7 @@ auto mask_kernel() {
 #if TP_CPU_DISPATCH
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) {
     switch (cpu_capability()) {
-      case CpuCapability::Avx512:
-        if constexpr (std::is_same_v<T, float>) return mask_blocks_avx512_float<kRelu>;
-        else return mask_blocks_avx512<kRelu, T>;
+      case CpuCapability::Avx512: return mask_blocks_avx512_vector<kRelu, T>;
       case CpuCapability::Avx2: return mask_blocks_avx2<kRelu, T>;
       case CpuCapability::Baseline: break;
     }
