@@ -21,6 +21,21 @@ Tensor reference_layer_norm(const Tensor& x, const std::vector<int64_t>& dims, c
   return y;
 }
 
+// layer_norm(x, w, b) on leaf copies of them, under autocast where asked, then its backward from dy:
+// {y, dx, dweight, dbias}.
+std::vector<Tensor> forward_backward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& dy,
+                                     bool autocast) {
+  Tensor xi = x.detach(), wi = w.detach(), bi = b.detach();
+  for (Tensor* t : {&xi, &wi, &bi}) t->set_requires_grad(true);
+  Tensor y;
+  {
+    const AutocastScope scope(autocast);
+    y = layer_norm(xi, wi, bi);
+  }
+  y.backward(dy);
+  return {y, xi.grad(), wi.grad(), bi.grad()};
+}
+
 }  // namespace
 
 TEST_CASE("layer_norm: gradcheck of x, weight and bias") {
@@ -95,16 +110,8 @@ TEST_CASE("layer_norm gives the same bits under every CPU capability this CPU ha
                  b = to(uniform({203}, 18), real), dy = to(uniform({150, 203}, 19), real);
     const auto run = [&](CpuCapability c) {
       CpuCapabilityScope scope(c);
-      Tensor xi = x.detach(), wi = w.detach(), bi = b.detach();
-      for (Tensor* t : {&xi, &wi, &bi}) t->set_requires_grad(true);
-      Tensor y;
-      {
-        const AutocastScope scope(autocast);
-        y = layer_norm(xi, wi, bi);
-      }
-      y.backward(dy);
       std::vector<double> all;
-      for (const Tensor& t : {y, xi.grad(), wi.grad(), bi.grad()}) {
+      for (const Tensor& t : forward_backward(x, w, b, dy, autocast)) {
         const std::vector<double> v = to(t, DType::Float64).to_vector<double>();
         all.insert(all.end(), v.begin(), v.end());
       }
@@ -125,18 +132,7 @@ TEST_CASE("layer_norm under autocast: float32's forward, the gradients from x̂ 
   const DType f32 = DType::Float32, f64 = DType::Float64;
   const Tensor x = to(uniform({37, 70}, 20, -3, 3) + 1e3, f32), w = to(uniform({70}, 21, 0.5, 1.5), f32),
                b = to(uniform({70}, 22), f32), dy = to(uniform({37, 70}, 23), f32);
-  const auto run = [&](bool autocast) {
-    Tensor xi = x.detach(), wi = w.detach(), bi = b.detach();
-    for (Tensor* t : {&xi, &wi, &bi}) t->set_requires_grad(true);
-    Tensor y;
-    {
-      const AutocastScope scope(autocast);
-      y = layer_norm(xi, wi, bi);
-    }
-    y.backward(dy);
-    return std::vector<Tensor>{y, xi.grad(), wi.grad(), bi.grad()};
-  };
-  const std::vector<Tensor> plain = run(false), mixed = run(true);
+  const std::vector<Tensor> plain = forward_backward(x, w, b, dy, false), mixed = forward_backward(x, w, b, dy, true);
   for (const Tensor& t : mixed) CHECK(t.dtype() == f32);
   CHECK(mixed[0].to_vector<float>() == plain[0].to_vector<float>());  // the forward to the bit
   CHECK(mixed[3].to_vector<float>() == plain[3].to_vector<float>());  // dbias = Σ dy reads no x̂
