@@ -5,7 +5,7 @@
 ///     converted first (by `to`, so gradients flow back to the float32 tensors, the master weights);
 ///   - the ops that need float32's precision — softmax, log_softmax, logsumexp, layer norm, the
 ///     losses, max / min, sorting and the clustering ops — convert bfloat16 inputs to float32 and
-///     give float32 results;
+///     give float32 results (layer norm keeps for its backward x̂ in bfloat16, not its float32 input);
 ///   - an elementwise op (or fused attention) on float32 and bfloat16 operands computes in float32
 ///     (the wider type);
 ///   - every other op keeps its input's dtype (shape ops, dropout, activations, embedding, fused

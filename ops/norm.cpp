@@ -229,7 +229,7 @@ decltype(&backward_rows_baseline<T, X>) backward_kernel() {
   return backward_rows_baseline<T, X>;
 }
 
-// With `save_xhat`, f.xhat is x̂ in bfloat16 (autocast's saved tensor) and f.mean stays undefined.
+// With `save_xhat`, f.xhat is x̂ in bfloat16 (autocast's saved tensor) and f.mean is left undefined.
 Forward layer_norm_forward(const Tensor& x, const Rows& rows, const Tensor& weight, const Tensor& bias, double eps,
                            bool save_xhat) {
   const Tensor xc = contiguous(x.detach());
@@ -239,13 +239,10 @@ Forward layer_norm_forward(const Tensor& x, const Rows& rows, const Tensor& weig
   Forward out{empty(x.shape(), x.options()), empty({R}, {DType::Float64, x.device()}),
               empty({R}, {DType::Float64, x.device()}),
               save_xhat ? empty(x.shape(), {DType::BFloat16, x.device()}) : Tensor()};
-  if (on_cuda("layer_norm", x, [&] {
-        cuda::layer_norm_forward(xc, wc, bc, eps, R, D, out.y, out.xhat, out.mean, out.rstd);
-      })) {
-    if (save_xhat) out.mean = Tensor();
-    return out;
-  }
-  visit_floating(x.dtype(), "layer_norm", [&](auto tag) {
+  const bool on_gpu = on_cuda("layer_norm", x, [&] {
+    cuda::layer_norm_forward(xc, wc, bc, eps, R, D, out.y, out.xhat, out.mean, out.rstd);
+  });
+  if (!on_gpu) visit_floating(x.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
     const auto kernel = forward_kernel<T>();
     const T* w = wc.defined() ? wc.data<T>() : nullptr;
@@ -257,7 +254,7 @@ Forward layer_norm_forward(const Tensor& x, const Rows& rows, const Tensor& weig
       kernel(xc.data<T>(), w, b, out.y.data<T>(), xhat, out.mean.data<double>(), out.rstd.data<double>(),
              k * kRowChunk, std::min(R, (k + 1) * kRowChunk), D, eps);
   });
-  if (save_xhat) out.mean = Tensor();
+  if (save_xhat) out.mean = Tensor();  // the backward reads x̂, not x − μ
   return out;
 }
 
