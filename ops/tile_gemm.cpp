@@ -185,6 +185,56 @@ Kernel avx2_kernel(int64_t rows, int64_t cols) {
   }
 }
 
+// ---- transposes: a square of up to 16 × 16 in registers ----
+
+// The rounds of transpose_square_avx512, w = 8, 4, 2, 1, as _mm512_permutex2var_ps takes them (lanes
+// 16 … 31 name its second operand's): in each pair of rows (i, i + w) with i & w clear, row i keeps
+// its lanes l with l & w clear and takes row (i + w)'s lane l − w for the others (upper); row i + w
+// takes row i's lane l + w for the first and keeps its own (lower).
+struct Exchange {
+  alignas(64) int32_t upper[16];
+  alignas(64) int32_t lower[16];
+};
+constexpr Exchange exchange_of(int w) {
+  Exchange e{};
+  for (int l = 0; l < 16; ++l) {
+    e.upper[l] = l & w ? 16 + l - w : l;
+    e.lower[l] = l & w ? 16 + l : l + w;
+  }
+  return e;
+}
+constexpr Exchange kExchanges[4] = {exchange_of(8), exchange_of(4), exchange_of(2), exchange_of(1)};
+
+// src (rows × cols, both ≤ 16, row stride ld_src) transposed into dst (cols × rows, row stride
+// ld_dst). The rows, loaded as 16 vectors, go through four rounds: the round of width w swaps the
+// w × w blocks off the diagonal of each 2w × 2w block (kExchanges), and after w = 8, 4, 2, 1 vector j
+// holds column j. The scalar loop, element by element, took 7 % of fused attention's forward and
+// backward at 65 keys of a head of 16 (docs/PERFORMANCE.md).
+TP_TARGET_AVX512 void transpose_square_avx512(int64_t rows, int64_t cols, const float* src, int64_t ld_src,
+                                              float* dst, int64_t ld_dst) {
+  const auto first = [](int64_t n) { return static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1); };
+  const __mmask16 in = first(cols), out = first(rows);
+  __m512 x[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) x[i] = i < rows ? _mm512_maskz_loadu_ps(in, src + i * ld_src) : _mm512_setzero_ps();
+#pragma GCC unroll 4
+  for (int round = 0; round < 4; ++round) {
+    const int w = 8 >> round;
+    const __m512i upper = _mm512_load_si512(kExchanges[round].upper);
+    const __m512i lower = _mm512_load_si512(kExchanges[round].lower);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) {
+      if (i & w) continue;
+      const __m512 a = x[i], b = x[i + w];
+      x[i] = _mm512_permutex2var_ps(a, upper, b);
+      x[i + w] = _mm512_permutex2var_ps(a, lower, b);
+    }
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j)
+    if (j < cols) _mm512_mask_storeu_ps(dst + j * ld_dst, out, x[j]);
+}
+
 #endif  // TP_CPU_DISPATCH
 
 }  // namespace
@@ -233,6 +283,16 @@ void tile_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_r
 template <class T>
 void transpose_rows(int64_t rows, int64_t cols, const T* src, int64_t ld_src, T* dst, int64_t ld_dst) {
   constexpr int64_t kSide = 16;  // squares of 16 × 16: each read and written a cache line at a time
+#if TP_CPU_DISPATCH
+  if constexpr (std::is_same_v<T, float>)
+    if (cpu_capability() == CpuCapability::Avx512) {
+      for (int64_t i0 = 0; i0 < rows; i0 += kSide)
+        for (int64_t j0 = 0; j0 < cols; j0 += kSide)
+          transpose_square_avx512(std::min(kSide, rows - i0), std::min(kSide, cols - j0), src + i0 * ld_src + j0,
+                                  ld_src, dst + j0 * ld_dst + i0, ld_dst);
+      return;
+    }
+#endif
   for (int64_t i0 = 0; i0 < rows; i0 += kSide)
     for (int64_t j0 = 0; j0 < cols; j0 += kSide) {
       const int64_t i1 = std::min(rows, i0 + kSide), j1 = std::min(cols, j0 + kSide);

@@ -148,17 +148,24 @@ TEST_CASE("tile_gemm's sum is within the float64 product's rounding bound") {
   CHECK(outside == 0);
 }
 
-TEST_CASE("transpose_rows writes srcᵀ into a strided destination and nothing else") {
-  const std::vector<std::pair<int64_t, int64_t>> shapes{{0, 3}, {1, 1}, {5, 17}, {33, 64}, {512, 24}};
-  for (const auto& [rows, cols] : shapes) {
-    const int64_t ld_src = cols + 3, ld_dst = rows + 16;
-    const std::vector<float> src = random_values<float>(size_t(std::max<int64_t>(1, rows * ld_src)), 6);
-    std::vector<float> dst(size_t(cols * ld_dst), -7.0f);
-    transpose_rows(rows, cols, src.data(), ld_src, dst.data(), ld_dst);
-    int64_t wrong = 0;
-    for (int64_t j = 0; j < cols; ++j)
-      for (int64_t i = 0; i < ld_dst; ++i) wrong += dst[j * ld_dst + i] != (i < rows ? src[i * ld_src + j] : -7.0f);
-    INFO(rows << " × " << cols);
-    CHECK(wrong == 0);
+TEST_CASE("transpose_rows writes srcᵀ into a strided destination and nothing else, under every capability") {
+  // Squares of 16 whole and cut on either side (AVX-512 transposes 16 × 16 in registers), at strides
+  // that are not multiples of 16.
+  const std::vector<std::pair<int64_t, int64_t>> shapes{{0, 3},  {1, 1},   {5, 17},  {16, 16},
+                                                        {65, 16}, {33, 64}, {16, 65}, {512, 24}};
+  for (const CpuCapability capability : {CpuCapability::Baseline, CpuCapability::Avx2, CpuCapability::Avx512}) {
+    if (capability > cpu_capability_supported()) continue;
+    CpuCapabilityScope scope(capability);
+    for (const auto& [rows, cols] : shapes) {
+      const int64_t ld_src = cols + 3, ld_dst = rows + 16;
+      const std::vector<float> src = random_values<float>(size_t(std::max<int64_t>(1, rows * ld_src)), 6);
+      std::vector<float> dst(size_t(cols * ld_dst), -7.0f);
+      transpose_rows(rows, cols, src.data(), ld_src, dst.data(), ld_dst);
+      int64_t wrong = 0;
+      for (int64_t j = 0; j < cols; ++j)
+        for (int64_t i = 0; i < ld_dst; ++i) wrong += dst[j * ld_dst + i] != (i < rows ? src[i * ld_src + j] : -7.0f);
+      INFO(rows << " × " << cols << " under " << to_string(capability));
+      CHECK(wrong == 0);
+    }
   }
 }
