@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/cpu_capability.h"
 #include "ops/autocast.h"
 #include "ops/onednn_gemm.h"
 #include "tests/testing.h"
@@ -259,6 +260,16 @@ TEST_CASE("linear equals matmul(x, weightᵀ) + bias, in values and gradients") 
       const Tensor wide = to(uniform({out, in}, 119), dtype), bias = to(uniform({out}, 120), dtype);
       check_close(linear(x, wide, bias), matmul(x, transpose(wide, 0, 1)) + bias, tol, tol);
     }
+  }
+  // The bias, added where each thread's part of the product lies, in each capability's lanes
+  // (ops/matmul.cpp): the same bits as the product and the bias added apart.
+  for (const CpuCapability capability : {CpuCapability::Baseline, CpuCapability::Avx2, CpuCapability::Avx512}) {
+    if (capability > cpu_capability_supported()) continue;
+    CpuCapabilityScope scope(capability);
+    INFO(to_string(capability));
+    const Tensor x = to(uniform({301, 67}, 121), DType::Float32), bias = to(uniform({129}, 122), DType::Float32);
+    const Tensor weight = to(uniform({129, 67}, 123), DType::Float32);
+    CHECK(max(abs(linear(x, weight, bias) - (matmul(x, transpose(weight, 0, 1)) + bias))).item<double>() == 0.0);
   }
   // Gradients of all three inputs, also for a non-contiguous x and without a bias; and against
   // the same computation from primitives.
