@@ -126,15 +126,85 @@ TP_TARGET_AVX2 void posterior_row_avx2(const float* a, const float* b, const flo
                                        float log_p, float* out) {
   posterior_row<true>(a, b, lp, z, L, log_p, out);
 }
-TP_TARGET_AVX512 void alpha_row_avx512(const float* p, const float* lp, const Extended& z, int64_t L, float* c) {
-  alpha_row<true>(p, lp, z, L, c);
+// AVX-512: the rows above in intrinsics, their last positions one masked vector. The loops above,
+// compiled for AVX-512, ran their positions in GCC's narrower epilogues and scalar code (at 65
+// positions no 16-lane iteration ran at all: docs/PERFORMANCE.md). Operation for operation the
+// loops' arithmetic (ops/fast_exp.h's vector forms): the same bits.
+
+// The lanes of [s, s + 16) below n.
+TP_TARGET_AVX512 inline __mmask16 positions_below(int64_t s, int64_t n) {
+  return static_cast<__mmask16>(n - s >= 16 ? 0xFFFF : (1u << (n - s)) - 1);
 }
-TP_TARGET_AVX512 void beta_row_avx512(const float* n, const float* lp, const Extended& z, int64_t L, float* c) {
-  beta_row<true>(n, lp, z, L, c);
+
+// std::max(x, y), lane by lane: x < y ? y : x.
+TP_TARGET_AVX512 inline __m512 max_of(__m512 x, __m512 y) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, y, _CMP_LT_OQ), x, y);
 }
+
+// log_sum_exp3<true> on 16 lanes.
+TP_TARGET_AVX512 inline __m512 log_sum_exp3_avx512(__m512 a, __m512 b, __m512 c) {
+  const __m512 m = max_of(a, max_of(b, c));
+  const __mmask16 none = _mm512_cmp_ps_mask(m, _mm512_set1_ps(-std::numeric_limits<float>::infinity()), _CMP_EQ_OQ);
+  const __m512 shift = _mm512_maskz_mov_ps(static_cast<__mmask16>(~none), m);
+  const __m512 sum = _mm512_add_ps(_mm512_add_ps(exp_nonpositive_avx512(_mm512_sub_ps(a, shift)),
+                                                 exp_nonpositive_avx512(_mm512_sub_ps(b, shift))),
+                                   exp_nonpositive_avx512(_mm512_sub_ps(c, shift)));
+  return _mm512_mask_blend_ps(none, _mm512_add_ps(shift, log_1_to_4_avx512(sum)), m);
+}
+
+// lp[k[s]] for the lanes `lanes` of positions [s, s + 16), −inf elsewhere (never used).
+TP_TARGET_AVX512 inline __m512 emitted(const float* lp, const int32_t* k, int64_t s, __mmask16 lanes) {
+  return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, _mm512_maskz_loadu_epi32(lanes, k + s), lp, 4);
+}
+
+// The lanes of [s, s + 16) whose skip byte is set.
+TP_TARGET_AVX512 inline __mmask16 skips(const uint8_t* skip, int64_t s, __mmask16 lanes) {
+  return _mm512_mask_test_epi32_mask(lanes, _mm512_maskz_cvtepu8_epi32(lanes, _mm_maskz_loadu_epi8(lanes, skip + s)),
+                                     _mm512_set1_epi32(0xFF));
+}
+
+TP_TARGET_AVX512 void alpha_row_avx512(const float* prev, const float* lp, const Extended& z, int64_t L, float* cur) {
+  const __m512 none = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const int32_t* k = z.label.data();
+  cur[0] = lp[k[0]] + prev[0];
+  if (L > 1) cur[1] = lp[k[1]] + log_sum_exp3<true>(prev[1], prev[0], -std::numeric_limits<float>::infinity());
+  for (int64_t s = 2; s < L; s += 16) {
+    const __mmask16 lanes = positions_below(s, L);
+    const __m512 two_back = _mm512_mask_loadu_ps(none, skips(z.skip.data(), s, lanes), prev + s - 2);
+    const __m512 sum = log_sum_exp3_avx512(_mm512_maskz_loadu_ps(lanes, prev + s),
+                                           _mm512_maskz_loadu_ps(lanes, prev + s - 1), two_back);
+    _mm512_mask_storeu_ps(cur + s, lanes, _mm512_add_ps(emitted(lp, k, s, lanes), sum));
+  }
+}
+
+TP_TARGET_AVX512 void beta_row_avx512(const float* next, const float* lp, const Extended& z, int64_t L, float* cur) {
+  const __m512 none = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const int32_t* k = z.label.data();
+  cur[L - 1] = lp[k[L - 1]] + next[L - 1];
+  if (L > 1)
+    cur[L - 2] = lp[k[L - 2]] + log_sum_exp3<true>(next[L - 2], next[L - 1], -std::numeric_limits<float>::infinity());
+  for (int64_t s = 0; s < L - 2; s += 16) {
+    const __mmask16 lanes = positions_below(s, L - 2);
+    const __m512 two_on = _mm512_mask_loadu_ps(none, skips(z.skip.data(), s + 2, lanes), next + s + 2);
+    const __m512 sum = log_sum_exp3_avx512(_mm512_maskz_loadu_ps(lanes, next + s),
+                                           _mm512_maskz_loadu_ps(lanes, next + s + 1), two_on);
+    _mm512_mask_storeu_ps(cur + s, lanes, _mm512_add_ps(emitted(lp, k, s, lanes), sum));
+  }
+}
+
 TP_TARGET_AVX512 void posterior_row_avx512(const float* a, const float* b, const float* lp, const Extended& z,
                                            int64_t L, float log_p, float* out) {
-  posterior_row<true>(a, b, lp, z, L, log_p, out);
+  const __m512 zero = _mm512_setzero_ps(), lpv = _mm512_set1_ps(log_p);
+  for (int64_t s = 0; s < L; s += 16) {
+    const __mmask16 lanes = positions_below(s, L);
+    const __m512 x = _mm512_sub_ps(
+        _mm512_sub_ps(_mm512_add_ps(_mm512_maskz_loadu_ps(lanes, a + s), _mm512_maskz_loadu_ps(lanes, b + s)),
+                      emitted(lp, z.label.data(), s, lanes)),
+        lpv);
+    // std::min(x, 0): 0 < x ? 0 : x
+    const __m512 capped = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(zero, x, _CMP_LT_OQ), x, zero);
+    _mm512_mask_storeu_ps(out + s, lanes, exp_nonpositive_avx512(capped));
+  }
 }
 #endif
 

@@ -136,6 +136,42 @@ TP_TARGET_AVX512 inline __m512 exp_nonpositive_avx512(__m512 x) {
   return _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x, lowest, _CMP_NLT_UQ), er, _mm512_castsi512_ps(bits));
 }
 
+/// log_1_to_4_as<true> on 16 lanes of AVX-512, operation for operation: the same bits in every lane
+/// (tests/test_ctc.cpp checks every float in [1, 4) and NaN), for the CTC rows (ops/ctc.cpp).
+TP_TARGET_AVX512 inline __m512 log_1_to_4_avx512(__m512 x) {
+  using namespace fast_exp;
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512i bits = _mm512_castps_si512(x);
+  // f in [1, 2) from the mantissa; e = bits' exponent − 127, one more where f is halved
+  __m512 f = _mm512_castsi512_ps(
+      _mm512_or_si512(_mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFF)), _mm512_set1_epi32(0x3F800000)));
+  const __mmask16 halve = _mm512_cmp_ps_mask(f, _mm512_set1_ps(1.41421356f), _CMP_GT_OQ);
+  const __m512i exponent = _mm512_sub_epi32(_mm512_maskz_srli_epi32(0xFFFF, bits, 23), _mm512_set1_epi32(127));
+  const __m512i raised = _mm512_mask_add_epi32(exponent, halve, exponent, _mm512_set1_epi32(1));
+  const __m512 e = _mm512_maskz_cvtepi32_ps(0xFFFF, raised);
+  f = _mm512_mask_mul_ps(f, halve, f, _mm512_set1_ps(0.5f));
+  const __m512 u = _mm512_sub_ps(f, one);
+  const __m512 w = _mm512_div_ps(u, _mm512_add_ps(f, one)), w2 = _mm512_mul_ps(w, w);
+  const __m512 p = _mm512_fmadd_ps(
+      _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(1.0f / 9), w2, _mm512_set1_ps(1.0f / 7)), w2,
+                      _mm512_set1_ps(1.0f / 5)),
+      w2, _mm512_set1_ps(1.0f / 3));
+  // fma(−w, a, u) is fnmadd's −(w · a) + u, rounded once
+  const __m512 ln_f = _mm512_fnmadd_ps(w, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(-2.0f), w2), p, u), u);
+  const __m512 ln_x =
+      _mm512_fmadd_ps(e, _mm512_set1_ps(kLn2Hi), _mm512_fmadd_ps(e, _mm512_set1_ps(kLn2Lo), ln_f));
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_ORD_Q), x, ln_x);  // a NaN x stays
+}
+
+/// y[i] = log_1_to_4_avx512 of x[i] for i < n, 16 at a time: for code compiled for the baseline
+/// (its tests).
+TP_TARGET_AVX512 inline void log_1_to_4_avx512(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 lanes = static_cast<__mmask16>(n - i >= 16 ? 0xFFFF : (1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, lanes, log_1_to_4_avx512(_mm512_maskz_loadu_ps(lanes, x + i)));
+  }
+}
+
 /// y[i] = exp_nonpositive_avx512 of x[i] for i < n, 16 at a time: the vector form's entry for code
 /// compiled for the baseline (its tests).
 TP_TARGET_AVX512 inline void exp_nonpositive_avx512(const float* x, float* y, int64_t n) {

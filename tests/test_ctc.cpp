@@ -268,6 +268,33 @@ TEST_CASE("log_1_to_4_as, the CTC rows' logarithm, is within 1 ulp of ln x on ev
   check_form("log_1_to_4_as<true>", [](float x) { return log_1_to_4_as<true>(x); }, 3);
 }
 
+#if TP_CPU_DISPATCH
+TEST_CASE("log_1_to_4_avx512 gives log_1_to_4_as<true>'s bits on every float in [1, 4), and NaN") {
+  if (cpu_capability_supported() < CpuCapability::Avx512) return;
+  const float one = 1.0f, four = 4.0f;
+  uint32_t from, to;
+  std::memcpy(&from, &one, 4);
+  std::memcpy(&to, &four, 4);
+  std::vector<float> x;
+  for (uint32_t bits = from; bits < to; ++bits) {
+    float v;
+    std::memcpy(&v, &bits, 4);
+    x.push_back(v);
+  }
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> y(x.size());
+  log_1_to_4_avx512(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  int64_t differ = 0;
+  for (size_t i = 0; i + 1 < x.size(); ++i) {
+    const float want = log_1_to_4_as<true>(x[i]);
+    differ += std::memcmp(&want, &y[i], 4) != 0;
+  }
+  CHECK(x.size() > 16000000);
+  CHECK(differ == 0);
+  CHECK(std::isnan(y.back()));
+}
+#endif
+
 TEST_CASE("ctc_loss in float32 agrees with float64 under every CPU capability; AVX2 and AVX-512 to the bit") {
   // float32 runs each frame's row vectorised over the positions (ops/ctc.cpp); float64 runs the scalar
   // recursions of ops/ctc_math.h. Six utterances over C = 7 classes, blank 2, T = 23: a long target
@@ -313,4 +340,39 @@ TEST_CASE("ctc_loss in float32 agrees with float64 under every CPU capability; A
     CHECK(by_capability[1].first.to_vector<double>() == by_capability[2].first.to_vector<double>());
     CHECK(by_capability[1].second.to_vector<double>() == by_capability[2].second.to_vector<double>());
   }
+}
+
+TEST_CASE("ctc_loss's rows wider than a vector give the same bits under AVX2 and AVX-512") {
+  // Extended targets of 81, 65 and 15 positions (AVX-512's rows run 16 at a time, the last vector
+  // part full: ops/ctc.cpp), with repeated labels (no skip there), over 51 classes.
+  const int64_t B = 3, T = 70, C = 51, S = 40;
+  Generator gen(22);
+  const Tensor lp = to(log_softmax(randn({B, T, C}, gen, {DType::Float64}) * 2.0), DType::Float32);
+  std::vector<int64_t> labels = randint(1, C, {B, S}, gen).to_vector<int64_t>();
+  labels[3] = labels[2];  // a repeat: α and β take no skip over it
+  const Tensor targets = from_vector<int64_t>(labels, {B, S});
+  const Tensor il = lengths({70, 65, 20}), tl = lengths({40, 32, 7});
+  const Tensor weights = from_vector<float>({1.0f, -0.5f, 2.0f}, {B});
+  const auto run = [&](CpuCapability c) {
+    CpuCapabilityScope scope(c);
+    Tensor leaf = lp.detach();
+    leaf.set_requires_grad(true);
+    const Tensor loss = ctc_loss(leaf, targets, il, tl, 0, CtcReduction::None);
+    sum(loss * weights).backward();
+    return std::pair{loss.to_vector<float>(), leaf.grad().to_vector<float>()};
+  };
+  if (cpu_capability_supported() < CpuCapability::Avx512) return;
+  const auto [loss2, grad2] = run(CpuCapability::Avx2);
+  const auto [loss5, grad5] = run(CpuCapability::Avx512);
+  for (float l : loss5) CHECK(std::isfinite(l));
+  CHECK(loss2 == loss5);
+  CHECK(grad2 == grad5);
+  // and the float64 recursions' values, within float32's rounding
+  Tensor leaf64 = to(lp, DType::Float64).detach();
+  leaf64.set_requires_grad(true);
+  const Tensor loss64 = ctc_loss(leaf64, targets, il, tl, 0, CtcReduction::None);
+  sum(loss64 * to(weights, DType::Float64)).backward();
+  const std::vector<double> l64 = loss64.to_vector<double>();
+  for (int64_t b = 0; b < B; ++b) CHECK(loss5[b] == doctest::Approx(l64[b]).epsilon(1e-5));
+  check_close(to(from_vector<float>(grad5, {B, T, C}), DType::Float64), leaf64.grad(), 2e-5, 1e-4);
 }
