@@ -658,12 +658,19 @@ void backward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v
   });
 }
 
-// A bfloat16 tensor as float32 (a copy, off the tape), any other as it is: bfloat16 attention runs the
-// float32 kernels on copies made for the one call, while what the tape keeps stays bfloat16.
-Tensor wide(const Tensor& t) {
-  NoGradGuard no_grad;
-  return t.dtype() == DType::BFloat16 ? to(t, DType::Float32) : t;
+// t (B, H, X, F) in `dtype`, laid out as t (in_layout_of), off the tape; t itself in its own dtype.
+// In t's layout the conversion runs over the elements as they lie (ops/elementwise.cpp): converted to
+// a contiguous tensor, heads split from a projection went 16 elements at a time.
+Tensor converted(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  const Tensor y = in_layout_of(t, t.shape(), dtype);
+  copy_(y, t.detach());
+  return y;
 }
+
+// A bfloat16 tensor as float32, any other as it is: bfloat16 attention runs the float32 kernels on
+// copies made for the one call, while what the tape keeps stays bfloat16.
+Tensor wide(const Tensor& t) { return t.dtype() == DType::BFloat16 ? converted(t, DType::Float32) : t; }
 
 // The shape of q, k, v (B, H, N, E), (B, H, S, E), (B, H, S, M), checked.
 Shape4 checked_shape(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
@@ -705,7 +712,7 @@ AttentionWithLse attend(const char* op, const Shape4& s, const Tensor& q, const 
   // bfloat16: out rounded from the float32 kernel's (wide), lse kept in float32.
   const DType compute = q.dtype() == DType::BFloat16 ? DType::Float32 : q.dtype();
   Tensor out = new_like(qc, {s.B, s.H, s.N, s.M}, q.dtype());
-  const Tensor out_wide = compute == q.dtype() ? out : empty(out.shape(), {compute, q.device()});
+  const Tensor out_wide = compute == q.dtype() ? out : new_like(qc, out.shape(), compute);
   const Tensor lse = empty({s.B, s.H, s.N}, {compute, q.device()});
   forward(s, wide(qc), wide(kc), wide(vc), limits, out_wide, lse);
   if (out_wide.dtype() != out.dtype()) copy_(out, out_wide);
@@ -733,9 +740,9 @@ AttentionWithLse attend(const char* op, const Shape4& s, const Tensor& q, const 
              return by_rows ? picked_gradient(grad, limits.rows, limits.per_item, like) : grad;
            };
            const DType dtype = qs.get().dtype();  // bfloat16 gradients rounded from the float32 kernel's
-           if (g.needs(0)) g.accumulate(0, to(dq, dtype));
-           if (g.needs(1)) g.accumulate(1, to(into_rows(dk, k), dtype));
-           if (g.needs(2)) g.accumulate(2, to(into_rows(dv, v), dtype));
+           if (g.needs(0)) g.accumulate(0, converted(dq, dtype));
+           if (g.needs(1)) g.accumulate(1, converted(into_rows(dk, k), dtype));
+           if (g.needs(2)) g.accumulate(2, converted(into_rows(dv, v), dtype));
          });
   return {out, lse};
 }

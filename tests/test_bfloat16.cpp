@@ -116,6 +116,66 @@ TEST_CASE("bfloat16 tensors: conversion both ways, printing, element size, check
   check_same(loaded.tensors.at("b"), b);
 }
 
+TEST_CASE("float32 ↔ bfloat16 copies give the constructor's bits under every capability, in every layout") {
+  // copy_ converts runs of unit stride with kernels compiled for each capability, and a tensor whose
+  // layout is dense and matches the destination's in one run over its storage (ops/elementwise.cpp).
+  // Every 4099th float bit pattern (all exponents: subnormals, ties, infinities, NaNs) and both
+  // directions; layouts: contiguous, a permutation of contiguous dims in both (the flat run), a
+  // permuted source into a contiguous destination, every second element, a broadcast row.
+  std::vector<float> values;
+  for (uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += 4099) {
+    const uint32_t word = static_cast<uint32_t>(bits);
+    float v;
+    std::memcpy(&v, &word, 4);
+    values.push_back(v);
+  }
+  values.resize(values.size() / 240 * 240);  // (n / 240, 4, 6, 10)
+  const int64_t n = static_cast<int64_t>(values.size());
+  const Tensor source = from_vector<float>(values, {n});
+  const auto bits_of = [](const Tensor& t) {  // a bfloat16 tensor's 16-bit words, in index order
+    const Tensor c = contiguous(t);
+    const auto* p = static_cast<const uint16_t*>(c.raw_data());
+    return std::vector<uint16_t>(p, p + c.numel());
+  };
+  const auto expected_bits = [](const Tensor& f) {  // the constructor's rounding of each element
+    std::vector<uint16_t> out;
+    for (float v : contiguous(f).to_vector<float>()) out.push_back(bfloat16(v).bits);
+    return out;
+  };
+  const auto same_floats = [](const Tensor& a, const Tensor& b) {  // bit for bit, NaNs included
+    const std::vector<float> x = contiguous(a).to_vector<float>(), y = contiguous(b).to_vector<float>();
+    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * 4) == 0;
+  };
+  for (const CpuCapability capability : {CpuCapability::Baseline, CpuCapability::Avx2, CpuCapability::Avx512}) {
+    if (capability > cpu_capability_supported()) continue;
+    CpuCapabilityScope scope(capability);
+    INFO(to_string(capability));
+    const Tensor blocks = reshape(source, {n / 240, 4, 6, 10});
+    const Tensor permuted = permute(blocks, {0, 2, 1, 3});
+    const Tensor like_permuted = permute(empty({n / 240, 4, 6, 10}, {DType::BFloat16}), {0, 2, 1, 3});
+    copy_(like_permuted, permuted);
+    const Tensor strided = slice(source, 0, 0, n, 2);
+    const Tensor row = slice(source, 0, 0, 10);
+    const Tensor broadcast = empty({7, 10}, {DType::BFloat16});
+    copy_(broadcast, row);
+    CHECK(bits_of(to(source, DType::BFloat16)) == expected_bits(source));
+    CHECK(bits_of(like_permuted) == expected_bits(permuted));
+    CHECK(bits_of(to(permuted, DType::BFloat16)) == expected_bits(permuted));
+    CHECK(bits_of(to(strided, DType::BFloat16)) == expected_bits(strided));
+    CHECK(bits_of(broadcast) == expected_bits(expand(reshape(row, {1, 10}), {7, 10})));
+    // and back: float32 holds every bfloat16 exactly (a NaN's bits kept)
+    const Tensor narrow = to(source, DType::BFloat16);
+    const Tensor narrow_permuted = permute(reshape(narrow, {n / 240, 4, 6, 10}), {0, 2, 1, 3});
+    const Tensor wide_permuted = permute(empty({n / 240, 4, 6, 10}, {DType::Float32}), {0, 2, 1, 3});
+    copy_(wide_permuted, narrow_permuted);
+    std::vector<float> widened;
+    for (uint16_t b : bits_of(narrow)) widened.push_back(float(bfloat16::from_bits(b)));
+    CHECK(same_floats(to(narrow, DType::Float32), from_vector<float>(widened, {n})));
+    CHECK(same_floats(wide_permuted, permute(reshape(from_vector<float>(widened, {n}), {n / 240, 4, 6, 10}),
+                                             {0, 2, 1, 3})));
+  }
+}
+
 TEST_CASE("bfloat16 ops compute in float32 and round once: the float32 op's result, rounded") {
   const Tensor x = bf16_uniform({4, 7}, 2), y = bf16_uniform({7}, 3, 0.5, 3);
   const Tensor x32 = to(x, DType::Float32), y32 = to(y, DType::Float32);
