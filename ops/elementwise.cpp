@@ -270,8 +270,8 @@ void convert_runs(const Tensor& out, const Tensor& in) {
   Out* o = static_cast<Out*>(out.raw_data());
   const In* x = static_cast<const In*>(in.raw_data());
   // One shape, one layout, and that dense (contiguous, or a permutation of contiguous dims: heads
-  // split from a projection): one run over the elements as they lie. for_each_run's runs end with
-  // each row, 16 elements for a (B, H, N, 16) tensor.
+  // split from a projection): one run over the elements as they lie. for_each_run merges only dims
+  // that are adjacent in the shape's order: for heads split by a permute, runs of 16 elements.
   const bool flat = in.shape() == out.shape() && in.strides() == out.strides() && dense(out);
   const Shape shape = flat ? Shape{out.numel()} : out.shape();
   const std::array<Strides, 2> strides =

@@ -4,8 +4,11 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <string>
 
+#include "ops/loops.h"
 #include "tests/testing.h"
 
 using namespace tapestry;
@@ -702,3 +705,55 @@ TEST_CASE("binary ops hold an input only where a wanted gradient reads it: x · 
   CHECK(held_after([&](const Tensor& x) { return c / x; }) == bytes);       // dx = −dy ⊙ c / x²
   CHECK(held_after([&](const Tensor& x) { return maximum(x, c); }) == bytes);
 }
+
+TEST_CASE("for_each_run visits every element once at its offsets, merging dims where every operand allows") {
+  // Two operands: each element's offsets from its index, against the offsets the runs visit.
+  struct Case {
+    Shape shape;
+    std::array<Strides, 2> strides;
+    Shape merged;  // the shape coalesce_dims makes
+  };
+  const std::vector<Case> cases{
+      {{30, 65, 64}, {Strides{4160, 64, 1}, Strides{4160, 64, 1}}, {124800}},  // contiguous: one dim
+      {{3, 1, 5, 1}, {Strides{5, 5, 1, 1}, Strides{5, 7, 1, 9}}, {15}},         // size-1 dims dropped
+      {{4, 6, 8}, {Strides{48, 8, 1}, Strides{6, 1, 0}}, {24, 8}},            // a mask along the last dim
+      {{2, 3, 4, 5}, {Strides{60, 20, 5, 1}, Strides{60, 5, 15, 1}}, {2, 3, 4, 5}},  // heads split by a permute
+      {{5, 7}, {Strides{7, 1}, Strides{1, 5}}, {5, 7}},                        // a transposed operand
+      {{6, 10}, {Strides{10, 1}, Strides{20, 2}}, {60}},                       // every second element
+      {{6, 10}, {Strides{10, 1}, Strides{12, 1}}, {6, 10}},                    // rows of a wider matrix
+      {{2, 3, 4}, {Strides{12, 4, 1}, Strides{0, 0, 0}}, {24}},                // a broadcast scalar
+      {{70000}, {Strides{1}, Strides{1}}, {70000}},                            // chunks across threads
+  };
+  for (const Case& c : cases) {
+    INFO(to_string(c.shape));
+    Shape shape = c.shape;
+    std::array<Strides, 2> strides = c.strides;
+    coalesce_dims(shape, strides);
+    CHECK(shape == c.merged);
+    std::map<int64_t, std::pair<int64_t, int>> seen;  // operand 0's offset → operand 1's, times visited
+    std::mutex lock;
+    for_each_run(c.shape, c.strides, [&](const auto& base, int64_t count, const auto& step) {
+      const std::lock_guard<std::mutex> guard(lock);
+      for (int64_t j = 0; j < count; ++j) {
+        auto& entry = seen[base[0] + j * step[0]];
+        entry.first = base[1] + j * step[1];
+        ++entry.second;
+      }
+    });
+    int64_t wrong = 0, n = numel(c.shape);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t rest = i, o0 = 0, o1 = 0;
+      for (int64_t d = static_cast<int64_t>(c.shape.size()) - 1; d >= 0; --d) {
+        const int64_t index = rest % c.shape[d];
+        rest /= c.shape[d];
+        o0 += index * c.strides[0][d];
+        o1 += index * c.strides[1][d];
+      }
+      const auto it = seen.find(o0);
+      wrong += it == seen.end() || it->second.first != o1 || it->second.second != 1;
+    }
+    CHECK(wrong == 0);
+    CHECK(static_cast<int64_t>(seen.size()) == n);
+  }
+}
+
