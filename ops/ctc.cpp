@@ -152,7 +152,7 @@ TP_TARGET_AVX512 inline __m512 log_sum_exp3_avx512(__m512 a, __m512 b, __m512 c)
   return _mm512_mask_blend_ps(none, _mm512_add_ps(shift, log_1_to_4_avx512(sum)), m);
 }
 
-// lp[k[s]] for the lanes `lanes` of positions [s, s + 16), −inf elsewhere (never used).
+// lp[k[s]] for the lanes `lanes` of positions [s, s + 16), 0 elsewhere (never stored).
 TP_TARGET_AVX512 inline __m512 emitted(const float* lp, const int32_t* k, int64_t s, __mmask16 lanes) {
   return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, _mm512_maskz_loadu_epi32(lanes, k + s), lp, 4);
 }

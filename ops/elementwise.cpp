@@ -219,11 +219,10 @@ void check_broadcasts_to(const char* op, const Tensor& other, const Shape& shape
            to_string(other.shape()), " cannot be broadcast to ", to_string(shape));
 }
 
-
 // ---- float32 ↔ bfloat16: copy_'s conversions, compiled for each CPU capability ----
 // Rounding to bfloat16 (core/bfloat16.h) narrows 32 bits to 16, which SSE2 has no instruction for:
 // compiled for the x86-64 baseline alone, the loop ran element by element, and a bf16 speech step's
-// conversions took 7 % of it (docs/PERFORMANCE.md). Compiled for AVX2 and AVX-512 the same loop
+// conversions took 11 % of it (docs/PERFORMANCE.md). Compiled for AVX2 and AVX-512 the same loop
 // runs in vector lanes; each element is the constructor's value, the same bits.
 template <class Out, class In>
 [[gnu::always_inline]] inline void convert(const In* x, Out* y, int64_t n) {
