@@ -659,8 +659,8 @@ void backward(const Shape4& s, const Tensor& q, const Tensor& k, const Tensor& v
 }
 
 // t (B, H, X, F) in `dtype`, laid out as t (in_layout_of), off the tape; t itself in its own dtype.
-// In t's layout the conversion runs over the elements as they lie (ops/elementwise.cpp): converted to
-// a contiguous tensor, heads split from a projection went 16 elements at a time.
+// In t's layout the conversion runs over the elements as they lie (coalesce_dims, ops/loops.h):
+// converted to a contiguous tensor, heads split from a projection went 16 elements at a time.
 Tensor converted(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
   const Tensor y = in_layout_of(t, t.shape(), dtype);

@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <utility>
-#include <vector>
 
 #include "core/cpu_capability.h"
 #include "ops/autocast.h"
@@ -243,20 +241,6 @@ TP_TARGET_AVX512 void convert_avx512(const In* x, Out* y, int64_t n) {
 }
 #endif
 
-// Whether t's elements fill numel(t) consecutive places: its dims, ordered by stride, contiguous.
-bool dense(const Tensor& t) {
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims of more than one element
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (t.shape()[d] != 1) dims.emplace_back(t.strides()[d], t.shape()[d]);
-  std::sort(dims.begin(), dims.end());
-  int64_t expected = 1;
-  for (const auto& [stride, size] : dims) {
-    if (stride != expected) return false;
-    expected *= size;
-  }
-  return true;
-}
-
 // out = in converted (in broadcast to out's shape): runs of unit stride through convert as the
 // widest capability in use compiled it, others element by element.
 template <class Out, class In>
@@ -268,15 +252,8 @@ void convert_runs(const Tensor& out, const Tensor& in) {
 #endif
   Out* o = static_cast<Out*>(out.raw_data());
   const In* x = static_cast<const In*>(in.raw_data());
-  // One shape, one layout, and that dense (contiguous, or a permutation of contiguous dims: heads
-  // split from a projection): one run over the elements as they lie. for_each_run merges only dims
-  // that are adjacent in the shape's order: for heads split by a permute, runs of 16 elements.
-  const bool flat = in.shape() == out.shape() && in.strides() == out.strides() && dense(out);
-  const Shape shape = flat ? Shape{out.numel()} : out.shape();
-  const std::array<Strides, 2> strides =
-      flat ? std::array<Strides, 2>{Strides{1}, Strides{1}}
-           : std::array<Strides, 2>{out.strides(), broadcast_strides(in, out.shape())};
-  for_each_run(shape, strides, [&](const auto& base, int64_t count, const auto& step) {
+  const std::array<Strides, 2> strides{out.strides(), broadcast_strides(in, out.shape())};
+  for_each_run(out.shape(), strides, [&](const auto& base, int64_t count, const auto& step) {
     if (step[0] == 1 && step[1] == 1) return kernel(x + base[1], o + base[0], count);
     for (int64_t j = 0; j < count; ++j) o[base[0] + j * step[0]] = static_cast<Out>(x[base[1] + j * step[1]]);
   });

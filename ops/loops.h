@@ -6,6 +6,7 @@
 #include <array>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -17,11 +18,29 @@ Strides broadcast_strides(const Tensor& t, const Shape& shape);
 
 /// `shape` and the operands' `strides` with adjacent dims merged wherever every operand steps
 /// through the two as through one dim (the outer one's stride the inner one's times its size), and
-/// dims of size 1 dropped: the same elements at the same offsets, in fewer, longer rows. A
-/// contiguous (30, 65, 64) tensor becomes one row of 124,800; a mask broadcast along the last dim
-/// keeps that dim apart.
+/// dims of size 1 dropped: the same elements at the same offsets, in fewer, longer rows. Where all
+/// operands share one layout the dims are first ordered by it, largest stride first, so that heads
+/// split from a projection by a permute, in both operands, are one row too. A contiguous
+/// (30, 65, 64) tensor becomes one row of 124,800; a mask broadcast along the last dim keeps that
+/// dim apart.
 template <size_t N>
 void coalesce_dims(Shape& shape, std::array<Strides, N>& strides) {
+  bool one_layout = true;
+  for (size_t k = 1; k < N; ++k) one_layout = one_layout && strides[k] == strides[0];
+  if (one_layout) {  // elementwise loops visit their elements in any order
+    std::vector<size_t> order(shape.size());
+    for (size_t d = 0; d < order.size(); ++d) order[d] = d;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return strides[0][a] > strides[0][b]; });
+    Shape sorted;
+    std::array<Strides, N> sorted_strides;
+    for (size_t d : order) {
+      sorted.push_back(shape[d]);
+      for (size_t k = 0; k < N; ++k) sorted_strides[k].push_back(strides[k][d]);
+    }
+    shape = std::move(sorted);
+    strides = std::move(sorted_strides);
+  }
   Shape merged;  // innermost first
   std::array<Strides, N> steps;
   for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {

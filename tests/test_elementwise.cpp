@@ -718,6 +718,7 @@ TEST_CASE("for_each_run visits every element once at its offsets, merging dims w
       {{3, 1, 5, 1}, {Strides{5, 5, 1, 1}, Strides{5, 7, 1, 9}}, {15}},         // size-1 dims dropped
       {{4, 6, 8}, {Strides{48, 8, 1}, Strides{6, 1, 0}}, {24, 8}},            // a mask along the last dim
       {{2, 3, 4, 5}, {Strides{60, 20, 5, 1}, Strides{60, 5, 15, 1}}, {2, 3, 4, 5}},  // heads split by a permute
+      {{2, 3, 4, 5}, {Strides{60, 5, 15, 1}, Strides{60, 5, 15, 1}}, {120}},  // both so: in their layout's order
       {{5, 7}, {Strides{7, 1}, Strides{1, 5}}, {5, 7}},                        // a transposed operand
       {{6, 10}, {Strides{10, 1}, Strides{20, 2}}, {60}},                       // every second element
       {{6, 10}, {Strides{10, 1}, Strides{12, 1}}, {6, 10}},                    // rows of a wider matrix
