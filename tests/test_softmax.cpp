@@ -270,3 +270,54 @@ TEST_CASE("exp_nonpositive_avx512 gives exp_nonpositive_as<fused>'s bits in ever
   CHECK(differ == 0);
 }
 #endif
+
+TEST_CASE("log_softmax in float32 under every CPU capability: near float64's, AVX2 and AVX-512 to the bit") {
+  // Rows of 1 … 100 classes (AVX-512 takes 16 at a time, the last vector part full: ops/softmax.cpp),
+  // the speech recogniser's 51 among them, with masked entries and a row with every entry masked;
+  // the backward with a dy that also reaches the masked entries.
+  const auto check_near = [](const Tensor& got, const Tensor& want) {  // −inf only where want has it
+    const std::vector<double> a = got.to_vector<double>(), b = want.to_vector<double>();
+    for (size_t i = 0; i < a.size(); ++i) {
+      INFO("element " << i << ": " << a[i] << " vs " << b[i]);
+      CHECK((std::isinf(b[i]) ? a[i] == b[i] : std::abs(a[i] - b[i]) <= 1e-5 + 1e-5 * std::abs(b[i])));
+    }
+  };
+  for (const int64_t C : {1, 3, 15, 16, 17, 31, 51, 64, 100}) {
+    INFO("C = " << C);
+    const Tensor x64 = uniform({6, C}, 40 + C, -8, 8);
+    const Tensor row_keeps = from_vector<bool>({true, true, true, false, true, true}, {6, 1});  // row 3: nothing
+    const Tensor keep = logical_and(gt(uniform({6, C}, 140 + C), scalar(-0.6, {DType::Float64})), row_keeps);
+    const Tensor dy64 = uniform({6, C}, 240 + C);
+    const auto run = [&](DType dtype) {
+      Tensor x = to(x64, dtype).detach();
+      x.set_requires_grad(true);
+      const Tensor y = log_softmax(x, keep);
+      backward(y, to(dy64, dtype));
+      return std::pair{to(y, DType::Float64), to(x.grad(), DType::Float64)};
+    };
+    const auto [y64, g64] = run(DType::Float64);
+    std::vector<std::pair<Tensor, Tensor>> by_capability;
+    for (const CpuCapability c : {CpuCapability::Baseline, CpuCapability::Avx2, CpuCapability::Avx512}) {
+      if (c > cpu_capability_supported()) continue;
+      INFO("capability " << static_cast<int>(c));
+      CpuCapabilityScope scope(c);
+      const auto [y32, g32] = run(DType::Float32);
+      check_near(y32, y64);
+      check_near(g32, g64);  // 0 where masked and in the row that keeps nothing
+      by_capability.emplace_back(y32, g32);
+    }
+    if (by_capability.size() == 3) {
+      CHECK(by_capability[1].first.to_vector<double>() == by_capability[2].first.to_vector<double>());
+      CHECK(by_capability[1].second.to_vector<double>() == by_capability[2].second.to_vector<double>());
+    }
+  }
+  // A NaN makes its row NaN and leaves the others alone, under every capability.
+  for (const CpuCapability c : {CpuCapability::Baseline, CpuCapability::Avx2, CpuCapability::Avx512}) {
+    if (c > cpu_capability_supported()) continue;
+    CpuCapabilityScope scope(c);
+    const std::vector<float> y =
+        log_softmax(from_vector<float>({0.5f, std::nanf(""), 1.0f, 0.0f, 0.0f, 0.0f}, {2, 3})).to_vector<float>();
+    for (int i = 0; i < 3; ++i) CHECK(std::isnan(y[i]));
+    for (int i = 3; i < 6; ++i) CHECK(y[i] == doctest::Approx(-std::log(3.0)).epsilon(1e-6));
+  }
+}
