@@ -262,6 +262,8 @@ const Tensor& Gradients::buffer(size_t i) {
   return own_pending(*meta);
 }
 
+bool Gradients::received(size_t i) const { return needs(i) && !shares_ && inputs_[i]->pending.defined(); }
+
 void backward(const Tensor& root, const Tensor& seed, Retain retain) {
   TP_CHECK(root.requires_grad(), "backward",
            "the tensor of shape ", to_string(root.shape()), " does not require grad: no input of ",

@@ -85,6 +85,10 @@ class Gradients {
   /// Input i's gradient buffer (zero-initialised on first use), for kernels that accumulate into it
   /// in place (gemm with beta = 1, an add into a slice).
   const Tensor& buffer(size_t i);
+  /// Whether input i already holds a gradient from another op in this pass (not while a
+  /// GraphRecorder watches): a kernel that can add its result into buffer(i) then saves accumulate's
+  /// extra pass over it.
+  bool received(size_t i) const;
 
  private:
   friend void backward(const Tensor&, const Tensor&, Retain);

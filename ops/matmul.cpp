@@ -360,9 +360,14 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
              const std::vector<Tensor>& dy, Gradients& g) {
            const Tensor dy2 = reshape(dy[0], {rows, out});
            if (g.needs(0)) {
-             Tensor dx = empty(x_shape, dy2.options());
-             batched_gemm({}, dy2, Transpose::No, ws.get(), Transpose::No, reshape(dx, {rows, ws.get().size(1)}), 0.0);
-             g.accumulate(0, std::move(dx));
+             // x's gradient from another op already (q, k and v's projections share x): the product
+             // is added into it (beta = 1), where a product of its own and accumulate's add each
+             // made a pass over it.
+             const bool into = g.received(0) && g.buffer(0).is_contiguous();
+             Tensor dx = into ? g.buffer(0) : empty(x_shape, dy2.options());
+             batched_gemm({}, dy2, Transpose::No, ws.get(), Transpose::No, reshape(dx, {rows, ws.get().size(1)}),
+                          into ? 1.0 : 0.0);
+             if (!into) g.accumulate(0, std::move(dx));
            }
            if (g.needs(1)) {
              Tensor dw = empty(ws.get().shape(), dy2.options());

@@ -289,6 +289,28 @@ TEST_CASE("linear equals matmul(x, weightᵀ) + bias, in values and gradients") 
   for (size_t i = 0; i < 3; ++i) check_close(fused[i].grad(), composed[i].grad(), 1e-13, 1e-13);
 }
 
+TEST_CASE("linear adds x's gradient into one another op sent it already, as the composition sums them") {
+  // q, k and v's projections of one x, beside a product with x and one with its transpose (whose
+  // gradient arrives as a view): from the second projection on, each product goes into the gradient
+  // x holds already, with beta = 1 (ops/matmul.cpp). With beta = 0 there, the gradcheck fails.
+  const auto model = [](const Inputs& in, bool fused) {
+    const Tensor& x = in[0];
+    Tensor y = sum(x * 0.5) + sum(transpose(x, 1, 2) * transpose(in[4], 1, 2));
+    for (int64_t p = 1; p <= 3; ++p)
+      y = y + sum((fused ? linear(x, in[p]) : matmul(x, transpose(in[p], 0, 1))) * in[4 + p]);
+    return y;
+  };
+  const Inputs inputs = {uniform({2, 3, 4}, 130), uniform({4, 4}, 131), uniform({4, 4}, 132), uniform({4, 4}, 133),
+                         uniform({2, 3, 4}, 134), uniform({2, 3, 4}, 135), uniform({2, 3, 4}, 136), uniform({2, 3, 4}, 137)};
+  check_gradients([&](const Inputs& in) { return model(in, true); }, inputs);
+  std::vector<Tensor> fused = inputs, composed = inputs;
+  for (Tensor& t : fused) t = t.detach(), t.set_requires_grad(true);
+  for (Tensor& t : composed) t = t.detach(), t.set_requires_grad(true);
+  model(fused, true).backward();
+  model(composed, false).backward();
+  for (size_t i = 0; i < 4; ++i) check_close(fused[i].grad(), composed[i].grad(), 1e-13, 1e-13);
+}
+
 TEST_CASE("linear rejects bad shapes and dtypes with the op's name") {
   const Tensor x = zeros({2, 3}, {DType::Float64}), w = zeros({4, 3}, {DType::Float64});
   check_error([&] { linear(x, zeros({4, 2}, {DType::Float64})); }, {"linear", "x (..., in) and weight (out, in)", "(2, 3)", "(4, 2)"});
