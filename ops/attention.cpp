@@ -260,8 +260,7 @@ TP_TARGET_AVX512 void online_softmax_rows_avx512(const Tile<float>& t, int64_t r
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m512 s = _mm512_mask_loadu_ps(hidden, lanes_within(c, seen[r]), pr[r] + c);
-      // s > max ? s : max
-      maxima[r] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(s, maxima[r], _CMP_GT_OQ), maxima[r], s);
+      maxima[r] = _mm512_maskz_max_ps(0xFFFF, s, maxima[r]);  // s > max ? s : max
       nan[r] |= _mm512_cmp_ps_mask(s, s, _CMP_UNORD_Q);
     }
   float m[R];

@@ -40,15 +40,16 @@ using Kernel = void (*)(const Block<float>&);
 struct Blocking {
   int64_t (*rows)(int64_t cols);
   int64_t cols;
-  Kernel (*kernel)(int64_t rows, int64_t cols);
+  Kernel (*kernel)(int64_t rows, int64_t cols, bool rows_of_a);  // rows_of_a: a_col = 1
 };
 
 #if TP_CPU_DISPATCH
 
 // ---- AVX-512: blocks of 6 rows × 4 vectors of 16 (24 accumulators of the 32 registers), 8 × 2, 12 × 1 ----
 
-// R rows × V vectors; columns of the last vector beyond x.cols are masked off.
-template <int R, int V>
+// R rows × V vectors; columns of the last vector beyond x.cols are masked off. kRowsOfA: A's rows
+// are contiguous (a_col = 1), else its columns (a_row = 1).
+template <int R, int V, bool kRowsOfA>
 TP_TARGET_AVX512 void block_avx512(const Block<float>& x) {
   const int64_t tail = x.cols - 16 * (V - 1);  // 1 … 16
   const __mmask16 last = static_cast<__mmask16>(tail >= 16 ? 0xFFFF : (1u << tail) - 1);
@@ -60,12 +61,16 @@ TP_TARGET_AVX512 void block_avx512(const Block<float>& x) {
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
-  // The strides and the row pointers in locals: read through x, they were loaded and multiplied
-  // again on every p (the compiler could not tell that nothing in the loop writes them).
+  // The strides in locals: read through x, they were loaded and multiplied again on every p (the
+  // compiler could not tell that nothing in the loop writes them). A's element (r, p) is addressed
+  // from few registers: with contiguous rows, from a base for every fourth row and the offsets of
+  // the three between, each pointer stepping along p; with contiguous columns, as constant offsets
+  // from one pointer stepping a column a p. A pointer a row (12 of them) left the loop too few
+  // general registers, and it kept them on the stack (the 12-row blocks ran at 64 % of the 6-row ones).
   const int64_t k = x.k, ldb = x.ldb, a_row = x.a_row, a_col = x.a_col;
-  const float* a_at[R];
-#pragma GCC unroll 12
-  for (int r = 0; r < R; ++r) a_at[r] = x.a + r * a_row;
+  const float* a_base[(R + 3) / 4];
+#pragma GCC unroll 3
+  for (int q = 0; q < (R + 3) / 4; ++q) a_base[q] = x.a + 4 * q * a_row;
   const float* b_at = x.b;
 #pragma GCC unroll 2  // two p a pass: faster where k is long (the products over a key tile of 512)
   for (int64_t p = 0; p < k; ++p, b_at += ldb) {
@@ -74,7 +79,8 @@ TP_TARGET_AVX512 void block_avx512(const Block<float>& x) {
     for (int v = 0; v < V; ++v) b[v] = _mm512_maskz_loadu_ps(mask(v), b_at + 16 * v);
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
-      const __m512 a = _mm512_set1_ps(a_at[r][p * a_col]);
+      const float* at = kRowsOfA ? a_base[r / 4] + (r % 4) * a_row + p : x.a + p * a_col + r;
+      const __m512 a = _mm512_set1_ps(*at);
 #pragma GCC unroll 4
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
     }
@@ -103,19 +109,24 @@ TP_TARGET_AVX512 void block_avx512(const Block<float>& x) {
 int64_t avx512_rows(int64_t cols) { return cols <= 16 ? 12 : cols <= 32 ? 8 : 6; }
 
 // The kernel of R rows (1 … sizeof...(Rs)) × V vectors.
-template <int V, int... Rs>
+template <int V, bool kRowsOfA, int... Rs>
 Kernel avx512_of_rows(int64_t rows, std::integer_sequence<int, Rs...>) {
-  static constexpr Kernel kernels[] = {block_avx512<Rs + 1, V>...};
+  static constexpr Kernel kernels[] = {block_avx512<Rs + 1, V, kRowsOfA>...};
   return kernels[std::min<int64_t>(rows, sizeof...(Rs)) - 1];
 }
 
-Kernel avx512_kernel(int64_t rows, int64_t cols) {
+template <bool kRowsOfA>
+Kernel avx512_kernel_of(int64_t rows, int64_t cols) {
   switch ((cols + 15) / 16) {
-    case 1: return avx512_of_rows<1>(rows, std::make_integer_sequence<int, 12>{});
-    case 2: return avx512_of_rows<2>(rows, std::make_integer_sequence<int, 8>{});
-    case 3: return avx512_of_rows<3>(rows, std::make_integer_sequence<int, 6>{});
-    default: return avx512_of_rows<4>(rows, std::make_integer_sequence<int, 6>{});
+    case 1: return avx512_of_rows<1, kRowsOfA>(rows, std::make_integer_sequence<int, 12>{});
+    case 2: return avx512_of_rows<2, kRowsOfA>(rows, std::make_integer_sequence<int, 8>{});
+    case 3: return avx512_of_rows<3, kRowsOfA>(rows, std::make_integer_sequence<int, 6>{});
+    default: return avx512_of_rows<4, kRowsOfA>(rows, std::make_integer_sequence<int, 6>{});
   }
+}
+
+Kernel avx512_kernel(int64_t rows, int64_t cols, bool rows_of_a) {
+  return rows_of_a ? avx512_kernel_of<true>(rows, cols) : avx512_kernel_of<false>(rows, cols);
 }
 
 // ---- AVX2: blocks of 4 rows × 3 vectors of 8 (12 accumulators of the 16 registers) ----
@@ -176,7 +187,7 @@ Kernel avx2_of_width(int64_t cols) {
 
 int64_t avx2_rows(int64_t) { return 4; }
 
-Kernel avx2_kernel(int64_t rows, int64_t cols) {
+Kernel avx2_kernel(int64_t rows, int64_t cols, bool) {
   switch (rows) {
     case 1: return avx2_of_width<1>(cols);
     case 2: return avx2_of_width<2>(cols);
@@ -258,7 +269,7 @@ void tile_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_r
         const int64_t cols = std::min(cut.cols, n - j), block_rows = cut.rows(cols);
         for (int64_t i = 0; i < m; i += block_rows) {
           const int64_t rows = std::min(block_rows, m - i);
-          cut.kernel(rows, cols)({rows, cols, k, alpha, beta, a + i * a_row, a_row, a_col, b + j, ldb,
+          cut.kernel(rows, cols, a_col == 1)({rows, cols, k, alpha, beta, a + i * a_row, a_row, a_col, b + j, ldb,
                                   c + i * ldc + j, ldc});
         }
       }
