@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# The speech recogniser's training step (asr's default preset, full attention, 2 threads) before and
-# after three changes to the CPU kernels it spends most in besides its products (commits 7102f67,
-# d5c6942, 5da330c): fused attention's softmax four rows at a time and its keys transposed in
-# AVX-512 registers, matmul's bias compiled for each capability, CTC's rows in AVX-512 intrinsics.
+# The speech recogniser's training step (asr's default preset, full attention, 2 threads) with two
+# programs, before and after changes to its kernels (docs/PERFORMANCE.md names the commits of each
+# run: cpu-2026-11-29/ compared 0e2cafa and 5da330c, cpu-2026-11-29-b/ b1db436 and the next head).
 # Six rounds, each the before program then the after program, float32 then bf16; then each program's
 # op-by-op profile (float32), twice, alternating.
 # Usage, from the repository root, on a quiet machine:
