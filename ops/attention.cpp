@@ -487,27 +487,13 @@ void backward_cpu(const Shape4& s, const Rows<const T>& q, const Rows<const T>& 
   const TileKernels<T> kernels = tile_kernels<T>();
   const int64_t G = s.B * s.H, tiles = (s.S + kKeyTile - 1) / kKeyTile;
   const T scale = T(s.scale);
-  const auto zero = [G](const Rows<T>& x, int64_t rows, int64_t width) {
-#pragma omp parallel for schedule(static)
-    for (int64_t g = 0; g < G; ++g)
-      for (int64_t r = 0; r < rows; ++r) std::fill(x.at(g, r), x.at(g, r) + width, T(0));
+  const auto zero = [](const Rows<T>& x, int64_t g, int64_t r0, int64_t rows, int64_t width) {
+    for (int64_t r = r0; r < r0 + rows; ++r) std::fill(x.at(g, r), x.at(g, r) + width, T(0));
   };
-  zero(dq, s.N, s.E);
-  zero(dk, s.S, s.E);
-  zero(dv, s.S, s.M);
-  // D_i = Σ_m dout_im · out_im = Σ_j p_ij dp_ij, the softmax backward's row term, less dlse_i where lse
-  // is an output: ds_ij = p_ij (dp_ij − D_i) + p_ij dlse_i.
-  std::vector<T> d(G * s.N);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < G * s.N; ++i) {
-    const T* dout_row = dout.at(i / s.N, i % s.N);
-    const T* out_row = out.at(i / s.N, i % s.N);
-    T acc = 0;
-    for (int64_t c = 0; c < s.M; ++c) acc += dout_row[c] * out_row[c];
-    d[i] = dlse ? acc - dlse[i] : acc;
-  }
   // Key tiles of one head share dq. With at least as many heads as threads, a head's tiles run on
   // one thread, in order, into dq; with fewer, each thread sums its tiles' dq into a buffer of its own.
+  // Each work item zeroes what it writes and makes its head's D (below) itself: as passes of their own,
+  // before the items, they were four more parallel regions to start and wait for.
   const int threads = omp_get_max_threads();
   const bool by_head = G >= threads || tiles == 1;
   std::vector<T> dq_partial(by_head ? 0 : static_cast<size_t>(threads) * G * s.N * s.E, T(0));
@@ -519,13 +505,26 @@ void backward_cpu(const Shape4& s, const Rows<const T>& q, const Rows<const T>& 
     const Workspace<T> kt(s.E * ldt), vt(s.M * ldt);  // (E, cols), (M, cols), row stride ldt: the key tile's Kᵀ, Vᵀ
     std::vector<int64_t> seen(kQueryTile);
     std::vector<T> k_rows(k.pick.index ? kKeyTile * s.E : 0);  // a key tile's picked rows of K
+    std::vector<T> d(s.N);  // the head's D_i
     T* dq_mine = by_head ? nullptr : dq_partial.data() + static_cast<size_t>(omp_get_thread_num()) * G * s.N * s.E;
 #pragma omp for schedule(dynamic)
     for (int64_t w = 0; w < (by_head ? G : G * tiles); ++w) {
       const int64_t g = by_head ? w : w / tiles;
+      // D_i = Σ_m dout_im · out_im = Σ_j p_ij dp_ij, the softmax backward's row term, less dlse_i where
+      // lse is an output: ds_ij = p_ij (dp_ij − D_i) + p_ij dlse_i.
+      for (int64_t i = 0; i < s.N; ++i) {
+        const T* dout_row = dout.at(g, i);
+        const T* out_row = out.at(g, i);
+        T acc = 0;
+        for (int64_t c = 0; c < s.M; ++c) acc += dout_row[c] * out_row[c];
+        d[i] = dlse ? acc - dlse[g * s.N + i] : acc;
+      }
+      if (by_head) zero(dq, g, 0, s.N, s.E);
       for (int64_t t = by_head ? 0 : w % tiles; t < (by_head ? tiles : w % tiles + 1); ++t) {
         const int64_t j0 = t * kKeyTile, cols = std::min(kKeyTile, s.S - j0);
         const auto [k_tile, ldk] = key_tile(k, g, j0, cols, s.E, k_rows.data());
+        zero(dk, g, j0, cols, s.E);
+        zero(dv, g, j0, cols, s.M);
         T* dkt = dk.at(g, j0);
         T* dvt = dv.at(g, j0);
         transpose_keys(k, g, j0, cols, s.E, kt.data(), ldt);
@@ -544,22 +543,24 @@ void backward_cpu(const Shape4& s, const Rows<const T>& q, const Rows<const T>& 
           kernels.probabilities(tile, lse + g * s.N + i0);
           tile_gemm<T>(cols, s.M, rows, T(1), p.data(), 1, cols, dot, dout.row, T(1), dvt, dv.row);  // dV += Pᵀ dO
           tile_gemm<T>(rows, cols, s.M, T(1), dot, dout.row, 1, vt.data(), ldt, T(0), dp.data(), cols);  // dP = dO Vᵀ
-          kernels.score_gradients(tile, dp.data(), d.data() + g * s.N + i0);                             // dS
+          kernels.score_gradients(tile, dp.data(), d.data() + i0);                                      // dS
           tile_gemm<T>(cols, s.E, rows, scale, dp.data(), 1, cols, qt, q.row, T(1), dkt, dk.row);  // dK += scale dSᵀ Q
           tile_gemm<T>(rows, s.E, cols, scale, dp.data(), cols, 1, k_tile, ldk, T(1), dqt, ldq);  // dQ += scale dS K
         }
       }
     }
   }
-  if (!by_head)
-    for (int th = 0; th < threads; ++th) {
-      const T* part = dq_partial.data() + static_cast<size_t>(th) * G * s.N * s.E;
+  if (by_head) return;
+  const size_t part = static_cast<size_t>(G) * s.N * s.E;  // one thread's buffer
 #pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < G * s.N; ++i) {
-        T* row = dq.at(i / s.N, i % s.N);
-        for (int64_t e = 0; e < s.E; ++e) row[e] += part[i * s.E + e];
-      }
+  for (int64_t i = 0; i < G * s.N; ++i) {
+    T* row = dq.at(i / s.N, i % s.N);
+    for (int64_t e = 0; e < s.E; ++e) {
+      T sum = dq_partial[i * s.E + e];
+      for (int th = 1; th < threads; ++th) sum += dq_partial[th * part + i * s.E + e];
+      row[e] = sum;
     }
+  }
 }
 
 // The key lengths as int64 on the tensors' device, checked against S; undefined when there are none.
