@@ -2,7 +2,8 @@
 # Two programs, before and after a change to fused attention on the CPU (ops/attention.cpp,
 # ops/tile_gemm.cpp; docs/PERFORMANCE.md names each run's commits: cpu-2026-11-29/ its softmax's
 # masked last vector, cpu-2026-11-29-interleaved/ its rows four at a time, cpu-2026-11-29-blocks/ the
-# tile products' addressing of A): the speech recogniser's step (4 heads × 16, 65 positions), one
+# tile products' addressing of A, cpu-2026-11-29-backward/ that and the backward's one parallel
+# region): the speech recogniser's step (4 heads × 16, 65 positions), one
 # full-attention layer (`bench attention`, 6 heads × 64, N = 1024 and 2048, forward and backward) and
 # the copy task's step (6 heads × 32, L = 31 and 63), float32, 2 threads; the two programs alternate,
 # three rounds; then each program's op-by-op profile of the speech step.
