@@ -300,8 +300,9 @@ TEST_CASE("linear adds x's gradient into one another op sent it already, as the 
       y = y + sum((fused ? linear(x, in[p]) : matmul(x, transpose(in[p], 0, 1))) * in[4 + p]);
     return y;
   };
-  const Inputs inputs = {uniform({2, 3, 4}, 130), uniform({4, 4}, 131), uniform({4, 4}, 132), uniform({4, 4}, 133),
-                         uniform({2, 3, 4}, 134), uniform({2, 3, 4}, 135), uniform({2, 3, 4}, 136), uniform({2, 3, 4}, 137)};
+  const Inputs inputs = {uniform({2, 3, 4}, 130), uniform({4, 4}, 131),    uniform({4, 4}, 132),
+                         uniform({4, 4}, 133),    uniform({2, 3, 4}, 134), uniform({2, 3, 4}, 135),
+                         uniform({2, 3, 4}, 136), uniform({2, 3, 4}, 137)};
   check_gradients([&](const Inputs& in) { return model(in, true); }, inputs);
   std::vector<Tensor> fused = inputs, composed = inputs;
   for (Tensor& t : fused) t = t.detach(), t.set_requires_grad(true);
