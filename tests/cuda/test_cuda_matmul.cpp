@@ -1,7 +1,8 @@
 // matmul on the GPU (cuBLAS) against the CPU (OpenBLAS), forward and backward: matrices of the
 // parity sizes, vectors, batches, broadcast batches (whose backward accumulates with beta = 1),
 // transposed and sliced operands (transpose flags, or a copy for a layout BLAS cannot read), empty
-// products, linear (x Wᵀ + b), squared_row_norms_of_product, and TF32 on request.
+// products, linear (x Wᵀ + b, and x's gradient added in place), squared_row_norms_of_product, and
+// TF32 on request.
 #include <algorithm>
 #include <string>
 
@@ -55,6 +56,21 @@ TEST_CASE("linear: x Wᵀ + b by one GEMM over the broadcast bias, forward and b
                  matmul_tol(dtype, 124));
     check_parity([](const std::vector<Tensor>& in) { return linear(in[0], in[1]); },
                  {input({33}, 24, dtype), input({5, 33}, 25, dtype)}, matmul_tol(dtype));
+  }
+}
+
+TEST_CASE("linear: three projections of one x add their gradients into the one x holds (beta = 1)") {
+  // As q, k and v's projections: from the second backward on, the product goes into x's gradient
+  // in place (ops/matmul.cpp, Gradients::received).
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    INFO(dtype);
+    auto three = [](const std::vector<Tensor>& in) {
+      return linear(in[0], in[1], in[2]) * linear(in[0], in[3]) + linear(in[0], in[4], in[5]);
+    };
+    check_parity(three,
+                 {input({4, 31, 17}, 30, dtype), input({9, 17}, 31, dtype), input({9}, 32, dtype),
+                  input({9, 17}, 33, dtype), input({9, 17}, 34, dtype), input({9}, 35, dtype)},
+                 matmul_tol(dtype, 124));
   }
 }
 
