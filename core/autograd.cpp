@@ -167,17 +167,27 @@ struct Gradients::Sink {
     if (meta->pending.defined()) {
       if (meta->pending_owned) {
         add_(meta->pending, g);
+      } else if (ownable(g)) {
+        // The sum in g's storage, which its op has just written (in cache), rather than in a new
+        // tensor: a residual's x gets the add's gradient, shared with the other branch, then this one.
+        // The same bits: a + b = b + a.
+        add_(g, meta->pending);
+        meta->pending = std::move(g);
+        meta->pending_owned = true;
       } else {
         meta->pending = tapestry::add(meta->pending, g);
         meta->pending_owned = true;
       }
       return;
     }
-    // Adopt g without a copy; it is ours to add into when nothing else can see its storage.
-    meta->pending_owned = g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1 &&
-                          g.is_contiguous() && !g.requires_grad();
+    meta->pending_owned = ownable(g);  // adopted without a copy
     meta->pending = std::move(g);
     touched.push_back(meta);
+  }
+  // g is ours to add into: nothing else can see its storage.
+  static bool ownable(const Tensor& g) {
+    return g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1 && g.is_contiguous() &&
+           !g.requires_grad();
   }
   void clear_pending() {
     for (auto& meta : touched) meta->pending = Tensor();

@@ -46,6 +46,26 @@ TEST_CASE("a gradient passed on uncopied to several tensors stays theirs alone")
   check_close(p.grad(), from_vector<double>({2, 20}, {2}));
 }
 
+TEST_CASE("a shared gradient and a fresh one are summed in the fresh one's storage") {
+  // A residual: add passes dy, shared with its other input, to x first; then x's own branch sends
+  // a tensor of its own, which takes the sum (no third tensor). `fresh` records where it lies.
+  Tensor x = from_vector<float>({1, 2, 3}, {3});
+  x.set_requires_grad(true);
+  const void* fresh = nullptr;
+  Tensor branch = empty({3}, {DType::Float32});
+  copy_(branch, x.detach());
+  record("triple", {x}, {branch}, [&fresh](const std::vector<Tensor>& dy, Gradients& g) {
+    Tensor mine = dy[0] * 3.0;
+    fresh = mine.raw_data();
+    g.accumulate(0, std::move(mine));
+  });
+  const Tensor seed = from_vector<float>({1, 10, 100}, {3});
+  (x + branch).backward(seed);
+  check_close(x.grad(), from_vector<float>({4, 40, 400}, {3}));
+  CHECK(x.grad().raw_data() == fresh);
+  check_close(seed, from_vector<float>({1, 10, 100}, {3}));  // the shared gradient is left as it was
+}
+
 TEST_CASE("gradients accumulate over backward passes until zero_grad") {
   Tensor x = from_vector<double>({2}, {1});
   x.set_requires_grad(true);
