@@ -67,6 +67,12 @@ Tensor LayerNorm::forward(const Tensor& x) {
   return layer_norm(x, weight, bias, eps_);
 }
 
+Tensor LayerNorm::forward_residual(const Tensor& x, const Tensor& s, const Dropout& dropout, Generator& gen) {
+  check_features(*this, "input", x, weight, 1, weight.size(0));
+  check_features(*this, "sublayer output", s, weight, 1, weight.size(0));
+  return dropout_add_layer_norm(x, s, dropout.p(), gen, dropout.mode(), weight, bias, eps_);
+}
+
 // ---- Dropout ----
 
 Dropout::Dropout(double p) : Module("Dropout"), p_(p) {

@@ -55,6 +55,8 @@ class Embedding : public Module {
   int64_t padding_idx_;
 };
 
+class Dropout;
+
 /// Layer normalisation over the last dim (of size `dim`), with a learned scale (ones) and shift
 /// (zeros): (..., dim) -> (..., dim).
 class LayerNorm : public Module {
@@ -62,6 +64,9 @@ class LayerNorm : public Module {
   /// Normalises over a last dim of size `dim`; eps is added to the variance.
   explicit LayerNorm(int64_t dim, double eps = 1e-5);
   Tensor forward(const Tensor& x);  ///< x (..., dim) -> (..., dim)
+  /// forward(x + dropout.forward(s, gen)), a post-norm residual step, as one op
+  /// (dropout_add_layer_norm, ops/norm.h): the same values and draws. x, s (..., dim) of one shape.
+  Tensor forward_residual(const Tensor& x, const Tensor& s, const Dropout& dropout, Generator& gen);
 
   double eps() const { return eps_; }  ///< ε
   Tensor weight;  ///< (dim,)

@@ -43,7 +43,7 @@ void check_sequence(const Module& layer, const char* what, const Tensor& x, cons
 Tensor residual(NormPosition position, const Tensor& x, LayerNorm& norm, Dropout& dropout, Generator& gen,
                 const std::function<Tensor(const Tensor&)>& sublayer) {
   if (position == NormPosition::Pre) return x + dropout.forward(sublayer(norm.forward(x)), gen);
-  return norm.forward(x + dropout.forward(sublayer(x), gen));
+  return norm.forward_residual(x, sublayer(x), dropout, gen);  // norm(x + dropout(sublayer(x))) as one op
 }
 
 // ---- TransformerEncoderLayer ----

@@ -270,10 +270,26 @@ Tensor relu_dropout_backward(const Tensor& dy_in, const Tensor& y, const DropMas
 
 }  // namespace
 
+DropoutDraw reserve_dropout(Generator& gen, int64_t n, double p) {
+  return {gen.reserve((static_cast<uint64_t>(n) + 7) / 8), gen.seed(), p};
+}
+
+template <class T>
+void apply_dropout(const DropoutDraw& draw, const T* in, T* out, int64_t begin, int64_t end) {
+  TP_CHECK(begin % 8 == 0 && begin <= end, "apply_dropout", "internal error: elements [", begin, ", ", end,
+           ") do not start a Philox block");
+  // The draw of the elements from `begin` on: their blocks' counters start begin / 8 further.
+  const DropMask mask(draw.first + static_cast<uint64_t>(begin / 8), draw.seed, draw.p);
+  mask_kernel<false, T>()(in, out, end - begin, 0, (end - begin + 7) / 8, mask);
+}
+template void apply_dropout<float>(const DropoutDraw&, const float*, float*, int64_t, int64_t);
+template void apply_dropout<double>(const DropoutDraw&, const double*, double*, int64_t, int64_t);
+
 Tensor dropout(const Tensor& x, double p, Generator& gen, Mode mode) {
   check_arguments("dropout", x, p);
   if (mode == Mode::Eval) return x;
-  const DropMask mask(gen.reserve((static_cast<uint64_t>(x.numel()) + 7) / 8), gen.seed(), p);
+  const DropoutDraw draw = reserve_dropout(gen, x.numel(), p);
+  const DropMask mask(draw.first, draw.seed, p);
   // p = 0 keeps every element, scaled by 1: x itself (the draws are still reserved, so that the
   // generator's later draws do not depend on p). Computing that mask was a tenth of a training step.
   if (p == 0) return x;
@@ -288,7 +304,8 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, Mode mode) {
 Tensor relu_dropout(const Tensor& x, double p, Generator& gen, Mode mode) {
   check_arguments("relu_dropout", x, p);
   if (mode == Mode::Eval) return relu(x);
-  const DropMask mask(gen.reserve((static_cast<uint64_t>(x.numel()) + 7) / 8), gen.seed(), p);
+  const DropoutDraw draw = reserve_dropout(gen, x.numel(), p);
+  const DropMask mask(draw.first, draw.seed, p);
   if (p == 0) return relu(x);
   Tensor y = apply_mask(x, mask, Activation::Relu);
   // The backward reads y alone (no draws); the layer after it usually holds y already.

@@ -28,4 +28,20 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, Mode mode);
 /// relu's output as well and draws the mask again. Eval mode, or p = 0: relu(x).
 Tensor relu_dropout(const Tensor& x, double p, Generator& gen, Mode mode);
 
+/// One dropout's draw, for an op that applies it inside loops of its own (dropout_add_layer_norm,
+/// ops/norm.h): the counters and seed dropout(x, p, gen, Mode::Train) takes for an x of n elements.
+struct DropoutDraw {
+  uint64_t first = 0, seed = 0;  ///< the first Philox counter reserved, and the generator's seed
+  double p = 0;                  ///< the drop probability
+};
+
+/// Reserves from `gen` what dropout reserves for n elements, whatever p is (0 ≤ p < 1).
+DropoutDraw reserve_dropout(Generator& gen, int64_t n, double p);
+
+/// out[i] = dropout's value of in[i] for elements [begin, end) of the draw's tensor (in and out point
+/// at element begin; begin a multiple of 8, the elements of one Philox block): dropout's values on
+/// the CPU to the bit, float32 or float64.
+template <class T>
+void apply_dropout(const DropoutDraw& draw, const T* in, T* out, int64_t begin, int64_t end);
+
 }  // namespace tapestry

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <type_traits>
 #include <vector>
 
@@ -20,6 +21,8 @@
 #include "ops/common.h"
 #include "ops/cuda/norm.h"
 #include "ops/dispatch.h"
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
 #include "ops/shape.h"
 
 namespace tapestry {
@@ -229,9 +232,14 @@ decltype(&backward_rows_baseline<T, X>) backward_kernel() {
   return backward_rows_baseline<T, X>;
 }
 
+// What a caller does with rows [r0, r1) of the (R, D) rows, beside the kernels' work on them.
+using RowsFn = std::function<void(int64_t r0, int64_t r1)>;
+
 // With `save_xhat`, f.xhat is x̂ in bfloat16 (autocast's saved tensor) and f.mean is left undefined.
+// On the CPU, `rows_first` (where given) writes each chunk of x's rows before the chunk is normalised,
+// on the thread that normalises it, so that the rows are in its cache (dropout_add_layer_norm).
 Forward layer_norm_forward(const Tensor& x, const Rows& rows, const Tensor& weight, const Tensor& bias, double eps,
-                           bool save_xhat) {
+                           bool save_xhat, const RowsFn& rows_first = {}) {
   const Tensor xc = contiguous(x.detach());
   const Tensor wc = weight.defined() ? contiguous(weight.detach()) : Tensor();
   const Tensor bc = bias.defined() ? contiguous(bias.detach()) : Tensor();
@@ -250,9 +258,12 @@ Forward layer_norm_forward(const Tensor& x, const Rows& rows, const Tensor& weig
     bfloat16* xhat = save_xhat ? out.xhat.data<bfloat16>() : nullptr;
     const int64_t chunks = (R + kRowChunk - 1) / kRowChunk;
 #pragma omp parallel for schedule(static) if (chunks > 1 && R * D > kParallelWork)
-    for (int64_t k = 0; k < chunks; ++k)
-      kernel(xc.data<T>(), w, b, out.y.data<T>(), xhat, out.mean.data<double>(), out.rstd.data<double>(),
-             k * kRowChunk, std::min(R, (k + 1) * kRowChunk), D, eps);
+    for (int64_t k = 0; k < chunks; ++k) {
+      const int64_t r0 = k * kRowChunk, r1 = std::min(R, (k + 1) * kRowChunk);
+      if (rows_first) rows_first(r0, r1);
+      kernel(xc.data<T>(), w, b, out.y.data<T>(), xhat, out.mean.data<double>(), out.rstd.data<double>(), r0, r1, D,
+             eps);
+    }
   });
   if (save_xhat) out.mean = Tensor();  // the backward reads x̂, not x − μ
   return out;
@@ -261,8 +272,11 @@ Forward layer_norm_forward(const Tensor& x, const Rows& rows, const Tensor& weig
 // One pass over the rows, in chunks of kRowChunk, for dx and each chunk's part of dweight and dbias;
 // the parts are then added in chunk order (deterministic: no atomics, the same sums for any number
 // of threads). `saved` is what the forward kept: x, or x̂ in bfloat16 (then mean_t is undefined).
+// On the CPU, `rows_then` (where given) reads each chunk of dx's rows once they are written, on the
+// same thread, while they are in its cache (dropout_add_layer_norm).
+using DxRowsFn = std::function<void(const Tensor& dx, int64_t r0, int64_t r1)>;
 Backward layer_norm_backward(const Tensor& dy_in, const Tensor& saved, const Tensor& mean_t, const Tensor& rstd_t,
-                             const Tensor& weight, const Rows& rows, Wanted want) {
+                             const Tensor& weight, const Rows& rows, Wanted want, const DxRowsFn& rows_then = {}) {
   const Tensor dy = contiguous(dy_in);
   const bool saved_xhat = saved.dtype() == DType::BFloat16;
   const int64_t R = rows.R, D = rows.D;
@@ -284,9 +298,12 @@ Backward layer_norm_backward(const Tensor& dy_in, const Tensor& saved, const Ten
     std::vector<double> pw(want.dweight ? chunks * D : 0), pb(want.dbias ? chunks * D : 0);
     const auto run = [&](auto kernel, const auto* x, const double* mean) {
 #pragma omp parallel for schedule(static) if (chunks > 1 && R * D > kParallelWork)
-      for (int64_t k = 0; k < chunks; ++k)
+      for (int64_t k = 0; k < chunks; ++k) {
+        const int64_t r0 = k * kRowChunk, r1 = std::min(R, (k + 1) * kRowChunk);
         kernel(dy.data<T>(), x, mean, rstd_t.data<double>(), w, dx, pw.empty() ? nullptr : pw.data() + k * D,
-               pb.empty() ? nullptr : pb.data() + k * D, k * kRowChunk, std::min(R, (k + 1) * kRowChunk), D);
+               pb.empty() ? nullptr : pb.data() + k * D, r0, r1, D);
+        if (rows_then) rows_then(out.dx, r0, r1);
+      }
     };
     if (saved_xhat)
       run(backward_kernel<T, bfloat16>(), saved.data<bfloat16>(), nullptr);
@@ -306,12 +323,13 @@ Backward layer_norm_backward(const Tensor& dy_in, const Tensor& saved, const Ten
   return out;
 }
 
-void check_parameter(const char* what, const Tensor& p, const Tensor& x, const Shape& normalized_shape) {
+void check_parameter(const char* op, const char* what, const Tensor& p, const Tensor& x,
+                     const Shape& normalized_shape) {
   if (!p.defined()) return;
-  check_same_device("layer_norm", {&x, &p});
-  TP_CHECK(p.dtype() == x.dtype(), "layer_norm", what, " has dtype ", p.dtype(), " but x has ", x.dtype(),
+  check_same_device(op, {&x, &p});
+  TP_CHECK(p.dtype() == x.dtype(), op, what, " has dtype ", p.dtype(), " but x has ", x.dtype(),
            " (shape ", to_string(x.shape()), ")");
-  TP_CHECK(p.shape() == normalized_shape, "layer_norm", what, " has shape ", to_string(p.shape()),
+  TP_CHECK(p.shape() == normalized_shape, op, what, " has shape ", to_string(p.shape()),
            " but the normalized shape is ", to_string(normalized_shape), " (x has shape ",
            to_string(x.shape()), ")");
 }
@@ -328,8 +346,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
            "layer_norm", "the normalized shape ", to_string(normalized_shape),
            " must be a non-empty list of trailing dims of x, whose shape is ", to_string(x.shape()));
   TP_CHECK(eps >= 0 && std::isfinite(eps), "layer_norm", "eps must be finite and non-negative, got ", eps);
-  check_parameter("weight", weight, x, normalized_shape);
-  check_parameter("bias", bias, x, normalized_shape);
+  check_parameter("layer_norm", "weight", weight, x, normalized_shape);
+  check_parameter("layer_norm", "bias", bias, x, normalized_shape);
 
   const Rows rows{numel(Shape(x.shape().begin(), x.shape().end() - k)), numel(normalized_shape), normalized_shape};
   std::vector<Tensor> inputs{x};
@@ -364,6 +382,81 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   check_floating("layer_norm", x);
   TP_CHECK(x.dim() >= 1, "layer_norm", "expected a tensor of at least 1 dim, got a 0-d tensor");
   return layer_norm(x, Shape{x.shape().back()}, weight, bias, eps);
+}
+
+Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& s, double p, Generator& gen, Mode mode,
+                              const Tensor& weight, const Tensor& bias, double eps) {
+  const char* op = "dropout_add_layer_norm";
+  TP_CHECK(x.defined() && s.defined(), op, "got an undefined tensor");
+  // Under autocast s may be a bfloat16 product beside a float32 x; the add promotes it.
+  TP_CHECK(x.shape() == s.shape() && (x.dtype() == s.dtype() || autocast_enabled()), op,
+           "x and s must be of one shape and dtype, got ", x.dtype(), " ", to_string(x.shape()), " and ", s.dtype(),
+           " ", to_string(s.shape()));
+  check_same_device(op, {&x, &s});
+  check_floating(op, x);
+  check_floating(op, s);
+  TP_CHECK(x.dim() >= 1, op, "expected tensors of at least 1 dim, got 0-d ones");
+  TP_CHECK(p >= 0 && p < 1, op, "the drop probability p must lie in [0, 1), got ", p);
+  // The three ops where the fused loops do not run: on a GPU, in bfloat16, and under autocast (whose
+  // layer_norm keeps x̂ in bfloat16 for its backward).
+  const bool fused = x.device().is_cpu() && (x.dtype() == DType::Float32 || x.dtype() == DType::Float64) &&
+                     !autocast_enabled();
+  if (!fused) return layer_norm(x + dropout(s, p, gen, mode), weight, bias, eps);
+
+  const int64_t D = x.shape().back();
+  const Rows rows{x.numel() / std::max<int64_t>(D, 1), D, Shape{D}};
+  check_parameter(op, "weight", weight, x, rows.normalized);
+  check_parameter(op, "bias", bias, x, rows.normalized);
+  TP_CHECK(eps >= 0 && std::isfinite(eps), op, "eps must be finite and non-negative, got ", eps);
+  // dropout's draw, reserved as dropout reserves it (also for p = 0); none in eval mode.
+  const bool masked = mode == Mode::Train && p > 0;
+  const DropoutDraw draw = mode == Mode::Train ? reserve_dropout(gen, x.numel(), p) : DropoutDraw{};
+  const Tensor xc = contiguous(x.detach()), sc = contiguous(s.detach());
+  // h = x + dropout(s), a chunk of rows at a time, just before the chunk is normalised; the
+  // backward reads h as layer_norm's reads its x.
+  const Tensor h = empty(x.shape(), x.options());
+  Forward f;
+  visit_floating(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T *xp = xc.data<T>(), *sp = sc.data<T>();
+    T* hp = h.data<T>();
+    f = layer_norm_forward(h, rows, weight, bias, eps, false, [&](int64_t r0, int64_t r1) {
+      const int64_t begin = r0 * D, end = r1 * D;
+      if (masked) apply_dropout(draw, sp + begin, hp + begin, begin, end);
+      else std::copy(sp + begin, sp + end, hp + begin);
+      for (int64_t i = begin; i < end; ++i) hp[i] = xp[i] + hp[i];  // add's x + d, in T
+    });
+  });
+
+  std::vector<Tensor> inputs{x, s};
+  const size_t wi = weight.defined() ? inputs.size() : 0;  // 0: absent
+  if (weight.defined()) inputs.push_back(weight);
+  const size_t bi = bias.defined() ? inputs.size() : 0;
+  if (bias.defined()) inputs.push_back(bias);
+  // dh: layer_norm's dx at h;  dx = dh,  ds = dropout's backward of dh (its mask drawn again)
+  record(op, inputs, {f.y},
+         [rows, wi, bi, masked, draw, hs = Saved(h), means = Saved(f.mean), rstds = Saved(f.rstd),
+          ws = weight.defined() ? Saved(contiguous(weight.detach())) : Saved()](const std::vector<Tensor>& dy,
+                                                                               Gradients& g) {
+           const Wanted want{g.needs(0) || g.needs(1), wi && g.needs(wi), bi && g.needs(bi)};
+           Tensor ds = g.needs(1) && masked ? empty(hs.get().shape(), dy[0].options()) : Tensor();
+           Backward b;
+           visit_floating(dy[0].dtype(), "dropout_add_layer_norm", [&](auto tag) {
+             using T = decltype(tag);
+             T* dsp = ds.defined() ? ds.data<T>() : nullptr;
+             b = layer_norm_backward(dy[0], hs.get(), means.get(), rstds.get(), wi ? ws.get() : Tensor(), rows, want,
+                                     [&](const Tensor& dh, int64_t r0, int64_t r1) {
+                                       if (!dsp) return;
+                                       const int64_t begin = r0 * rows.D, end = r1 * rows.D;
+                                       apply_dropout(draw, dh.data<T>() + begin, dsp + begin, begin, end);
+                                     });
+           });
+           if (g.needs(1)) g.accumulate(1, masked ? ds : b.dx);
+           if (g.needs(0)) g.accumulate(0, std::move(b.dx));
+           if (want.dweight) g.accumulate(wi, b.dweight);
+           if (want.dbias) g.accumulate(bi, b.dbias);
+         });
+  return f.y;
 }
 
 }  // namespace tapestry

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "ops/dropout.h"
 
 namespace tapestry {
 
@@ -14,5 +15,14 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   const Tensor& bias = {}, double eps = 1e-5);
 /// The same over the last dim only: normalized_shape = (x.size(-1),).
 Tensor layer_norm(const Tensor& x, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
+
+/// layer_norm(x + dropout(s, p, gen, mode), weight, bias, eps) over the last dim: a post-norm
+/// Transformer's residual step (nn/transformer.h), x the layer's input and s its sublayer's output.
+/// On the CPU in float32 and float64, one pass over each chunk of rows: dropout's mask, the sum and
+/// the normalisation while the rows are in cache, and in the backward layer_norm's gradient then the
+/// mask's; the three ops' draws, values and gradients to the bit, and `gen` left as they leave it. On
+/// a GPU, in bfloat16 and under autocast, the three ops. x and s of one shape and dtype; 0 ≤ p < 1.
+Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& s, double p, Generator& gen, Mode mode,
+                              const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
 
 }  // namespace tapestry

@@ -171,3 +171,91 @@ TEST_CASE("layer_norm under autocast keeps half the bytes for its backward") {
   CHECK(plain >= R * D * 4 + 2 * R * 8);
   CHECK(mixed <= R * D * 2 + R * 8);
 }
+
+namespace {
+
+// dropout_add_layer_norm(x, s, ...) on leaf copies, or (composed) layer_norm(x + dropout(s, ...)),
+// then the backward from dy: {y, dx, ds, dweight, dbias, the generator's next counter}. Each starts
+// from a generator of one seed and leaves it for the last entry to show where.
+std::vector<Tensor> residual_step(bool composed, const Tensor& x, const Tensor& s, const Tensor& w, const Tensor& b,
+                                  const Tensor& dy, double p, Mode mode) {
+  Tensor xi = x.detach(), si = s.detach(), wi = w.defined() ? w.detach() : Tensor(),
+         bi = b.defined() ? b.detach() : Tensor();
+  for (Tensor* t : {&xi, &si, &wi, &bi})
+    if (t->defined()) t->set_requires_grad(true);
+  Generator gen(77);
+  gen.reserve(5);  // a generator part-way through its counters
+  const Tensor y = composed ? layer_norm(xi + dropout(si, p, gen, mode), wi, bi, 1e-5)
+                            : dropout_add_layer_norm(xi, si, p, gen, mode, wi, bi, 1e-5);
+  y.backward(dy);
+  const auto grad = [](const Tensor& t) { return t.defined() ? t.grad() : Tensor(); };
+  return {y, xi.grad(), si.grad(), grad(wi), grad(bi), scalar(double(gen.reserve(1)))};
+}
+
+}  // namespace
+
+TEST_CASE("dropout_add_layer_norm equals layer_norm(x + dropout(s)) to the bit: values, gradients, draws") {
+  // 150 rows of 203 (three chunks of rows, a lane-wide tail) on one thread, 300 on several; a 3-d
+  // input; one element. In train mode with p = 0.1, 0.5 and 0, and in eval mode; with and without
+  // weight and bias; float32 and float64; under every CPU capability this CPU has.
+  const std::vector<Shape> shapes{{150, 203}, {300, 203}, {3, 5, 8}, {1, 1}};
+  uint64_t seed = 30;
+  for (const DType dtype : {DType::Float32, DType::Float64})
+    for (const Shape& shape : shapes)
+      for (const auto& [p, mode] : std::vector<std::pair<double, Mode>>{
+               {0.1, Mode::Train}, {0.5, Mode::Train}, {0.0, Mode::Train}, {0.1, Mode::Eval}})
+        for (const bool affine : {true, false}) {
+          const int64_t D = shape.back();
+          const Tensor x = to(uniform(shape, ++seed, -2, 2), dtype), s = to(uniform(shape, ++seed, -2, 2), dtype),
+                       dy = to(uniform(shape, ++seed), dtype);
+          const Tensor w = affine ? to(uniform({D}, ++seed, 0.5, 1.5), dtype) : Tensor(),
+                       b = affine ? to(uniform({D}, ++seed), dtype) : Tensor();
+          for (const CpuCapability c : {CpuCapability::Baseline, CpuCapability::Avx2, CpuCapability::Avx512}) {
+            if (c > cpu_capability_supported()) continue;
+            const CpuCapabilityScope scope(c);
+            INFO(dtype << " " << to_string(shape) << " p " << p << (mode == Mode::Eval ? " eval" : " train")
+                       << (affine ? " with" : " without") << " weight and bias, " << to_string(c));
+            const std::vector<Tensor> fused = residual_step(false, x, s, w, b, dy, p, mode),
+                                      composed = residual_step(true, x, s, w, b, dy, p, mode);
+            for (size_t i = 0; i < fused.size(); ++i) {
+              INFO("result " << i << " (y, dx, ds, dweight, dbias, the generator's next counter)");
+              REQUIRE(fused[i].defined() == composed[i].defined());
+              if (fused[i].defined())
+                CHECK(to(fused[i], DType::Float64).to_vector<double>() ==
+                      to(composed[i], DType::Float64).to_vector<double>());
+            }
+          }
+        }
+}
+
+TEST_CASE("dropout_add_layer_norm: gradcheck of x, s, weight and bias under one mask") {
+  const Tensor x = uniform({6, 9}, 40, -2, 2), s = uniform({6, 9}, 41, -2, 2), w = uniform({9}, 42, 0.5, 1.5),
+               b = uniform({9}, 43);
+  for (const double p : {0.3, 0.0})
+    check_gradients(
+        [p](const std::vector<Tensor>& in) {
+          Generator gen(9);  // the same mask at every evaluation
+          return dropout_add_layer_norm(in[0], in[1], p, gen, Mode::Train, in[2], in[3]);
+        },
+        {x, s, w, b});
+}
+
+TEST_CASE("dropout_add_layer_norm checks its arguments") {
+  const Tensor x = uniform({2, 4}, 44), s = uniform({2, 4}, 45);
+  Generator gen(1);
+  const auto call = [&](const Tensor& a, const Tensor& c, double p, const Tensor& w = {}) {
+    return dropout_add_layer_norm(a, c, p, gen, Mode::Train, w);
+  };
+  check_error([&] { call(x, uniform({2, 5}, 46), 0.1); }, {"dropout_add_layer_norm", "one shape", "(2, 4)", "(2, 5)"});
+  check_error([&] { call(x, to(s, DType::Float32), 0.1); }, {"dropout_add_layer_norm", "float64", "float32"});
+  check_error([&] { call(x, s, 1.0); }, {"dropout_add_layer_norm", "[0, 1)", "1"});
+  check_error([&] { call(x, s, -0.5); }, {"dropout_add_layer_norm", "[0, 1)", "-0.5"});
+  check_error([&] { call(x, Tensor(), 0.1); }, {"dropout_add_layer_norm", "undefined"});
+  check_error([&] { call(ones({2, 4}, {DType::Int32}), ones({2, 4}, {DType::Int32}), 0.1); },
+              {"dropout_add_layer_norm", "floating", "int32"});
+  check_error([&] { call(scalar(1.0), scalar(2.0), 0.1); }, {"dropout_add_layer_norm", "0-d"});
+  check_error([&] { call(x, s, 0.1, ones({3}, {DType::Float64})); },
+              {"dropout_add_layer_norm", "weight", "(3,)", "(4,)"});
+  check_error([&] { dropout_add_layer_norm(x, s, 0.1, gen, Mode::Train, {}, {}, -1.0); },
+              {"dropout_add_layer_norm", "eps", "-1"});
+}

@@ -194,7 +194,8 @@ TEST_CASE("tape graph of a Transformer encoder collapsed into one box per layer,
   CHECK(nodes_named(open, "layers.1", NodeKind::Module).empty());
   CHECK(nodes_named(open, "layers.1.self_attn", NodeKind::Module).size() == 1);
   CHECK(nodes_named(open, "layers.1.ff", NodeKind::Module).size() == 1);
-  const std::vector<int64_t> norms = nodes_named(open, "layer_norm", NodeKind::Op);
+  // Each post-norm residual step, norm(x + dropout(f(x))), is one op (ops/norm.h).
+  const std::vector<int64_t> norms = nodes_named(open, "dropout_add_layer_norm", NodeKind::Op);
   CHECK(norms.size() == 2);
   for (int64_t v : norms) CHECK(open.nodes[size_t(v)].module == "layers.1");
   CHECK(nodes_named(open, "layers.1.norm1.weight", NodeKind::Parameter).size() == 1);

@@ -138,3 +138,23 @@ TEST_CASE("layer_norm on the device refuses what the CPU refuses") {
   check_error([&] { layer_norm(x, {3}); }, {"layer_norm", "(3,)", "trailing dims"});
   if (on_gpu()) check_error([&] { layer_norm(x, ones({4}, {DType::Float32})); }, {"layer_norm", "one device"});
 }
+
+TEST_CASE("dropout_add_layer_norm: the device's three ops against the CPU's fused pass") {
+  // On a GPU the op runs dropout, add and layer_norm (ops/norm.h); the CPU fuses them. The mask is
+  // the same bit for bit; the sums are layer_norm's, in a different order.
+  uint64_t seed = 600;
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (int64_t n : {int64_t{1}, int64_t{65}, int64_t{203}}) {
+      INFO(dtype << " rows of " << n);
+      const uint64_t key = ++seed;
+      check_parity(
+          [&](const std::vector<Tensor>& in) {
+            Generator gen(key);
+            gen.reserve(99);
+            return dropout_add_layer_norm(in[0], in[1], 0.2, gen, Mode::Train, in[2], in[3]);
+          },
+          {input({150, n}, ++seed, dtype), input({150, n}, ++seed, dtype), input({n}, ++seed, dtype, 0.5, 1.5),
+           input({n}, ++seed, dtype)},
+          norm_tol(dtype));
+    }
+}
