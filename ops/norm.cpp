@@ -12,7 +12,9 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/bfloat16.h"
@@ -93,26 +95,51 @@ template <class T>
   return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
-// Rows [r0, r1): μ = Σ x / D, σ² = Σ (x − μ)² / D (two passes, in float64), rstd = 1 / √(σ² + eps),
-// y = (x − μ) · rstd ⊙ w + b; where xhat is given, x̂ = (x − μ) · rstd in T, rounded to bfloat16.
+// The rows whose sums run interleaved: a row's sums are chains of dependent adds (at D = 64, eight
+// vectors long, then the tree of lanes, a division, a square root), and a row at a time waited on
+// each. Interleaved, four rows' chains overlap; each row's operations and their order are those of a
+// row alone, so the bits are too.
+constexpr int kInterleaved = 4;
+
+// Rows [r, r + N) of x: μ = Σ x / D and rstd = 1 / √(σ² + eps), σ² = Σ (x − μ)² / D (two passes, in
+// float64), each row's sums in its own lanes.
+template <int N, class T>
+[[gnu::always_inline]] inline void row_statistics(const T* x, int64_t r, int64_t D, double eps, double* mean,
+                                                  double* rstd) {
+  const int64_t full = D - D % kLanes;
+  Lanes sum[N] = {}, sq[N] = {}, v;
+  double mu[N];
+  for (int64_t c = 0; c < full; c += kLanes)
+    for (int i = 0; i < N; ++i) load(v, x + (r + i) * D + c), sum[i] += v;
+  for (int i = 0; i < N; ++i) {
+    const T* xr = x + (r + i) * D;
+    for (int64_t c = full; c < D; ++c) sum[i][c - full] += xr[c];
+    mu[i] = D > 0 ? total(sum[i]) / static_cast<double>(D) : 0.0;
+  }
+  for (int64_t c = 0; c < full; c += kLanes)
+    for (int i = 0; i < N; ++i) load(v, x + (r + i) * D + c), v -= mu[i], sq[i] += v * v;
+  for (int i = 0; i < N; ++i) {
+    const T* xr = x + (r + i) * D;
+    for (int64_t c = full; c < D; ++c) sq[i][c - full] += (xr[c] - mu[i]) * (xr[c] - mu[i]);
+    const double var = D > 0 ? total(sq[i]) / static_cast<double>(D) : 0.0;
+    mean[r + i] = mu[i];
+    rstd[r + i] = 1.0 / std::sqrt(var + eps);
+  }
+}
+
+// Rows [r0, r1): their μ and rstd (row_statistics), y = (x − μ) · rstd ⊙ w + b; where xhat is given,
+// x̂ = (x − μ) · rstd in T, rounded to bfloat16.
 template <class T>
 [[gnu::always_inline]] inline void forward_rows(const T* x, const T* w, const T* b, T* y, bfloat16* xhat,
                                                 double* mean, double* rstd, int64_t r0, int64_t r1, int64_t D,
                                                 double eps) {
-  const int64_t full = D - D % kLanes;
-  for (int64_t r = r0; r < r1; ++r) {
+  int64_t r = r0;
+  for (; r + kInterleaved <= r1; r += kInterleaved) row_statistics<kInterleaved>(x, r, D, eps, mean, rstd);
+  for (; r < r1; ++r) row_statistics<1>(x, r, D, eps, mean, rstd);
+  for (r = r0; r < r1; ++r) {
     const T* xr = x + r * D;
     T* yr = y + r * D;
-    Lanes sum = {}, sq = {}, v;
-    for (int64_t c = 0; c < full; c += kLanes) load(v, xr + c), sum += v;
-    for (int64_t c = full; c < D; ++c) sum[c - full] += xr[c];
-    const double mu = D > 0 ? total(sum) / static_cast<double>(D) : 0.0;
-    for (int64_t c = 0; c < full; c += kLanes) load(v, xr + c), v -= mu, sq += v * v;
-    for (int64_t c = full; c < D; ++c) sq[c - full] += (xr[c] - mu) * (xr[c] - mu);
-    const double var = D > 0 ? total(sq) / static_cast<double>(D) : 0.0;
-    const double s = 1.0 / std::sqrt(var + eps);
-    mean[r] = mu;
-    rstd[r] = s;
+    const double mu = mean[r], s = rstd[r];
     if (w && b) {
       for (int64_t c = 0; c < D; ++c) yr[c] = static_cast<T>((xr[c] - mu) * s) * w[c] + b[c];
     } else {
@@ -128,47 +155,74 @@ template <class T>
   }
 }
 
+// x̂ = (x − m) · sx of row r: X = T, x is the forward's input (m = μ, sx = rstd); X = bfloat16, x is
+// x̂ itself, as the forward saved it under autocast (m = 0, sx = 1; mean is not read).
+template <class X>
+[[gnu::always_inline]] inline std::pair<double, double> centre_scale(const double* mean, const double* rstd,
+                                                                     int64_t r) {
+  if constexpr (std::is_same_v<X, bfloat16>) return {0.0, 1.0};
+  return {mean[r], rstd[r]};
+}
+
+// Rows [r, r + N) with g = dy ⊙ w (in float64): a = mean_c g and b = mean_c(g ⊙ x̂), each row's sums
+// in its own lanes, interleaved as row_statistics's.
+template <int N, class T, class X>
+[[gnu::always_inline]] inline void row_gradient_means(const T* dy, const X* x, const double* mean,
+                                                      const double* rstd, const T* w, int64_t r, int64_t D,
+                                                      double* a, double* b) {
+  const int64_t full = D - D % kLanes;
+  Lanes sum_g[N] = {}, sum_gx[N] = {}, g, v, wv;
+  double m[N], sx[N];
+  for (int i = 0; i < N; ++i) std::tie(m[i], sx[i]) = centre_scale<X>(mean, rstd, r + i);
+  for (int64_t c = 0; c < full; c += kLanes)
+    for (int i = 0; i < N; ++i) {
+      load(g, dy + (r + i) * D + c);
+      if (w) load(wv, w + c), g *= wv;
+      load(v, x + (r + i) * D + c);
+      sum_g[i] += g;
+      sum_gx[i] += g * ((v - m[i]) * sx[i]);
+    }
+  for (int i = 0; i < N; ++i) {
+    const T* gr = dy + (r + i) * D;
+    const X* xr = x + (r + i) * D;
+    for (int64_t c = full; c < D; ++c) {
+      const double gc = w ? static_cast<double>(gr[c]) * w[c] : gr[c];
+      sum_g[i][c - full] += gc;
+      sum_gx[i][c - full] += gc * ((xr[c] - m[i]) * sx[i]);
+    }
+    a[i] = total(sum_g[i]) / static_cast<double>(D);
+    b[i] = total(sum_gx[i]) / static_cast<double>(D);
+  }
+}
+
 // Rows [r0, r1) with x̂ = (x − μ) · rstd, g = dy ⊙ w (in float64): where dx is wanted,
 // dx = rstd · (g − mean_c g − x̂ ⊙ mean_c(g ⊙ x̂)); where pw, pb are wanted, the rows' part of dweight
-// and dbias, pw += Σ_rows dy ⊙ x̂, pb += Σ_rows dy (in the same pass over dy and x).
-// X = T: x is the forward's input. X = bfloat16: x is x̂ itself, as the forward saved it under
-// autocast (mean is not read).
+// and dbias, pw += Σ_rows dy ⊙ x̂, pb += Σ_rows dy, row after row. X as centre_scale's.
 template <class T, class X>
 [[gnu::always_inline]] inline void backward_rows(const T* dy, const X* x, const double* mean, const double* rstd,
                                                  const T* w, T* dx, double* pw, double* pb, int64_t r0, int64_t r1,
                                                  int64_t D) {
-  constexpr bool kSavedXhat = std::is_same_v<X, bfloat16>;
-  const int64_t full = D - D % kLanes;
-  for (int64_t r = r0; r < r1; ++r) {
-    const T* gr = dy + r * D;
-    const X* xr = x + r * D;
-    // x̂ = (x − m) · sx
-    const double s = rstd[r], m = kSavedXhat ? 0.0 : mean[r], sx = kSavedXhat ? 1.0 : s;
-    if (dx) {
-      Lanes sum_g = {}, sum_gx = {}, g, v, wv;
-      for (int64_t c = 0; c < full; c += kLanes) {
-        load(g, gr + c);
-        if (w) load(wv, w + c), g *= wv;
-        load(v, xr + c);
-        sum_g += g;
-        sum_gx += g * ((v - m) * sx);
+  for (int64_t r = r0; r < r1;) {
+    const int n = r + kInterleaved <= r1 ? kInterleaved : 1;
+    double a[kInterleaved], b[kInterleaved];
+    if (dx && n == kInterleaved) row_gradient_means<kInterleaved>(dy, x, mean, rstd, w, r, D, a, b);
+    if (dx && n == 1) row_gradient_means<1>(dy, x, mean, rstd, w, r, D, a, b);
+    for (int i = 0; i < n; ++i, ++r) {
+      const T* gr = dy + r * D;
+      const X* xr = x + r * D;
+      const auto [m, sx] = centre_scale<X>(mean, rstd, r);
+      if (dx) {
+        T* dr = dx + r * D;
+        for (int64_t c = 0; c < D; ++c) {
+          const double gc = w ? static_cast<double>(gr[c]) * w[c] : gr[c];
+          dr[c] = static_cast<T>(rstd[r] * (gc - a[i] - (xr[c] - m) * sx * b[i]));
+        }
       }
-      for (int64_t c = full; c < D; ++c) {
-        const double gc = w ? static_cast<double>(gr[c]) * w[c] : gr[c];
-        sum_g[c - full] += gc;
-        sum_gx[c - full] += gc * ((xr[c] - m) * sx);
-      }
-      const double a = total(sum_g) / static_cast<double>(D), b = total(sum_gx) / static_cast<double>(D);
-      T* dr = dx + r * D;
-      for (int64_t c = 0; c < D; ++c) {
-        const double gc = w ? static_cast<double>(gr[c]) * w[c] : gr[c];
-        dr[c] = static_cast<T>(s * (gc - a - (xr[c] - m) * sx * b));
-      }
+      if (pw)
+        for (int64_t c = 0; c < D; ++c) pw[c] += gr[c] * ((xr[c] - m) * sx);
+      if (pb)
+        for (int64_t c = 0; c < D; ++c) pb[c] += gr[c];
     }
-    if (pw)
-      for (int64_t c = 0; c < D; ++c) pw[c] += gr[c] * ((xr[c] - m) * sx);
-    if (pb)
-      for (int64_t c = 0; c < D; ++c) pb[c] += gr[c];
   }
 }
 
