@@ -2,6 +2,7 @@
 
 #include "core/autograd.h"
 #include "ops/autocast.h"
+#include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
 
@@ -17,7 +18,7 @@ namespace {
 Tensor zero_padding(const Tensor& x, const Tensor& lengths, const char* layer) {
   if (!lengths.defined()) return x;
   const Tensor real = attention::valid_positions(lengths, x.size(0), x.size(1), x.device(), layer);  // (B, L)
-  return masked_fill(x, unsqueeze(logical_not(real), 2), 0.0);
+  return where(unsqueeze(real, 2), x, zeros({}, x.options()));
 }
 
 bool same(const Tensor& a, const Tensor& b) { return a.impl_ptr() == b.impl_ptr(); }

@@ -25,8 +25,11 @@ struct Padding {
   Tensor key_lengths;    ///< (B,) int64 or int32, or undefined
 };
 
-/// Validates lengths against (B, N) and returns a (B, N) bool tensor, true at real positions.
-/// `op` names the caller in errors.
+/// Checks that `lengths` are (B,) integers in [0, N]; `op` names the caller in errors.
+void check_lengths(const Tensor& lengths, int64_t batch, int64_t length, const char* op);
+
+/// Checks lengths against (B, N) (check_lengths) and returns a (B, N) bool tensor, true at real
+/// positions; all true without lengths. `op` names the caller in errors.
 Tensor valid_positions(const Tensor& lengths, int64_t batch, int64_t length, Device device, const char* op);
 
 /// t / ‖t‖ along the last dim (the keys of shared-QK attention, the vectors of neural clustering's

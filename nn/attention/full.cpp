@@ -45,7 +45,7 @@ namespace {
 // needs N = S), of the keys j ≤ i: (B, 1, 1, S), (1, 1, N, S) or (B, 1, N, S) bool; undefined when
 // neither applies.
 Tensor keep_mask(const Padding& padding, Causal causal, const QkvShape& s, Device device, const char* op) {
-  if (padding.query_lengths.defined()) valid_positions(padding.query_lengths, s.B, s.N, device, op);
+  if (padding.query_lengths.defined()) check_lengths(padding.query_lengths, s.B, s.N, op);
   const Tensor keep = key_keep_mask(padding, s, device, op);
   if (causal == Causal::No) return keep;
   TP_CHECK(s.N == s.S, op, "causal attention needs as many queries as keys, got N = ", s.N, ", S = ", s.S);
@@ -67,7 +67,7 @@ Tensor full_attention(const Tensor& q, const Tensor& k, const Tensor& v, const P
   const char* op = "full_attention";
   const QkvShape s = check_qkv(op, q, k, v);
   if (fused == Fused::Yes && fused_attention_fits(q, v)) {
-    if (padding.query_lengths.defined()) valid_positions(padding.query_lengths, s.B, s.N, q.device(), op);
+    if (padding.query_lengths.defined()) check_lengths(padding.query_lengths, s.B, s.N, op);
     return fused_attention(q, k, v, padding.key_lengths, causal == Causal::Yes);
   }
   const Tensor keep = keep_mask(padding, causal, s, q.device(), op);

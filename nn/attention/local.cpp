@@ -17,7 +17,7 @@ Tensor local_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_
   TP_CHECK(window >= 0, op, "window must be non-negative, got ", window);
   TP_CHECK(s.N == s.S, op, "local attention aligns query i with key i, so it needs as many queries as keys, got N = ",
            s.N, ", S = ", s.S);
-  if (padding.query_lengths.defined()) valid_positions(padding.query_lengths, s.B, s.N, q.device(), op);
+  if (padding.query_lengths.defined()) check_lengths(padding.query_lengths, s.B, s.N, op);
   const int64_t N = s.N, W = std::min(window, std::max<int64_t>(N - 1, 0));
   const int64_t K = causal == Causal::Yes ? W + 1 : 2 * W + 1;  // keys per query
   // Query i's t-th key is j = i − W + t; the ones outside [0, N) are listed as 0 and masked out.

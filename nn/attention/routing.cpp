@@ -56,7 +56,7 @@ Tensor routing_attention(const Tensor& q, const Tensor& k, const Tensor& v, cons
   const char* op = "routing_attention";
   const QkvShape s = check_qkv(op, q, k, v);
   check_centroids(op, centroids, s, q);
-  if (padding.query_lengths.defined()) valid_positions(padding.query_lengths, s.B, s.N, q.device(), op);
+  if (padding.query_lengths.defined()) check_lengths(padding.query_lengths, s.B, s.N, op);
   const int64_t C = centroids.size(1);
   const Tensor real_keys = real_positions(padding.key_lengths, s, s.S, q.device(), op);  // (B, H, S)
   Tensor query_cluster, key_cluster;
