@@ -31,8 +31,9 @@ Tensor relu_dropout(const Tensor& x, double p, Generator& gen, Mode mode);
 /// One dropout's draw, for an op that applies it inside loops of its own (dropout_add_layer_norm,
 /// ops/norm.h): the counters and seed dropout(x, p, gen, Mode::Train) takes for an x of n elements.
 struct DropoutDraw {
-  uint64_t first = 0, seed = 0;  ///< the first Philox counter reserved, and the generator's seed
-  double p = 0;                  ///< the drop probability
+  uint64_t first = 0;  ///< the first Philox counter reserved
+  uint64_t seed = 0;   ///< the generator's seed
+  double p = 0;        ///< the drop probability
 };
 
 /// Reserves from `gen` what dropout reserves for n elements, whatever p is (0 ≤ p < 1).
