@@ -41,7 +41,8 @@ DropoutDraw reserve_dropout(Generator& gen, int64_t n, double p);
 
 /// out[i] = dropout's value of in[i] for elements [begin, end) of the draw's tensor (in and out point
 /// at element begin; begin a multiple of 8, the elements of one Philox block): dropout's values on
-/// the CPU to the bit, float32 or float64.
+/// the CPU to the bit, float32 or float64. Runs inside OpenMP regions, so it does not check its
+/// range: the caller makes begin a multiple of 8 by construction.
 template <class T>
 void apply_dropout(const DropoutDraw& draw, const T* in, T* out, int64_t begin, int64_t end);
 

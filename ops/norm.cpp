@@ -58,6 +58,9 @@ struct Wanted {
 // one fixed order (total): every CPU capability gives the same bits.
 constexpr int64_t kLanes = 8;
 constexpr int64_t kRowChunk = 64;  // rows per part of dweight / dbias: the parts are added in order
+// dropout_add_layer_norm draws dropout chunk by chunk: a chunk's first element must start a Philox
+// block of 8 elements (apply_dropout, ops/dropout.h) whatever the row width.
+static_assert(kRowChunk % 8 == 0, "a chunk of rows must start a Philox block at every row width");
 
 typedef double Lanes __attribute__((vector_size(kLanes * sizeof(double))));
 template <class T>
@@ -286,6 +289,39 @@ decltype(&backward_rows_baseline<T, X>) backward_kernel() {
   return backward_rows_baseline<T, X>;
 }
 
+// h[i] += x[i] for i in [0, n): dropout_add_layer_norm's x + dropout(s), compiled as the row kernels are.
+template <class T>
+[[gnu::always_inline]] inline void add_into(const T* x, T* h, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) h[i] = x[i] + h[i];
+}
+template <class T>
+void add_into_baseline(const T* x, T* h, int64_t n) {
+  add_into(x, h, n);
+}
+#if TP_CPU_DISPATCH
+template <class T>
+TP_TARGET_AVX2 void add_into_avx2(const T* x, T* h, int64_t n) {
+  add_into(x, h, n);
+}
+template <class T>
+TP_TARGET_AVX512 void add_into_avx512(const T* x, T* h, int64_t n) {
+  add_into(x, h, n);
+}
+#endif
+
+template <class T>
+decltype(&add_into_baseline<T>) add_into_kernel() {
+#if TP_CPU_DISPATCH
+  switch (cpu_capability()) {
+    case CpuCapability::Avx512: return add_into_avx512<T>;
+    case CpuCapability::Avx2: return add_into_avx2<T>;
+    case CpuCapability::Baseline: break;
+  }
+#endif
+  return add_into_baseline<T>;
+}
+
 // What a caller does with rows [r0, r1) of the (R, D) rows, beside the kernels' work on them.
 using RowsFn = std::function<void(int64_t r0, int64_t r1)>;
 
@@ -474,11 +510,12 @@ Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& s, double p, Genera
     using T = decltype(tag);
     const T *xp = xc.data<T>(), *sp = sc.data<T>();
     T* hp = h.data<T>();
+    const auto add = add_into_kernel<T>();
     f = layer_norm_forward(h, rows, weight, bias, eps, false, [&](int64_t r0, int64_t r1) {
       const int64_t begin = r0 * D, end = r1 * D;
       if (masked) apply_dropout(draw, sp + begin, hp + begin, begin, end);
       else std::copy(sp + begin, sp + end, hp + begin);
-      for (int64_t i = begin; i < end; ++i) hp[i] = xp[i] + hp[i];  // add's x + d, in T
+      add(xp + begin, hp + begin, end - begin);  // add's x + d, in T
     });
   });
 
