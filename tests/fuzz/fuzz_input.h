@@ -10,20 +10,34 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
 
 #include "core/error.h"
 
 namespace tapestry::fuzz {
 
-// A folder of this process's own under the system's temporary folder, made once.
+// A folder of this process's own under the system's temporary folder, made once and removed when the
+// process exits normally (a crash leaves it, with the input that caused it).
+class WorkFolder {
+ public:
+  WorkFolder() : path_(std::filesystem::temp_directory_path() / ("tapestry-fuzz-" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(path_);
+  }
+  ~WorkFolder() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  WorkFolder(const WorkFolder&) = delete;
+  WorkFolder& operator=(const WorkFolder&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
 inline const std::filesystem::path& work_folder() {
-  static const std::filesystem::path folder = [] {
-    const std::filesystem::path f =
-        std::filesystem::temp_directory_path() / ("tapestry-fuzz-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(f);
-    return f;
-  }();
-  return folder;
+  static const WorkFolder folder;
+  return folder.path();
 }
 
 // Writes `size` bytes to `name` in the work folder and returns its path.
