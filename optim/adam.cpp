@@ -23,7 +23,7 @@ void check_adam_options(const char* op, double beta1, double beta2, double eps, 
 // With AMSGrad the rule also keeps v_max ← max(v_max, v) in a third buffer and divides by it.
 void adam_update(const char* op, const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers,
                  int64_t t, double lr, std::pair<double, double> betas, double eps, double l2,
-                 double decoupled, AmsGrad amsgrad) {
+                 double decoupled, AmsGrad amsgrad, CpuUpdates& cpu) {
   const double beta1 = betas.first, beta2 = betas.second;
   const double steps = static_cast<double>(t);
   visit_floating(param.dtype(), op, [&](auto tag) {
@@ -36,8 +36,8 @@ void adam_update(const char* op, const Tensor& param, const Tensor& grad, const 
                            static_cast<T>(1.0 - lr * decoupled),
                            static_cast<T>(1.0 - std::pow(beta1, steps)),
                            static_cast<T>(1.0 - std::pow(beta2, steps))};
-    if (amsgrad == AmsGrad::Yes) apply_rule<T>(op, rule, param, grad, buffers[0], buffers[1], buffers[2]);
-    else apply_rule<T>(op, rule, param, grad, buffers[0], buffers[1]);
+    if (amsgrad == AmsGrad::Yes) apply_rule<T>(op, rule, cpu, param, grad, buffers[0], buffers[1], buffers[2]);
+    else apply_rule<T>(op, rule, cpu, param, grad, buffers[0], buffers[1]);
   });
 }
 
@@ -55,9 +55,9 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options)
 }
 
 void Adam::update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t,
-                  const ParamGroup& group) {
+                  const ParamGroup& group, CpuUpdates& cpu) {
   adam_update("Adam", param, grad, buffers, t, group.lr, options_.betas, options_.eps, group.weight_decay, 0.0,
-              options_.amsgrad);
+              options_.amsgrad, cpu);
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
@@ -67,9 +67,9 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
 }
 
 void AdamW::update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t,
-                   const ParamGroup& group) {
+                   const ParamGroup& group, CpuUpdates& cpu) {
   adam_update("AdamW", param, grad, buffers, t, group.lr, options_.betas, options_.eps, 0.0, group.weight_decay,
-              options_.amsgrad);
+              options_.amsgrad, cpu);
 }
 
 }  // namespace tapestry::optim

@@ -40,7 +40,7 @@ class Adam : public Optimizer {
 
  private:
   void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t,
-              const ParamGroup& group) override;
+              const ParamGroup& group, CpuUpdates& cpu) override;
   AdamOptions options_;
 };
 
@@ -70,7 +70,7 @@ class AdamW : public Optimizer {
 
  private:
   void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t,
-              const ParamGroup& group) override;
+              const ParamGroup& group, CpuUpdates& cpu) override;
   AdamWOptions options_;
 };
 

@@ -7,6 +7,7 @@
 #include "ops/common.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
+#include "optim/apply_rule.h"
 #include "optim/sgd.h"
 
 namespace tapestry::optim {
@@ -123,6 +124,7 @@ void Optimizer::step() {
              describe(p), ")");
     grads[i] = contiguous(g);
   }
+  CpuUpdates cpu;  // every CPU parameter's update, run as one loop after this one (optim/apply_rule.h)
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!grads[i].defined()) continue;
     const Tensor& p = params_[i];
@@ -133,12 +135,13 @@ void Optimizer::step() {
     ++steps_[i];
     const ParamGroup& group = groups_[group_of_[i]];
     if (group.rule == GroupRule::Sgd) {
-      sgd_step(p, grads[i], group.lr, group.weight_decay);  // its buffers stay zero
+      sgd_step(p, grads[i], group.lr, group.weight_decay, &cpu);  // its buffers stay zero
     } else {
-      update(p, grads[i], buffers_[i], steps_[i], group);
+      update(p, grads[i], buffers_[i], steps_[i], group, cpu);
     }
     p.storage().bump_version();
   }
+  cpu.run();
 }
 
 OptimizerState Optimizer::state_dict() const {

@@ -17,7 +17,8 @@
 /// before the step refuses to run (rather than differentiate stale data).
 ///
 /// Parameters may live on any device (one kernel launch per parameter on a GPU, queued on its
-/// stream; step() does not wait for it).
+/// stream; step() does not wait for it). On the CPU the passes of all parameters run as one parallel
+/// loop over their elements, after every parameter's has been queued (optim/apply_rule.h: CpuUpdates).
 ///
 /// Parameter groups (PyTorch's `param_groups`, optim/param_groups.h) give some parameters their own
 /// learning rate, weight decay and clipping:
@@ -42,6 +43,8 @@
 #include "optim/param_groups.h"
 
 namespace tapestry::optim {
+
+class CpuUpdates;  // optim/apply_rule.h
 
 /// Everything step() changes, for checkpoints: restoring it into an optimizer built with the same
 /// parameters (shapes, dtypes, order) and options continues the run bit for bit. Hyperparameters other
@@ -121,9 +124,10 @@ class Optimizer {
 
   /// Applies the update to `param` (contiguous) from `grad` (contiguous, same shape, dtype and
   /// device), with this parameter's buffers (in buffer_names order), its step count t ≥ 1, and the
-  /// learning rate and weight decay of its group.
+  /// learning rate and weight decay of its group. On the CPU the work goes into `cpu`, which step()
+  /// runs once every parameter's update is in it (optim/apply_rule.h: apply_rule).
   virtual void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t,
-                      const ParamGroup& group) = 0;
+                      const ParamGroup& group, CpuUpdates& cpu) = 0;
 
  private:
   const char* name_;

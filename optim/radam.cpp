@@ -35,7 +35,7 @@ RAdam::RAdam(std::vector<Tensor> params, RAdamOptions options)
 }
 
 void RAdam::update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t,
-                   const ParamGroup& group) {
+                   const ParamGroup& group, CpuUpdates& cpu) {
   const double beta1 = options_.betas.first, beta2 = options_.betas.second;
   const double steps = static_cast<double>(t);
   // Whether the variance of the adaptive rate is tractable (Algorithm 2: "if ρ_t > 4"; PyTorch: ρ_t > 5).
@@ -59,7 +59,7 @@ void RAdam::update(const Tensor& param, const Tensor& grad, const std::vector<Te
                             static_cast<T>(bias2),
                             static_cast<T>(r),
                             rectified};
-    apply_rule<T>("RAdam", rule, param, grad, buffers[0], buffers[1]);
+    apply_rule<T>("RAdam", rule, cpu, param, grad, buffers[0], buffers[1]);
   });
 }
 

@@ -56,7 +56,7 @@ class RAdam : public Optimizer {
 
  private:
   void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t,
-              const ParamGroup& group) override;
+              const ParamGroup& group, CpuUpdates& cpu) override;
   RAdamOptions options_;
 };
 

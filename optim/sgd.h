@@ -21,8 +21,9 @@ struct SGDOptions {
 
 /// One plain SGD step of `param` (contiguous, float32 or float64) from `grad` (contiguous, the same
 /// shape, dtype and device), in place and off the tape: θ ← θ − lr·(g + λθ), λ = weight_decay.
-/// SGD without momentum is this; so is a parameter group with rule=sgd (optim/param_groups.h).
-void sgd_step(const Tensor& param, const Tensor& grad, double lr, double weight_decay);
+/// SGD without momentum is this; so is a parameter group with rule=sgd (optim/param_groups.h). Given
+/// `cpu`, the CPU's work is queued there (an optimizer's step: optim/apply_rule.h); else it runs now.
+void sgd_step(const Tensor& param, const Tensor& grad, double lr, double weight_decay, CpuUpdates* cpu = nullptr);
 
 /// Per step, for each parameter with a gradient (the buffer b starts at 0):
 ///   g ← g + λθ;   b ← μ b + g;   θ ← θ − lr·(g + μ b) with Nesterov, θ ← θ − lr·b without.
@@ -35,7 +36,7 @@ class SGD : public Optimizer {
 
  private:
   void update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& buffers, int64_t t,
-              const ParamGroup& group) override;
+              const ParamGroup& group, CpuUpdates& cpu) override;
   SGDOptions options_;
 };
 

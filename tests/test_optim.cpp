@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 
+#include "optim/apply_rule.h"
 #include "tests/testing.h"
 
 using namespace tapestry;
@@ -397,6 +398,63 @@ TEST_CASE("the update rules give the same bits under every CPU capability, float
     for (size_t c = 1; c < results.size(); ++c) {
       INFO(dtype << " " << to_string(capabilities[c]) << " against the baseline");
       CHECK(std::memcmp(results[c].data(), results[0].data(), results[0].size() * sizeof(double)) == 0);
+    }
+  }
+}
+
+TEST_CASE("a step's updates run as one loop: each element once, the queue emptied") {
+  // optim/apply_rule.h: CpuUpdates splits every queued update into chunks of 4096 elements.
+  const std::vector<int64_t> sizes = {0, 1, 4095, 4096, 4097, 50000};
+  std::vector<std::vector<int>> visits;
+  for (int64_t n : sizes) visits.emplace_back(static_cast<size_t>(n), 0);
+  optim::CpuUpdates updates;
+  for (size_t u = 0; u < sizes.size(); ++u)
+    updates.add(sizes[u], [&visits, u](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) ++visits[u][static_cast<size_t>(i)];
+    });
+  updates.run();
+  updates.run();  // nothing left to run: a second visit would show
+  for (size_t u = 0; u < sizes.size(); ++u) {
+    INFO("update " << u << " of " << sizes[u] << " elements");
+    CHECK(std::count(visits[u].begin(), visits[u].end(), 1) == sizes[u]);
+  }
+}
+
+TEST_CASE("one step over many parameters gives each the bits of a step of its own") {
+  // The step's updates run as one loop over every parameter's chunks (optim/apply_rule.h); sizes
+  // around a chunk's 4096 elements and a total above the 32,768 that start a parallel loop.
+  const std::vector<int64_t> sizes = {1, 7, 4096, 4097, 9000, 30000};
+  using Make = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+  const std::vector<std::pair<const char*, Make>> optimizers = {
+      {"Adam", [](std::vector<Tensor> p) { return std::make_unique<optim::Adam>(p, optim::AdamOptions{0.01}); }},
+      {"RAdam", [](std::vector<Tensor> p) { return std::make_unique<optim::RAdam>(p, optim::RAdamOptions{0.01}); }},
+      {"SGD", [](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(p, optim::SGDOptions{0.01, 0.9}); }}};
+  for (const auto& [name, make] : optimizers) {
+    INFO(name);
+    std::vector<Tensor> together, alone;
+    for (size_t p = 0; p < sizes.size(); ++p) {
+      std::vector<double> start(static_cast<size_t>(sizes[p]));
+      for (size_t i = 0; i < start.size(); ++i) start[i] = std::sin(0.1 * static_cast<double>(i + p));
+      together.push_back(to(from_vector<double>(start, {sizes[p]}), DType::Float32).set_requires_grad(true));
+      alone.push_back(clone(together.back().detach()).set_requires_grad(true));
+    }
+    const auto all = make(together);
+    std::vector<std::unique_ptr<optim::Optimizer>> each;
+    for (const Tensor& p : alone) each.push_back(make({p}));
+    for (int64_t t = 1; t <= 7; ++t) {  // past RAdam's switch to its rectified step
+      for (size_t p = 0; p < sizes.size(); ++p) {
+        const Tensor g = to(from_vector<double>(grads_at(t, static_cast<size_t>(sizes[p]), p), {sizes[p]}),
+                            DType::Float32);
+        together[p].zero_grad(), alone[p].zero_grad();
+        sum(together[p] * g).backward(), sum(alone[p] * g).backward();
+      }
+      all->step();
+      for (const auto& o : each) o->step();
+    }
+    for (size_t p = 0; p < sizes.size(); ++p) {
+      INFO("parameter " << p << " of " << sizes[p] << " elements");
+      const std::vector<float> a = together[p].to_vector<float>(), b = alone[p].to_vector<float>();
+      CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
     }
   }
 }
