@@ -65,7 +65,8 @@ decltype(&rule_range_baseline<Rule, T, Buffers...>) rule_range_kernel() {
 /// elements worth a parallel region) and started a parallel region for each large one.
 class CpuUpdates {
  public:
-  /// Queues range(begin, end), to be called by run() over chunks that together cover [0, n).
+  /// Queues range(begin, end), to be called by run() over chunks that together cover [0, n), inside
+  /// an OpenMP loop: it must not throw.
   void add(int64_t n, std::function<void(int64_t, int64_t)> range) {
     if (n > 0) queued_.push_back({n, std::move(range)});
   }
