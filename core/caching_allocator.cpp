@@ -80,10 +80,7 @@ void CachingAllocator::deallocate(void* ptr, std::size_t) {
   if (it == in_use_.end()) return;
   stats_.in_use -= static_cast<int64_t>(it->second);
   if (caching_ == Caching::On) {
-    // First among the blocks of its size, so that the next request of that size takes it: the
-    // block freed last, whose lines the caches are likeliest to hold still (the multimap's own
-    // order, insertion at the end, handed out the block freed longest ago).
-    cached_.emplace_hint(cached_.lower_bound(it->second), it->second, ptr);
+    cached_.emplace(it->second, ptr);
   } else {
     source_->release(ptr, it->second);
     stats_.reserved -= static_cast<int64_t>(it->second);

@@ -48,10 +48,7 @@ enum class Caching { On, Off };
 /// - A block freed by a tensor goes to the free list of its bin, never back to the system. A request
 ///   takes the smallest cached block of at least its rounded size and at most 1/8 larger (best fit
 ///   with bounded waste), so a small request never pins a much larger block; only when none fits is
-///   a new block taken from the source. Among cached blocks of one size the one freed last goes
-///   first: its lines are the likeliest to be in the CPU's caches still (the step after an op
-///   writes the block it freed; the block freed longest ago made the speech model's step 2–5 %
-///   slower). Blocks are never split or merged.
+///   a new block taken from the source. Blocks are never split or merged.
 /// - The cache is bounded: reserved never exceeds twice the most bytes the program has had in use at
 ///   once (its high water), or twice the current request's need when that is more. On a miss that
 ///   would take reserved above it, cached blocks go back to the system first, largest first, until

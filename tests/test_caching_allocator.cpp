@@ -101,21 +101,6 @@ TEST_CASE("caching allocator: a freed block is reused by the next request of its
   alloc->deallocate(e, 4 * kMiB + kMiB / 2);
 }
 
-TEST_CASE("caching allocator: of several cached blocks of a size, the one freed last is handed out first") {
-  Ledger ledger;
-  auto alloc = make_allocator(ledger);
-  void* blocks[3];
-  for (void*& p : blocks) p = alloc->allocate(4096);
-  for (void* p : blocks) alloc->deallocate(p, 4096);  // freed in the order 0, 1, 2
-  CHECK(alloc->allocate(4096) == blocks[2]);
-  CHECK(alloc->allocate(4096) == blocks[1]);
-  alloc->deallocate(blocks[2], 4096);  // freed after 0, which is still cached
-  CHECK(alloc->allocate(4096) == blocks[2]);
-  CHECK(alloc->allocate(4096) == blocks[0]);
-  CHECK(ledger.allocations == 3);
-  for (void* p : blocks) alloc->deallocate(p, 4096);
-}
-
 // Raises the allocator's high water to `bytes` and gives the block back to the source, so that the
 // cache's bound (reserved within twice the high water) stays out of a test about something else.
 void raise_high_water(CachingAllocator& alloc, std::size_t bytes) {
