@@ -3,7 +3,7 @@
 # programs, before and after changes to its kernels (docs/PERFORMANCE.md names the commits of each
 # run: cpu-2026-11-29/ compared 0e2cafa and 5da330c, cpu-2026-11-29-b/ b1db436 and c55eaf5,
 # cpu-2026-11-29-c/ b1db436 and 084e552, cpu-2026-11-29-d/ 084e552 and 428ba5b, cpu-2026-11-30/
-# 428ba5b and 5233797).
+# 428ba5b and 5233797, cpu-2026-11-30-b/ 5233797 and 135c1a2).
 # Six rounds, each the before program then the after program, float32 then bf16; then each program's
 # op-by-op profile (float32), twice, alternating.
 # Usage, from the repository root, on a quiet machine:
