@@ -189,7 +189,8 @@ Attentions check_asr_options(const AsrOptions& o) {
   TP_CHECK(o.spec_augment.frequency_width <= o.mel_bins, "--freq-width", "a frequency mask of up to ",
            o.spec_augment.frequency_width, " bins does not fit --mel-bins ", o.mel_bins);
   const Attentions a = attentions(o.attention, o.eval_attention);
-  // The longest utterance of the corpus is a few hundred frames: a batch of them, as positions.
+  // A rough guard: the batch's frames as utterances of 1000 frames, as positions. The speech set's are
+  // shorter; speech-long's run to about 2,550 frames, where a batch's scores are up to 2.6 times this.
   check_attention_memory(a, std::max<int64_t>(1, o.batch_frames / 1000), o.heads, 1000 / o.stack + 1);
   check_clustering_weights(o.mu, o.nu, {a.train});
   return a;
