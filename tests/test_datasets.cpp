@@ -175,3 +175,52 @@ TEST_CASE("datasets: speech, 1,500 espeak-ng utterances at 16 kHz with phonemes 
   CHECK(prompts.size() == 551);
   check_labels(prompts);
 }
+
+TEST_CASE("datasets: speech-long, the speech set's utterances joined into ones of 20 s or more") {
+  const std::string folder = prepared("speech-long");
+  const std::string speech = prepared("speech");
+  if (folder.empty() || speech.empty()) return;
+  CHECK(read_lines("datasets", folder + "/phonemes.txt", Utf8::Check) ==
+        read_lines("datasets", speech + "/phonemes.txt", Utf8::Check));
+  // utterances.tsv: each long utterance's sources, in order (a header line first).
+  std::map<std::string, std::vector<std::string>> sources;
+  const std::vector<std::string> catalogue = read_lines("datasets", folder + "/utterances.tsv", Utf8::Check);
+  REQUIRE(!catalogue.empty());
+  for (size_t i = 1; i < catalogue.size(); ++i) {
+    std::istringstream fields(catalogue[i]);
+    std::string path, source;
+    fields >> path;
+    while (fields >> source) sources[folder + "/" + path].push_back(speech + "/" + source);
+  }
+  const int64_t rate = 16000, gap = rate / 4;  // 0.25 s of silence between two sentences
+  const std::map<std::string, std::pair<size_t, int64_t>> expected = {
+      {"train", {157, 54021258}}, {"valid", {12, 4173050}}, {"test", {25, 8481086}}};  // Python's wave module
+  for (const auto& [split, counts] : expected) {
+    INFO(split);
+    std::map<std::string, const Utterance*> short_ones;
+    const std::vector<Utterance> parts = read_audio_list(speech + "/" + split + ".tsv", {MultiChannel::Refuse, 16000});
+    for (const Utterance& u : parts) short_ones[u.path] = &u;
+    const std::vector<Utterance> joined = read_audio_list(folder + "/" + split + ".tsv", {MultiChannel::Refuse, 16000});
+    CHECK(joined.size() == counts.first);
+    int64_t samples = 0;
+    for (const Utterance& u : joined) {
+      INFO(u.path);
+      samples += int64_t(u.samples.size());
+      CHECK(int64_t(u.samples.size()) >= 20 * rate);
+      // The sources' samples with a silent gap between two of them, and their transcripts joined.
+      std::vector<float> audio;
+      std::string transcript;
+      REQUIRE(sources.count(u.path) == 1);
+      for (const std::string& source : sources.at(u.path)) {
+        REQUIRE(short_ones.count(source) == 1);
+        const Utterance& part = *short_ones.at(source);
+        if (!audio.empty()) audio.insert(audio.end(), gap, 0.0f), transcript += " ";
+        audio.insert(audio.end(), part.samples.begin(), part.samples.end());
+        transcript += part.transcript;
+      }
+      CHECK(u.samples == audio);
+      CHECK(u.transcript == transcript);
+    }
+    CHECK(samples == counts.second);
+  }
+}
