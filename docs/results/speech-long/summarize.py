@@ -22,8 +22,9 @@ def spread(values):
 
 
 def main(folder):
-    print("| attention | valid PER, best (step) | test PER | test PER per seed | train s | forward ms / utterance, min of 3 |")
-    print("|---|---|---|---|---|---|")
+    print("| attention | valid PER, best (step) | test PER | test PER per seed | train s | forward ms, valid, in training "
+          "| forward ms, test, alone |")
+    print("|---|---|---|---|---|---|---|")
     for run in RUNS:
         trained = [load(folder, f"{run}-{s}.json") for s in SEEDS]
         tested = [load(folder, f"{run}-{s}-test.json") for s in SEEDS]
@@ -34,8 +35,13 @@ def main(folder):
         per_seed = ", ".join(f"{t['per']:.4f}" for t in tested)
         seconds = ", ".join(f"{t['seconds']:.0f}" for t in trained)
         forward = f"{min(timed):.2f} ({min(timed):.2f}–{max(timed):.2f})" if timed else "—"
+        # Every evaluation of the training runs (valid split, in the training process: warm)
+        warm = []
+        for s in SEEDS:
+            with open(os.path.join(folder, f"{run}-{s}.jsonl"), encoding="utf-8") as f:
+                warm += [e["forward_ms"] for e in map(json.loads, f) if e.get("event") == "eval"]
         print(f"| {trained[0]['attention']} | {best} ({steps}) | {spread([t['per'] for t in tested])} | "
-              f"{per_seed} | {seconds} | {forward} |")
+              f"{per_seed} | {seconds} | {min(warm):.2f} ({len(warm)} evaluations) | {forward} |")
     print()
     print("| trained with full, evaluated with | test PER | per seed |")
     print("|---|---|---|")
