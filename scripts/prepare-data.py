@@ -418,7 +418,8 @@ def speech_long(speech_dir, out):
     print(f"speech-long: {', '.join(totals)}")
 
 
-COMMANDS = {"speech": speech, "speech-long": speech_long, "ding": ding, "asterisk": asterisk, "brown": brown, "spam": spam, "mnist": mnist}
+COMMANDS = {"speech": speech, "speech-long": speech_long, "ding": ding, "asterisk": asterisk, "brown": brown,
+            "spam": spam, "mnist": mnist}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
