@@ -22,8 +22,8 @@ def spread(values):
 
 
 def main(folder):
-    print("| attention | valid PER, best (step) | test PER | test PER per seed | train s | forward ms, valid, in training "
-          "| forward ms, test, alone |")
+    print("| attention | valid PER, best (step) | test PER | test PER per seed | train s "
+          "| forward ms, valid, in training | forward ms, test, alone |")
     print("|---|---|---|---|---|---|---|")
     for run in RUNS:
         trained = [load(folder, f"{run}-{s}.json") for s in SEEDS]
